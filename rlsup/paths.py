@@ -1,0 +1,63 @@
+"""Where rlsup keeps things: RLSUP_HOME, run directories and the files inside them."""
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from pathlib import Path
+
+from rlsup.spec import sanitize_name
+
+# Files of a run directory (DESIGN.md sections 6 and 7).
+JOB_FILE = "job.toml"
+SPEC_HISTORY = "spec-history"
+STATUS_FILE = "status.json"
+METRICS_FILE = "metrics.jsonl"
+LOG_FILE = "worker.log"
+EXIT_FILE = "exit.json"
+CHECKPOINTS = "checkpoints"
+
+# Files of RLSUP_HOME.
+DATABASE = "rlsup.db"
+DAEMON_LOCK = "daemon.lock"
+DAEMON_LOG = "daemon.log"
+DAEMON_SETTINGS = "daemon.toml"
+
+
+def rlsup_home() -> Path:
+    """$RLSUP_HOME, else $XDG_DATA_HOME/rlsup, else ~/.local/share/rlsup; created private."""
+    explicit = os.environ.get("RLSUP_HOME")
+    if explicit:
+        home = Path(explicit)
+    else:
+        data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        home = Path(data) / "rlsup"
+    return ensure_private_dir(home.expanduser().resolve())
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create path (and parents) readable by its owner alone."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o700)
+    return path
+
+
+def runs_dir(home: Path | None = None) -> Path:
+    return ensure_private_dir((home or rlsup_home()) / "runs")
+
+
+def new_run_dir(name: str, home: Path | None = None) -> Path:
+    """A fresh, uniquely named run directory: runs/NAME-YYYYmmdd-HHMMSS-XXXX."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    while True:
+        candidate = runs_dir(home) / f"{sanitize_name(name)}-{stamp}-{secrets.token_hex(2)}"
+        try:
+            candidate.mkdir(mode=0o700)
+            return candidate
+        except FileExistsError:
+            continue
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step-{step:012d}"

@@ -1,0 +1,223 @@
+"""Reading and writing the small files of a run directory, shared by worker, daemon, CLI and TUI."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from rlsup import paths, spec as specs
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make a rename or creation inside directory durable."""
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Write to a temporary file beside path, fsync it, rename it over path, fsync the directory."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    fsync_directory(path.parent)
+
+
+def atomic_write_json(path: Path, value: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(value, indent=1, sort_keys=True) + "\n").encode())
+
+
+def read_json(path: Path) -> dict | None:
+    """A JSON object from path, or None when it is missing or half-written."""
+    try:
+        value = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# status.json and exit.json
+
+
+def read_status(run_dir: Path) -> dict | None:
+    return read_json(Path(run_dir) / paths.STATUS_FILE)
+
+
+def write_status(run_dir: Path, status: dict) -> None:
+    atomic_write_json(Path(run_dir) / paths.STATUS_FILE, status)
+
+
+def read_exit(run_dir: Path) -> dict | None:
+    return read_json(Path(run_dir) / paths.EXIT_FILE)
+
+
+def write_exit(run_dir: Path, *, code: int, reason: str, step: int, checkpoint: str | None) -> None:
+    atomic_write_json(Path(run_dir) / paths.EXIT_FILE,
+                      {"code": code, "reason": reason, "step": step, "checkpoint": checkpoint,
+                       "pid": os.getpid(), "time": time.time()})
+
+
+def clear_exit(run_dir: Path) -> None:
+    """Forget the previous outcome when a worker starts, so a stale exit.json is never read as new."""
+    (Path(run_dir) / paths.EXIT_FILE).unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# metrics.jsonl
+
+
+class MetricsWriter:
+    """Appends metric records; each line is flushed so readers see whole lines only."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / paths.METRICS_FILE
+        self.handle = open(self.path, "ab", buffering=0)
+
+    def write(self, record: dict) -> None:
+        self.handle.write((json.dumps(record, separators=(",", ":")) + "\n").encode())
+
+    def byte_length(self) -> int:
+        return self.handle.tell()
+
+    def sync(self) -> None:
+        os.fsync(self.handle.fileno())
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def truncate_metrics(run_dir: Path, length: int) -> None:
+    """Cut metrics.jsonl back to a checkpoint's recorded length, dropping a future that was thrown away."""
+    path = Path(run_dir) / paths.METRICS_FILE
+    if path.exists() and path.stat().st_size > length:
+        with open(path, "r+b") as handle:
+            handle.truncate(length)
+            os.fsync(handle.fileno())
+
+
+class MetricsReader:
+    """Reads metrics.jsonl incrementally: each call returns only the whole lines added since the last."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / paths.METRICS_FILE
+        self.offset = 0
+        self.pending = b""
+        self.restarted = False  # set when the file was cut back: the caller should drop what it holds
+
+    def read_new(self) -> list[dict]:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return []
+        if size < self.offset:  # cut back on resume: the old tail is gone, start over
+            self.offset, self.pending = 0, b""
+            self.restarted = True
+        with open(self.path, "rb") as handle:
+            handle.seek(self.offset)
+            data = self.pending + handle.read(size - self.offset)
+        self.offset = size
+        complete, _, self.pending = data.rpartition(b"\n")
+        return list(_parse_lines(complete))
+
+
+def _parse_lines(data: bytes) -> Iterator[dict]:
+    for line in data.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            yield record
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    """Every record of a run's metrics (tests and small tools; the TUI reads incrementally)."""
+    return MetricsReader(run_dir).read_new()
+
+
+# ---------------------------------------------------------------------------------------------
+# Log tail
+
+
+def tail_lines(path: Path, count: int = 50, *, block: int = 8192) -> list[str]:
+    """The last count lines of a text file, read from its end."""
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        return []
+    with handle:
+        handle.seek(0, os.SEEK_END)
+        position, data = handle.tell(), b""
+        while position > 0 and data.count(b"\n") <= count:
+            step = min(block, position)
+            position -= step
+            handle.seek(position)
+            data = handle.read(step) + data
+    return data.decode(errors="replace").splitlines()[-count:]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a listing shows of one run directory."""
+
+    run_dir: Path
+    status: dict | None
+    exit: dict | None
+
+
+def summarize(run_dir: Path) -> RunSummary:
+    return RunSummary(Path(run_dir), read_status(run_dir), read_exit(run_dir))
+
+
+# ---------------------------------------------------------------------------------------------
+# The run's spec: job.toml plus every accepted version in spec-history/
+
+
+class EditRefused(Exception):
+    """An edited spec changes identity fields; the run keeps its old spec."""
+
+    def __init__(self, changes: list[specs.Change]):
+        self.changes = changes
+        super().__init__(specs.refusal_message(changes))
+
+
+def read_run_spec(run_dir: Path) -> specs.JobSpec:
+    return specs.load(Path(run_dir) / paths.JOB_FILE)
+
+
+def write_run_spec(run_dir: Path, spec: specs.JobSpec) -> None:
+    """Make spec the run's job.toml and keep a numbered copy in spec-history/."""
+    run_dir = Path(run_dir)
+    text = spec.to_toml().encode()
+    history = paths.ensure_private_dir(run_dir / paths.SPEC_HISTORY)
+    number = len(list(history.glob("*.toml"))) + 1
+    atomic_write_bytes(history / f"{number:04d}.toml", text)
+    atomic_write_bytes(run_dir / paths.JOB_FILE, text)
+
+
+def accept_edit(run_dir: Path, edited: specs.JobSpec) -> list[specs.Change]:
+    """Diff an edited spec against the run's; write it when no identity field changed.
+
+    Returns the changes (empty when nothing differs); raises EditRefused otherwise.
+    """
+    changes = specs.diff(read_run_spec(run_dir), edited)
+    if specs.refused(changes):
+        raise EditRefused(changes)
+    if changes:
+        write_run_spec(run_dir, edited)
+    return changes
