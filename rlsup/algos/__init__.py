@@ -1,0 +1,1 @@
+"""Training algorithms, their networks and the environments they learn from."""

@@ -1,0 +1,410 @@
+"""Training environments whose whole state is captured mid-episode and restored bit for bit."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import ale_py
+import gymnasium as gym
+import numpy as np
+from ale_py.env import AtariEnv
+from gymnasium.envs.classic_control import AcrobotEnv, CartPoleEnv, MountainCarEnv
+from gymnasium.spaces import Box, Discrete
+from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, OrderEnforcing, TimeLimit
+
+from rlsup.checkpoint.rng import generator_state, restore_generator
+from rlsup.spec import EnvSection
+
+gym.register_envs(ale_py)
+
+STATE_FORMAT = 1
+ATARI_SCREEN_SIZE = 84
+ATARI_ENTRY_POINT = "ale_py.env:AtariEnv"
+# Settings that change what a captured state means; num_envs does not, so it may differ.
+STATE_SETTINGS = ("id", "preset", "sticky_actions", "clip_rewards", "episodic_life", "noop_max",
+                  "frame_skip", "frame_stack", "max_episode_steps")
+
+
+class EnvError(ValueError):
+    """An env id that cannot be made, does not fit its preset, or whose state cannot be captured."""
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """A finished game: its unclipped score over every life and its length in agent steps."""
+
+    raw_return: float
+    length: int
+
+
+@dataclass(frozen=True)
+class EnvStep:
+    """What one agent step returns."""
+
+    observation: np.ndarray        # next observation; for Atari the (stack, 84, 84) uint8 stack
+    reward: float                  # learning reward: sign-clipped when clip_rewards
+    raw_reward: float              # the game's own reward
+    terminal: bool                 # cut the bootstrap: game over, or a lost life when episodic_life
+    done: bool                     # the episode is over (terminated or truncated): call reset()
+    truncated: bool                # cut by a time limit, not by the game
+    episode: EpisodeResult | None  # set when done
+
+
+def make_env(env: EnvSection, *, seed: int, render_mode: str | None = None) -> TrainingEnv:
+    """The env an [env] section describes; its first reset is seeded with seed."""
+    _check_preset(env, _registered_spec(env.id))
+    try:
+        stack = _make_atari(env, render_mode) if env.preset == "atari" else _make_classic(env, render_mode)
+    except gym.error.Error as error:
+        raise EnvError(f"cannot make env {env.id!r}: {error}") from error
+    try:
+        _check_spaces(env, stack)
+    except EnvError:
+        stack.close()
+        raise
+    return TrainingEnv(stack, env, seed, render_mode)
+
+
+@functools.lru_cache(maxsize=16)
+def probe_env(env: EnvSection) -> tuple[tuple, np.dtype, int, int]:
+    """Observation shape, observation dtype, number of actions and stack size, for building networks."""
+    training_env = make_env(env, seed=0)
+    try:
+        return (training_env.observation_shape, training_env.observation_dtype,
+                training_env.num_actions, training_env.stack_size)
+    finally:
+        training_env.close()
+
+
+def _registered_spec(env_id: str) -> gym.envs.registration.EnvSpec:
+    try:
+        return gym.spec(env_id)
+    except gym.error.Error as error:
+        raise EnvError(f"unknown env id {env_id!r}: {error}") from None
+
+
+def _check_preset(env: EnvSection, spec: gym.envs.registration.EnvSpec) -> None:
+    is_atari = spec.entry_point in (ATARI_ENTRY_POINT, AtariEnv)
+    if env.preset == "atari" and not is_atari:
+        raise EnvError(f"env id {env.id!r} is not an Atari (ALE) game, so preset \"atari\" does not fit it; "
+                       f"use preset = \"classic\"")
+    if env.preset == "classic" and is_atari:
+        raise EnvError(f"env id {env.id!r} is an Atari game: use preset = \"atari\"")
+
+
+def _make_classic(env: EnvSection, render_mode: str | None) -> gym.Env:
+    options = _render_option(render_mode)
+    if env.max_episode_steps > 0:
+        options["max_episode_steps"] = env.max_episode_steps
+    # The passive checker only warns, yet it keeps check-once flags and the previous step's data,
+    # state that would have to be captured too.
+    return gym.make(env.id, disable_env_checker=True, **options)
+
+
+def _make_atari(env: EnvSection, render_mode: str | None) -> gym.Env:
+    # ALE counts the limit in emulator frames, reset no-ops included, as the 108,000-frame convention does.
+    options = _render_option(render_mode)
+    if env.max_episode_steps > 0:
+        options["max_num_frames_per_episode"] = env.max_episode_steps * env.frame_skip
+    # AtariPreprocessing reads the screen from ALE itself and drops the game's own per-frame observation,
+    # so ask for the cheapest screen copy that keeps its buffers' (210, 160) shape: ~10% faster than RGB.
+    game = gym.make(env.id, frameskip=1, repeat_action_probability=env.sticky_actions,
+                    full_action_space=False, obs_type="grayscale", disable_env_checker=True, **options)
+    # Life loss is handled by TrainingEnv so that it ends the episode for learning only.
+    preprocessed = AtariPreprocessing(game, noop_max=env.noop_max, frame_skip=env.frame_skip,
+                                      screen_size=ATARI_SCREEN_SIZE, grayscale_obs=True, scale_obs=False,
+                                      terminal_on_life_loss=False)
+    # "reset" padding: the replay rebuilds stacks after a reset by repeating the reset frame.
+    return FrameStackObservation(preprocessed, env.frame_stack, padding_type="reset")
+
+
+def _render_option(render_mode: str | None) -> dict:
+    # gym.make hands render_mode to the env's constructor even when None, which some envs do not take.
+    return {} if render_mode is None else {"render_mode": render_mode}
+
+
+def _check_spaces(env: EnvSection, stack: gym.Env) -> None:
+    actions = stack.action_space
+    if not isinstance(actions, Discrete) or int(actions.start) != 0:
+        raise EnvError(f"env id {env.id!r} has the action space {actions}; rlsup needs Discrete(n) from 0")
+    observations = stack.observation_space
+    if env.preset == "classic" and not (isinstance(observations, Box) and len(observations.shape) == 1):
+        raise EnvError(f"env id {env.id!r} has the observation space {observations}; "
+                       f"preset \"classic\" needs a one-dimensional Box")
+
+
+class TrainingEnv:
+    """One environment as the learner sees it: clipped rewards, life-loss terminals, capturable state."""
+
+    def __init__(self, stack: gym.Env, env: EnvSection, seed: int, render_mode: str | None) -> None:
+        self._stack = stack
+        self._settings = env
+        self._is_atari = env.preset == "atari"
+        self._render_mode = render_mode
+        self._pending_seed: int | None = int(seed)  # consumed by the first reset
+        self._needs_reset = True
+        self._raw_return = 0.0
+        self._length = 0
+        self._lives = 0
+        self.observation_shape: tuple = tuple(stack.observation_space.shape)
+        self.observation_dtype = np.dtype(np.uint8 if self._is_atari else np.float32)
+        self.stack_size = env.frame_stack if self._is_atari else 1
+        self.frame_shape: tuple = self.observation_shape[1:] if self._is_atari else self.observation_shape
+        self.num_actions = int(stack.action_space.n)
+
+    def reset(self) -> np.ndarray:
+        """Start a new episode; only the first reset is seeded, later ones continue the env's RNG."""
+        seed, self._pending_seed = self._pending_seed, None
+        observation, _ = self._stack.reset(seed=seed)
+        self._needs_reset = False
+        self._raw_return, self._length = 0.0, 0
+        self._lives = self._game_lives()
+        return self._observation(observation)
+
+    def step(self, action: int) -> EnvStep:
+        """One agent step (frame_skip emulator frames for Atari)."""
+        if self._needs_reset:
+            raise RuntimeError(f"{self._settings.id}: call reset() first (the episode is over or never began)")
+        observation, raw_reward, terminated, truncated, _ = self._stack.step(int(action))
+        raw_reward = float(raw_reward)
+        self._raw_return += raw_reward
+        self._length += 1
+        lives = self._game_lives()
+        life_lost, self._lives = lives < self._lives, lives
+        done = bool(terminated or truncated)
+        episode = None
+        if done:
+            self._needs_reset = True
+            episode = EpisodeResult(raw_return=self._raw_return, length=self._length)
+        reward = float(np.sign(raw_reward)) if self._settings.clip_rewards else raw_reward
+        terminal = bool(terminated) or (self._settings.episodic_life and life_lost)
+        return EnvStep(observation=self._observation(observation), reward=reward, raw_reward=raw_reward,
+                       terminal=terminal, done=done, truncated=bool(truncated), episode=episode)
+
+    def newest_frame(self, observation: np.ndarray) -> np.ndarray:
+        """The latest frame of an observation: the top of an Atari stack, a vector itself."""
+        return observation[-1] if self._is_atari else observation
+
+    def render(self) -> np.ndarray | None:
+        """The screen as RGB when made with render_mode="rgb_array", else None."""
+        if self._render_mode != "rgb_array":
+            return None
+        return np.asarray(self._stack.render())
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def state_dict(self) -> dict:
+        """Everything needed to continue this env bit for bit, as a tree of plain values and arrays."""
+        layers = _layers(self._stack, self._settings.id)
+        return {
+            "format": STATE_FORMAT,
+            "settings": _state_settings(self._settings),
+            "chain": [type(layer).__name__ for layer in layers],
+            "episode": {"pending_seed": self._pending_seed, "needs_reset": self._needs_reset,
+                        "raw_return": self._raw_return, "length": self._length, "lives": self._lives},
+            "layers": {type(layer).__name__: _capturer(layer, self._settings.id).capture(layer)
+                       for layer in layers},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from a state_dict taken from an env made with the same settings; no reset needed."""
+        self._check_state_fits(state)
+        layers = _layers(self._stack, self._settings.id)
+        for layer in layers:
+            _capturer(layer, self._settings.id).restore(layer, state["layers"][type(layer).__name__])
+        episode = state["episode"]
+        pending_seed = episode["pending_seed"]
+        self._pending_seed = None if pending_seed is None else int(pending_seed)
+        self._needs_reset = bool(episode["needs_reset"])
+        self._raw_return = float(episode["raw_return"])
+        self._length = int(episode["length"])
+        self._lives = int(episode["lives"])
+
+    def _check_state_fits(self, state: dict) -> None:
+        if state.get("format") != STATE_FORMAT:
+            raise EnvError(f"{self._settings.id}: env state format {state.get('format')!r} is not "
+                           f"{STATE_FORMAT}, the one this rlsup reads")
+        expected = _state_settings(self._settings)
+        if dict(state["settings"]) != expected:
+            raise EnvError(f"{self._settings.id}: env state was taken with settings {state['settings']}, "
+                           f"this env has {expected}")
+        chain = [type(layer).__name__ for layer in _layers(self._stack, self._settings.id)]
+        if list(state["chain"]) != chain:
+            raise EnvError(f"{self._settings.id}: env state has wrappers {state['chain']}, this env {chain}")
+
+    def _game_lives(self) -> int:
+        return int(self._stack.unwrapped.ale.lives()) if self._is_atari else 0
+
+    def _observation(self, observation: Any) -> np.ndarray:
+        if self._is_atari:
+            return observation  # FrameStackObservation hands out a fresh copy each step
+        return np.array(observation, dtype=np.float32)
+
+
+def _state_settings(env: EnvSection) -> dict:
+    values = dataclasses.asdict(env)
+    return {name: values[name] for name in STATE_SETTINGS}
+
+
+def _layers(stack: gym.Env, env_id: str) -> list[gym.Env]:
+    """The wrapper chain from the outermost wrapper down to the game itself."""
+    layers = [stack]
+    while isinstance(layers[-1], gym.Wrapper):
+        layers.append(layers[-1].env)
+    names = [type(layer).__name__ for layer in layers]
+    if len(set(names)) != len(names):
+        raise EnvError(f"cannot capture the state of {env_id!r}: a wrapper appears twice in {names}")
+    return layers
+
+
+# ---- what each layer's state is -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Capturer:
+    """How one wrapper or game class writes its state into a tree and reads it back."""
+
+    capture: Callable[[Any], dict]
+    restore: Callable[[Any, dict], None]
+
+
+def _capturer(layer: gym.Env, env_id: str) -> Capturer:
+    # Exact types only: a subclass may hold state the base class's capturer would miss.
+    capturer = CAPTURERS.get(type(layer))
+    if capturer is None:
+        raise EnvError(f"cannot capture the state of {env_id!r} mid-episode: rlsup does not know what "
+                       f"{type(layer).__module__}.{type(layer).__qualname__} holds, and resuming it "
+                       f"would not be exact")
+    return capturer
+
+
+def _capture_time_limit(layer: TimeLimit) -> dict:
+    return {"elapsed_steps": layer._elapsed_steps}
+
+
+def _restore_time_limit(layer: TimeLimit, state: dict) -> None:
+    elapsed = state["elapsed_steps"]
+    layer._elapsed_steps = None if elapsed is None else int(elapsed)
+
+
+def _capture_order_enforcing(layer: OrderEnforcing) -> dict:
+    return {"has_reset": bool(layer._has_reset)}
+
+
+def _restore_order_enforcing(layer: OrderEnforcing, state: dict) -> None:
+    layer._has_reset = bool(state["has_reset"])
+
+
+def _capture_atari_preprocessing(layer: AtariPreprocessing) -> dict:
+    # The two-frame max-pool buffer outlives a step: an episode end mid-skip leaves the older frame in it.
+    return {"obs_buffer": np.stack(layer.obs_buffer), "lives": int(layer.lives),
+            "game_over": bool(layer.game_over)}
+
+
+def _restore_atari_preprocessing(layer: AtariPreprocessing, state: dict) -> None:
+    buffers = np.asarray(state["obs_buffer"])
+    for buffer, saved in zip(layer.obs_buffer, _checked_rows(buffers, layer.obs_buffer, "obs_buffer")):
+        np.copyto(buffer, saved)
+    layer.lives = int(state["lives"])
+    layer.game_over = bool(state["game_over"])
+
+
+def _capture_frame_stack(layer: FrameStackObservation) -> dict:
+    # stacked_obs is only an output buffer, rewritten whole by every step and reset.
+    return {"frames": np.stack(list(layer.obs_queue)), "padding": np.array(layer.padding_value)}
+
+
+def _restore_frame_stack(layer: FrameStackObservation, state: dict) -> None:
+    frames = _checked_rows(np.asarray(state["frames"]), list(layer.obs_queue), "frames")
+    layer.obs_queue = deque((frame.copy() for frame in frames), maxlen=layer.stack_size)
+    layer.padding_value = np.array(state["padding"], dtype=np.asarray(layer.padding_value).dtype)
+
+
+def _checked_rows(saved: np.ndarray, current: list, name: str) -> np.ndarray:
+    expected = (len(current), *np.shape(current[0]))
+    if saved.shape != expected or saved.dtype != np.asarray(current[0]).dtype:
+        raise EnvError(f"saved {name} is {saved.dtype}{list(saved.shape)}, this env holds "
+                       f"{np.asarray(current[0]).dtype}{list(expected)}")
+    return saved
+
+
+def _capture_ale(game: AtariEnv) -> dict:
+    # include_rng: sticky actions and ALE's own randomness draw from the system RNG.
+    return {"ale_state": game.clone_state(include_rng=True).serialize(), **_capture_np_random(game)}
+
+
+def _restore_ale(game: AtariEnv, state: dict) -> None:
+    game.restore_state(ale_py.ALEState(_as_bytes(state["ale_state"])))
+    _restore_np_random(game, state)
+
+
+def _as_bytes(value: Any) -> bytes:
+    if isinstance(value, np.ndarray):
+        return value.astype(np.uint8, copy=False).tobytes()
+    return bytes(value)
+
+
+def _classic_capturer(*attributes: str) -> Capturer:
+    """A classic-control game whose per-episode state is the named attributes and its np_random."""
+    def capture(game: gym.Env) -> dict:
+        values = {name: _capture_value(getattr(game, name)) for name in attributes}
+        return {"attributes": values, **_capture_np_random(game)}
+
+    def restore(game: gym.Env, state: dict) -> None:
+        for name in attributes:
+            setattr(game, name, _restore_value(state["attributes"][name]))
+        _restore_np_random(game, state)
+
+    return Capturer(capture, restore)
+
+
+def _capture_value(value: Any) -> Any:
+    """A None, a number, or a tuple/list/array of numbers, kept with the container it came in."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value.item() if isinstance(value, np.generic) else value
+    if isinstance(value, np.generic):
+        return {"container": "scalar", "array": np.array(value)}
+    if isinstance(value, (tuple, list, np.ndarray)):
+        return {"container": type(value).__name__, "array": np.array(value)}
+    raise EnvError(f"cannot capture a {type(value).__name__} attribute")
+
+
+def _restore_value(saved: Any) -> Any:
+    if not isinstance(saved, dict):
+        return saved
+    array = np.array(saved["array"])
+    container = saved["container"]
+    if container == "scalar":
+        return array[()]
+    if container == "tuple":
+        return tuple(array)  # numpy scalars: the same float64 arithmetic as the floats they came from
+    if container == "list":
+        return list(array)
+    return array
+
+
+def _capture_np_random(game: gym.Env) -> dict:
+    generator = game._np_random  # the attribute, not the property, which would seed a missing one
+    return {"np_random": None if generator is None else generator_state(generator),
+            "np_random_seed": getattr(game, "_np_random_seed", None)}
+
+
+def _restore_np_random(game: gym.Env, state: dict) -> None:
+    saved = state["np_random"]
+    game._np_random = None if saved is None else restore_generator(saved)
+    game._np_random_seed = state["np_random_seed"]
+
+
+CAPTURERS: dict[type, Capturer] = {
+    TimeLimit: Capturer(_capture_time_limit, _restore_time_limit),
+    OrderEnforcing: Capturer(_capture_order_enforcing, _restore_order_enforcing),
+    AtariPreprocessing: Capturer(_capture_atari_preprocessing, _restore_atari_preprocessing),
+    FrameStackObservation: Capturer(_capture_frame_stack, _restore_frame_stack),
+    AtariEnv: Capturer(_capture_ale, _restore_ale),
+    CartPoleEnv: _classic_capturer("state", "steps_beyond_terminated"),
+    MountainCarEnv: _classic_capturer("state"),
+    AcrobotEnv: _classic_capturer("state"),
+}
