@@ -1,0 +1,331 @@
+"""DQN transition storage: a ring per env keeps each frame once; stacks are rebuilt on sampling."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# Loading copies this many bytes per np.copyto call, so a memory-mapped checkpoint streams
+# through a bounded window rather than being faulted in all at once beside our buffers.
+LOAD_CHUNK_BYTES = 64 * 1024 * 1024
+
+ROW_FIELDS = ("frames", "actions", "rewards", "terminals", "firsts", "finals")
+
+
+@dataclass(frozen=True)
+class TransitionBatch:
+    """Sampled n-step transitions: the learner's target is returns + discounts · Q_target(next)."""
+
+    observations: np.ndarray       # [B, S, *frame] when stack_size > 1 else [B, *frame]
+    actions: np.ndarray            # int64 [B]
+    returns: np.ndarray            # float32 [B] n-step discounted reward sums
+    next_observations: np.ndarray  # same shape as observations
+    discounts: np.ndarray          # float32 [B]: gamma**k, or 0 after a terminal
+    indices: np.ndarray            # int64 [B]: env * rows_per_env + ring row
+
+
+@dataclass(frozen=True)
+class Ring:
+    """Where each env's ring starts and how full it is, as arrays for vectorised lookups."""
+
+    sizes: np.ndarray   # int64 [E] rows written and not yet overwritten
+    oldest: np.ndarray  # int64 [E] ring row holding the oldest of them
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything gather needs about a set of indices, before any frame is copied."""
+
+    envs: np.ndarray
+    offsets: np.ndarray      # age of each start row: 0 is the oldest row of its ring
+    starts: np.ndarray       # flat positions of the start rows
+    lengths: np.ndarray      # k: rows from the start row to the row the next observation comes from
+    returns: np.ndarray      # float64 n-step reward sums
+    discounts: np.ndarray    # float64 bootstrap multipliers
+    stacks: np.ndarray       # int64 [2B, S] ages of the frames of observations, then of next observations
+    valid: np.ndarray        # bool [B]
+    ring: Ring
+
+
+class TransitionStorage:
+    """Per-env ring buffers of rows (newest frame, action, reward, terminal, first, final)."""
+
+    def __init__(self, capacity: int, num_envs: int, frame_shape: tuple, frame_dtype: Any,
+                 stack_size: int) -> None:
+        if capacity < 1 or num_envs < 1 or stack_size < 1:
+            raise ValueError(f"capacity ({capacity}), num_envs ({num_envs}) and stack_size ({stack_size}) "
+                             "must all be at least 1")
+        self.capacity = int(capacity)
+        self.num_envs = int(num_envs)
+        self.rows_per_env = math.ceil(capacity / num_envs)
+        self.frame_shape = tuple(int(length) for length in frame_shape)
+        self.frame_dtype = np.dtype(frame_dtype)
+        self.stack_size = int(stack_size)
+        rows = (self.rows_per_env, self.num_envs)
+        # Laid out ring row first, env second: the filled part of every array is then one
+        # contiguous prefix, which a checkpoint writes straight to disk without a copy.
+        # np.zeros maps untouched pages lazily, so a large empty buffer costs no memory yet.
+        self.frames = np.zeros(rows + self.frame_shape, self.frame_dtype)
+        self.actions = np.zeros(rows, np.int32)
+        self.rewards = np.zeros(rows, np.float32)
+        self.terminals = np.zeros(rows, np.bool_)
+        self.firsts = np.zeros(rows, np.bool_)
+        self.finals = np.zeros(rows, np.bool_)
+        self.flat = {name: getattr(self, name).reshape((-1,) + getattr(self, name).shape[2:])
+                     for name in ROW_FIELDS}
+        # Plain ints: add_step runs once per env step and numpy scalars are slow there.
+        self.cursors = [0] * self.num_envs     # ring row written next
+        self.sizes = [0] * self.num_envs       # rows written and not yet overwritten
+        self.step_rows = [0] * self.num_envs   # of those, the rows that are not final
+
+    @property
+    def nbytes(self) -> int:
+        return sum(getattr(self, name).nbytes for name in ROW_FIELDS)
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def add_step(self, env: int, frame: Any, action: int, reward: float, terminal: bool,
+                 first: bool) -> None:
+        """Store obs_t's newest frame with the action taken, its reward and whether it cut bootstrapping."""
+        after_final = self.last_row_is_final(env)
+        if after_final and not first:
+            raise ValueError(f"env {env}: the step after add_final starts a new episode and needs first=True")
+        if first and self.sizes[env] and not after_final:
+            # Without the final row the previous step would take this reset as its next observation.
+            raise ValueError(f"env {env}: first=True but the previous episode was not closed with add_final")
+        self.write_row(env, frame, action, reward, terminal, first, final=False)
+
+    def add_final(self, env: int, frame: Any) -> None:
+        """Store the observation that ended an episode (terminated or truncated): a next observation only."""
+        if self.last_row_is_final(env):
+            raise ValueError(f"env {env}: add_final called twice without a step in between")
+        self.write_row(env, frame, 0, 0.0, False, False, final=True)
+
+    def last_row_is_final(self, env: int) -> bool:
+        self.check_env(env)
+        if not self.sizes[env]:
+            return False
+        return bool(self.finals[self.cursors[env] - 1, env])  # row -1 wraps to the ring's end
+
+    def write_row(self, env: int, frame: Any, action: int, reward: float, terminal: bool, first: bool,
+                  final: bool) -> None:
+        frame = np.asarray(frame)
+        fits = frame.dtype == self.frame_dtype or np.can_cast(frame.dtype, self.frame_dtype, "same_kind")
+        if frame.shape != self.frame_shape or not fits:
+            raise ValueError(f"frame of shape {frame.shape} and dtype {frame.dtype} does not fit storage "
+                             f"frames of shape {self.frame_shape} and dtype {self.frame_dtype}")
+        row = self.cursors[env]
+        if self.sizes[env] == self.rows_per_env:
+            self.step_rows[env] -= not self.finals[row, env]
+        else:
+            self.sizes[env] += 1
+        self.frames[row, env] = frame
+        self.actions[row, env] = action
+        self.rewards[row, env] = reward
+        self.terminals[row, env] = terminal
+        self.firsts[row, env] = first
+        self.finals[row, env] = final
+        self.step_rows[env] += not final
+        self.cursors[env] = (row + 1) % self.rows_per_env
+
+    def check_env(self, env: int) -> None:
+        if not 0 <= env < self.num_envs:
+            raise IndexError(f"env {env} out of range for a storage of {self.num_envs} envs")
+
+    # -- locating rows -----------------------------------------------------------------------
+
+    def ring(self) -> Ring:
+        sizes = np.asarray(self.sizes, np.int64)
+        return Ring(sizes, (np.asarray(self.cursors, np.int64) - sizes) % self.rows_per_env)
+
+    def positions(self, envs: np.ndarray, offsets: np.ndarray, ring: Ring) -> np.ndarray:
+        """Flat positions in the [rows * envs] arrays of rows given by env and age."""
+        return ((ring.oldest[envs] + offsets) % self.rows_per_env) * self.num_envs + envs
+
+    def stored_count(self) -> int:
+        """Rows held now, final rows included: what samplers draw from before rejecting."""
+        return sum(self.sizes)
+
+    def stored_indices(self, positions: np.ndarray) -> np.ndarray:
+        """Global indices of stored rows numbered 0..stored_count()-1, env by env, oldest first."""
+        ring = self.ring()
+        ends = np.cumsum(ring.sizes)
+        envs = np.searchsorted(ends, positions, side="right")
+        offsets = positions - (ends[envs] - ring.sizes[envs])
+        return envs * self.rows_per_env + (ring.oldest[envs] + offsets) % self.rows_per_env
+
+    def locate(self, indices: np.ndarray, ring: Ring) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Env, age and whether the row is stored, for each global index (out-of-range ones are not)."""
+        in_range = (indices >= 0) & (indices < self.rows_per_env * self.num_envs)
+        envs, rows = np.divmod(np.where(in_range, indices, 0), self.rows_per_env)
+        offsets = (rows - ring.oldest[envs]) % self.rows_per_env
+        return envs, offsets, in_range & (offsets < ring.sizes[envs])
+
+    # -- planning transitions ----------------------------------------------------------------
+
+    def plan(self, indices: np.ndarray, n_step: int, gamma: float) -> Plan:
+        if n_step < 1:
+            raise ValueError(f"n_step must be at least 1, not {n_step}")
+        ring = self.ring()
+        envs, offsets, stored = self.locate(indices, ring)
+        starts = self.positions(envs, offsets, ring)
+        lengths, returns, discounts = self.windows(envs, offsets, ring, n_step, gamma)
+        both_envs = np.concatenate([envs, envs])
+        stacks = self.stack_offsets(both_envs, np.concatenate([offsets, offsets + lengths]), ring)
+        complete = stacks[:, 0] >= 0  # the stack's oldest frame is still stored
+        count = len(indices)
+        valid = (stored & ~self.flat["finals"][starts] & (offsets + lengths < ring.sizes[envs])
+                 & complete[:count] & complete[count:])
+        return Plan(envs, offsets, starts, lengths, returns, discounts, stacks, valid, ring)
+
+    def windows(self, envs: np.ndarray, offsets: np.ndarray, ring: Ring, n_step: int,
+                gamma: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Length k, discounted reward sum and bootstrap multiplier of each start row's n-step window."""
+        # Rows past the newest are read as the newest: such windows come out invalid anyway.
+        ages = np.minimum(offsets[:, None] + np.arange(n_step), (ring.sizes[envs] - 1)[:, None])
+        rows = self.positions(envs[:, None], ages, ring)
+        terminals = self.flat["terminals"][rows]
+        # A final row ends the episode without a terminal: bootstrap from it. (A final start row
+        # is not a transition at all; plan rejects it.)
+        finals = self.flat["finals"][rows]
+        # Step i belongs to the window unless a final row came at or before it or a terminal before it;
+        # so k, the row the next observation comes from, is the number of steps that belong.
+        closed = np.logical_or.accumulate(finals, axis=1)
+        closed[:, 1:] |= np.logical_or.accumulate(terminals[:, :-1], axis=1)
+        included = ~closed
+        returns = (included * float(gamma) ** np.arange(n_step) * self.flat["rewards"][rows]).sum(axis=1)
+        lengths = np.count_nonzero(included, axis=1)
+        cut = (included & terminals).any(axis=1)
+        discounts = np.where(cut, 0.0, float(gamma) ** lengths)
+        return lengths, returns, discounts
+
+    def stack_offsets(self, envs: np.ndarray, offsets: np.ndarray, ring: Ring) -> np.ndarray:
+        """[N, S] ages of each stack's frames, oldest first, repeating the episode's first frame as padding.
+
+        A negative age means the stack reaches rows already overwritten (or never stored).
+        """
+        ages = offsets[:, None] + np.arange(1 - self.stack_size, 1)
+        if self.stack_size == 1:
+            return ages
+        # Only `first` pads (a life-loss terminal keeps the game and its frames going): the stack
+        # begins at the latest episode start inside it. Negative ages read other rows' flags, but a
+        # stack reaching them starts below zero whatever they say, and is invalid.
+        firsts = self.flat["firsts"][self.positions(envs[:, None], ages, ring)]
+        latest_first = np.where(firsts, ages, np.iinfo(np.int64).min).max(axis=1)
+        return np.maximum(ages, latest_first[:, None])
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def is_valid(self, indices: np.ndarray, n_step: int) -> np.ndarray:
+        """Whether each global index is a transition gather can build now."""
+        return self.plan(np.asarray(indices, np.int64).reshape(-1), n_step, 1.0).valid
+
+    def valid_indices(self, n_step: int = 1) -> np.ndarray:
+        """Every index that can be sampled now (reads the whole storage: for fallbacks and tests)."""
+        indices = self.stored_indices(np.arange(self.stored_count()))
+        return indices[self.is_valid(indices, n_step)]
+
+    def valid_count(self, n_step: int = 1) -> int:
+        """Transitions that can be sampled now, counted without reading the whole storage."""
+        # Step rows at least stack_size - 1 rows from the oldest and n_step from the newest are
+        # always valid, so only the rows near either end of each ring need checking.
+        ring = self.ring()
+        sizes = ring.sizes[:, None]
+        near_oldest = np.broadcast_to(np.arange(self.stack_size - 1), (self.num_envs, self.stack_size - 1))
+        near_newest = sizes - n_step + np.arange(n_step)
+        ages = np.concatenate([near_oldest, near_newest], axis=1)
+        # In short rings the two groups overlap: such rows are counted in the first group only.
+        keep = np.concatenate([near_oldest < sizes, near_newest >= self.stack_size - 1], axis=1)
+        envs = np.broadcast_to(np.arange(self.num_envs)[:, None], ages.shape)[keep]
+        rows = (ring.oldest[envs] + ages[keep]) % self.rows_per_env
+        steps = ~self.finals[rows, envs]
+        valid = self.is_valid(envs * self.rows_per_env + rows, n_step)
+        return sum(self.step_rows) - int(np.count_nonzero(steps & ~valid))
+
+    def gather(self, indices: np.ndarray, n_step: int, gamma: float) -> TransitionBatch:
+        """Build the n-step transitions starting at these indices; raises on any invalid index."""
+        indices = np.asarray(indices, np.int64).reshape(-1)
+        plan = self.plan(indices, n_step, gamma)
+        if not plan.valid.all():
+            raise ValueError(f"cannot gather invalid indices {indices[~plan.valid][:10].tolist()} "
+                             f"(n_step={n_step}); draw them with a sampler")
+        both_envs = np.concatenate([plan.envs, plan.envs])
+        # One take for observations and next observations together: copying frames is most of the cost.
+        frames = self.flat["frames"][self.positions(both_envs[:, None], plan.stacks, plan.ring)]
+        if self.stack_size == 1:
+            frames = frames[:, 0]
+        count = len(indices)
+        return TransitionBatch(
+            observations=frames[:count],
+            actions=self.flat["actions"][plan.starts].astype(np.int64),
+            returns=plan.returns.astype(np.float32),
+            next_observations=frames[count:],
+            discounts=plan.discounts.astype(np.float32),
+            indices=indices,
+        )
+
+    # -- checkpoint contract -----------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        """Views of the filled prefix of every array (no copies) plus cursors and sizes."""
+        filled = max(self.sizes)
+        state: dict = {name: getattr(self, name)[:filled] for name in ROW_FIELDS}
+        state.update(num_envs=self.num_envs, rows_per_env=self.rows_per_env,
+                     frame_shape=list(self.frame_shape), frame_dtype=self.frame_dtype.name,
+                     cursors=list(self.cursors), sizes=list(self.sizes))
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        """Copy a saved state into this storage's own buffers (arrays may be read-only memory maps)."""
+        self.check_layout(state)
+        sizes = [int(size) for size in state["sizes"]]
+        cursors = [int(cursor) for cursor in state["cursors"]]
+        filled = max(sizes)
+        for name in ROW_FIELDS:
+            expected = (filled,) + getattr(self, name).shape[1:]
+            self.check_array(name, state[name], expected, getattr(self, name).dtype)
+        # Rows this storage held past the loaded ones would leak into its next checkpoint.
+        for name in ROW_FIELDS:
+            getattr(self, name)[filled:max(self.sizes)] = 0
+            copy_in_chunks(getattr(self, name)[:filled], state[name])
+        self.sizes, self.cursors = sizes, cursors
+        self.step_rows = [int(np.count_nonzero(~self.finals[:size, env])) for env, size in enumerate(sizes)]
+
+    def check_layout(self, state: dict) -> None:
+        missing = [key for key in ROW_FIELDS + ("num_envs", "rows_per_env", "frame_shape", "frame_dtype",
+                                                "cursors", "sizes") if key not in state]
+        if missing:
+            raise ValueError(f"replay storage state lacks {missing}")
+        saved = (state["num_envs"], state["rows_per_env"], list(state["frame_shape"]), state["frame_dtype"])
+        ours = (self.num_envs, self.rows_per_env, list(self.frame_shape), self.frame_dtype.name)
+        if saved != ours:
+            raise ValueError(f"replay storage state has (num_envs, rows_per_env, frame_shape, frame_dtype) "
+                             f"= {saved}, this storage has {ours}")
+        sizes, cursors = list(state["sizes"]), list(state["cursors"])
+        if len(sizes) != self.num_envs or len(cursors) != self.num_envs:
+            raise ValueError(f"replay storage state has {len(sizes)} sizes and {len(cursors)} cursors "
+                             f"for {self.num_envs} envs")
+        for env, (size, cursor) in enumerate(zip(sizes, cursors)):
+            # A ring that has not wrapped yet was filled from row 0, so its cursor is its size.
+            if not (0 <= size <= self.rows_per_env and 0 <= cursor < self.rows_per_env
+                    and (size == self.rows_per_env or cursor == size)):
+                raise ValueError(f"replay storage state: env {env} has size {size} and cursor {cursor}, "
+                                 f"impossible for rings of {self.rows_per_env} rows")
+
+    @staticmethod
+    def check_array(name: str, array: Any, shape: tuple, dtype: np.dtype) -> None:
+        if not isinstance(array, np.ndarray):
+            raise ValueError(f"replay storage state: {name} is a {type(array).__name__}, not an array")
+        if array.shape != shape or array.dtype != dtype:
+            raise ValueError(f"replay storage state: {name} has shape {array.shape} and dtype {array.dtype}, "
+                             f"expected {shape} and {dtype}")
+
+
+def copy_in_chunks(destination: np.ndarray, source: np.ndarray) -> None:
+    """np.copyto along the first axis in pieces of about LOAD_CHUNK_BYTES: no full temporary."""
+    row_bytes = max(1, destination[:1].nbytes)
+    step = max(1, LOAD_CHUNK_BYTES // row_bytes)
+    for start in range(0, len(destination), step):
+        np.copyto(destination[start:start + step], source[start:start + step])
