@@ -1,0 +1,1 @@
+"""Checkpoints of a run: atomic writes, manifests with checksums, verification, rotation and RNG states."""

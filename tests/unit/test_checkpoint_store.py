@@ -1,0 +1,409 @@
+"""Checkpoint store: round trips, safe loading, verification, rotation and same-step rewrites on real files."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import pickletools
+import subprocess
+import sys
+import tracemalloc
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from rlsup.checkpoint import manifest as manifests
+from rlsup.checkpoint.manifest import (FORMAT_VERSION, CheckpointNotFound, latest_verified, list_checkpoints,
+                                       read_manifest, resolve, verify)
+from rlsup.checkpoint.store import CheckpointError, load_checkpoint, rotate, write_checkpoint
+
+
+def write(run_dir: Path, state: dict, step: int, *, keep: int = 10, reason: str = "interval", **extra):
+    return write_checkpoint(run_dir, state, step=step, episodes=step // 10, reason=reason, fingerprint=f"print-{step}",
+                            spec_sha256="spec", metrics_bytes=step * 3, keep=keep, extra=extra or None)
+
+
+def small_state(value: int) -> dict:
+    return {"counter": value, "weights": torch.full((3,), float(value)), "frames": np.full((4, 2), value, np.uint8)}
+
+
+def dot_entries(run_dir: Path) -> list[str]:
+    return sorted(name for name in os.listdir(run_dir / "checkpoints") if name.startswith("."))
+
+
+@pytest.fixture
+def dead_pid() -> int:
+    """The pid of a process that has exited and been reaped."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+# ---------------------------------------------------------------------------------------------
+# Round trips
+
+
+def test_round_trip_preserves_every_kind_of_leaf(tmp_path):
+    big = np.random.default_rng(1).integers(0, 256, size=(300, 84, 84), dtype=np.uint8)  # spans several pieces
+    state = {
+        "network": {"weight": torch.randn(4, 3, requires_grad=True), "steps": torch.tensor(7),
+                    "half": torch.randn(5).half(), "mask": torch.tensor([True, False]),
+                    "view": torch.arange(100.0)[10:20:3]},
+        "replay": {"frames": big, "rewards": np.linspace(-1, 1, 7, dtype=np.float32),
+                   "actions": np.arange(9, dtype=np.int64), "float64": np.array([math.pi, -0.0, np.inf]),
+                   "flags": np.array([True, False, True]), "scalar": np.array(3.5), "empty": np.zeros((0, 3)),
+                   "strided": np.arange(60, dtype=np.int32).reshape(6, 10)[:, ::3],
+                   "fortran": np.asfortranarray(np.arange(12, dtype=np.float32).reshape(3, 4))},
+        "env": {"ale": b"\x00\x01raw emulator state\xff", "empty": b"", "mutable": bytearray(b"ab")},
+        "lists": [1, [2, [3, None]], (4, 5), [torch.ones(2), np.ones(2)]],
+        "scalars": {"none": None, "true": True, "false": False, "int": -3, "huge": 2 ** 80, "float": 0.1,
+                    "nan": float("nan"), "inf": -math.inf, "text": "épisode ✓", "empty": {}},
+        "by_index": {0: {"a": 1}, 7: [torch.zeros(1)]},
+    }
+    entry = write(tmp_path, state, 12)
+    manifest, loaded = load_checkpoint(entry.path)
+
+    assert manifest["step"] == 12 and manifest["format"] == FORMAT_VERSION
+    for name, tensor in state["network"].items():
+        assert torch.equal(loaded["network"][name], tensor.detach()), name
+        assert loaded["network"][name].dtype == tensor.dtype
+    for name, array in state["replay"].items():
+        assert loaded["replay"][name].dtype == array.dtype, name
+        np.testing.assert_array_equal(loaded["replay"][name], array)
+    assert loaded["env"] == {"ale": state["env"]["ale"], "empty": b"", "mutable": b"ab"}
+    assert loaded["lists"][:3] == [1, [2, [3, None]], [4, 5]]  # tuples come back as lists
+    assert torch.equal(loaded["lists"][3][0], torch.ones(2)) and np.array_equal(loaded["lists"][3][1], np.ones(2))
+    scalars = loaded["scalars"]
+    assert math.isnan(scalars.pop("nan"))
+    assert scalars == {key: value for key, value in state["scalars"].items() if key != "nan"}
+    assert type(scalars["true"]) is bool and type(scalars["int"]) is int
+    assert list(loaded["by_index"]) == [0, 7] and loaded["by_index"][0] == {"a": 1}
+
+
+def test_loaded_arrays_are_read_only_memory_maps(tmp_path):
+    entry = write(tmp_path, {"frames": np.arange(1000, dtype=np.uint8)}, 1)
+    _, loaded = load_checkpoint(entry.path)
+    assert isinstance(loaded["frames"], np.memmap)
+    assert not loaded["frames"].flags.writeable
+
+
+def tiny_training(seed: int):
+    torch.manual_seed(seed)
+    network = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    return network, torch.optim.Adam(network.parameters(), lr=1e-2)
+
+
+def adam_step(network, optimizer, inputs) -> None:
+    optimizer.zero_grad()
+    network(inputs).pow(2).mean().backward()
+    optimizer.step()
+
+
+def test_adam_state_round_trip_gives_bit_identical_next_step(tmp_path):
+    inputs = torch.randn(16, 4, generator=torch.Generator().manual_seed(3))
+    network, optimizer = tiny_training(seed=0)
+    for _ in range(3):
+        adam_step(network, optimizer, inputs)
+    entry = write(tmp_path, {"network": network.state_dict(), "optimizer": optimizer.state_dict()}, 3)
+
+    _, loaded = load_checkpoint(entry.path)
+    fresh_network, fresh_optimizer = tiny_training(seed=99)
+    fresh_network.load_state_dict(loaded["network"])
+    fresh_optimizer.load_state_dict(loaded["optimizer"])
+    assert list(loaded["optimizer"]["state"]) == list(optimizer.state_dict()["state"])  # int keys come back
+    adam_step(network, optimizer, inputs)
+    adam_step(fresh_network, fresh_optimizer, inputs)
+    for original, restored in zip(network.parameters(), fresh_network.parameters()):
+        assert torch.equal(original, restored)
+
+
+json_leaves = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
+json_trees = st.recursive(json_leaves, lambda children: st.lists(children, max_size=3)
+                          | st.dictionaries(st.text(max_size=5).filter(lambda key: not key.startswith("__")), children,
+                                            max_size=3)
+                          | st.dictionaries(st.integers(-5, 5), children, min_size=1, max_size=3), max_leaves=12)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tree=json_trees)
+def test_json_trees_round_trip_exactly(tmp_path, tree):
+    entry = write(tmp_path, {"tree": tree}, 1)
+    assert load_checkpoint(entry.path)[1] == {"tree": tree}
+
+
+# ---------------------------------------------------------------------------------------------
+# Refused at write time
+
+
+@pytest.mark.parametrize("state, error, words", [
+    ({"replay": np.array([object(), 1], dtype=object)}, TypeError, "replay: arrays of Python objects"),
+    ({"table": {(1, 2): "pair"}}, TypeError, "table: dict keys must be all str or all int, found tuple"),
+    ({"table": {1: "a", "b": 2}}, TypeError, "found int, str"),
+    ({"table": {True: 1}}, TypeError, "found bool"),
+    ({"value": np.float32(1.5)}, TypeError, "numpy scalar"),
+    ({"value": {1, 2}}, TypeError, "cannot checkpoint a builtins.set"),
+    ({"tricky": {"__tensor__": "x"}}, ValueError, "reserved"),
+])
+def test_unsupported_state_is_refused_before_touching_the_disk(tmp_path, state, error, words):
+    with pytest.raises(error, match=words):
+        write(tmp_path, state, 5)
+    assert not (tmp_path / "checkpoints").exists() or os.listdir(tmp_path / "checkpoints") == []
+
+
+def test_unknown_reason_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="reason"):
+        write(tmp_path, {}, 1, reason="whim")
+
+
+# ---------------------------------------------------------------------------------------------
+# Nothing is ever unpickled
+
+
+def global_references(pickle_bytes: bytes) -> set[str]:
+    """Every class or function a pickle stream names (GLOBAL opcodes; STACK_GLOBAL takes the two strings before it)."""
+    names, strings = set(), []
+    for opcode, argument, _ in pickletools.genops(pickle_bytes):
+        if opcode.name == "GLOBAL":
+            names.add(argument.replace(" ", "."))
+        elif opcode.name == "STACK_GLOBAL":
+            names.add(".".join(strings[-2:]))
+        elif "UNICODE" in opcode.name:
+            strings.append(argument)
+    return names
+
+
+def test_files_load_without_running_code(tmp_path):
+    state = {"network": {"weight": torch.randn(3)}, "replay": {"frames": np.ones((5, 4), np.uint8),
+                                                              "rewards": np.zeros(5, np.float32)}}
+    entry = write(tmp_path, state, 2)
+
+    tensors = torch.load(entry.path / "tensors.pt", weights_only=True, map_location="cpu")
+    assert torch.equal(tensors["network.weight"], state["network"]["weight"])
+    with zipfile.ZipFile(entry.path / "tensors.pt") as archive:
+        pickle_name = next(name for name in archive.namelist() if name.endswith("data.pkl"))
+        referenced = global_references(archive.read(pickle_name))
+    assert referenced and all(name.startswith(("torch.", "collections.OrderedDict")) for name in referenced)
+
+    for array_file in (entry.path / "arrays").iterdir():
+        with open(array_file, "rb") as handle:
+            version = np.lib.format.read_magic(handle)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read_header(handle)
+            header_end = handle.tell()
+        assert not dtype.hasobject
+        # The file is exactly a header and the raw bytes: there is no room for a pickle stream.
+        assert array_file.stat().st_size == header_end + dtype.itemsize * math.prod(shape)
+        np.load(array_file, allow_pickle=False)
+    json.loads((entry.path / "state.json").read_text())
+
+
+# ---------------------------------------------------------------------------------------------
+# Verification and refusal
+
+
+def flip_last_byte(path: Path) -> None:
+    with open(path, "r+b") as handle:
+        handle.seek(-1, os.SEEK_END)
+        value = handle.read(1)[0]
+        handle.seek(-1, os.SEEK_END)
+        handle.write(bytes([value ^ 0xFF]))
+
+
+def test_flipped_byte_is_named_refused_and_skipped(tmp_path):
+    first = write(tmp_path, small_state(1), 10)
+    second = write(tmp_path, {"replay": {"frames": np.arange(5000, dtype=np.uint8)}}, 20)
+    assert verify(second.path) is None
+
+    flip_last_byte(second.path / "arrays" / "replay.frames.npy")
+
+    assert verify(second.path) == "arrays/replay.frames.npy: checksum mismatch"
+    with pytest.raises(CheckpointError, match="arrays/replay.frames.npy: checksum mismatch") as refused:
+        load_checkpoint(second.path)
+    assert str(second.path) in str(refused.value)
+    assert latest_verified(tmp_path).path == first.path
+    assert resolve(tmp_path, "latest").step == 10
+    assert [entry.step for entry in list_checkpoints(tmp_path)] == [10, 20]  # still listed, just not verified
+
+
+def test_truncated_missing_and_unlisted_files_are_reported(tmp_path):
+    entry = write(tmp_path, small_state(2), 1)
+    with open(entry.path / "tensors.pt", "r+b") as handle:
+        handle.truncate(10)
+    assert verify(entry.path).startswith("tensors.pt: 10 bytes on disk, manifest says")
+    (entry.path / "tensors.pt").unlink()
+    assert verify(entry.path) == "tensors.pt: missing"
+    with pytest.raises(CheckpointError, match="tensors.pt: missing"):
+        load_checkpoint(entry.path)
+
+
+def rewrite_manifest(checkpoint_dir: Path, **changes) -> None:
+    manifest = read_manifest(checkpoint_dir)
+    manifest.update(changes)
+    (checkpoint_dir / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_newer_format_is_refused_with_a_clear_message(tmp_path):
+    entry = write(tmp_path, small_state(3), 1)
+    rewrite_manifest(entry.path, format=FORMAT_VERSION + 1)
+    expected = f"format {FORMAT_VERSION + 1} is newer than this rlsup reads ({FORMAT_VERSION})"
+    assert verify(entry.path).startswith(expected)
+    for verify_files in (True, False):
+        with pytest.raises(CheckpointError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+            load_checkpoint(entry.path, verify=verify_files)
+    assert latest_verified(tmp_path) is None
+
+
+def test_manifest_cannot_point_outside_the_checkpoint(tmp_path):
+    entry = write(tmp_path, small_state(4), 1)
+    manifest = read_manifest(entry.path)
+    manifest["files"]["../../secret"] = {"bytes": 1, "checksum": "00000000"}
+    (entry.path / "manifest.json").write_text(json.dumps(manifest))
+    assert verify(entry.path) == "../../secret: path leaves the checkpoint directory"
+
+
+# ---------------------------------------------------------------------------------------------
+# Listing, resolving, rotating and rewriting
+
+
+def test_listing_skips_temporary_and_manifestless_directories(tmp_path):
+    write(tmp_path, small_state(1), 5)
+    checkpoints = tmp_path / "checkpoints"
+    (checkpoints / "step-000000000009").mkdir()  # a crash before the manifest
+    (checkpoints / "step-000000000008").mkdir()
+    (checkpoints / "step-000000000008" / "manifest.json").write_text('{"step": 8, "fil')  # half-written
+    (checkpoints / ".tmp-step-000000000007-1-ab").mkdir()
+    assert read_manifest(checkpoints / "step-000000000008") is None
+    assert [entry.step for entry in list_checkpoints(tmp_path)] == [5]
+    assert list_checkpoints(tmp_path / "nowhere") == []
+
+
+def test_entry_describes_the_checkpoint(tmp_path):
+    entry = write(tmp_path, small_state(1), 40, updates=7)
+    listed = list_checkpoints(tmp_path)[0]
+    assert listed == entry
+    described = entry.to_json()
+    assert {key: described[key] for key in ("step", "reason", "path", "fingerprint", "episodes")} == {
+        "step": 40, "reason": "interval", "path": str(entry.path), "fingerprint": "print-40", "episodes": 4}
+    assert described["bytes"] == sum(path.stat().st_size for path in entry.path.rglob("*")
+                                     if path.is_file() and path.name != "manifest.json")
+    assert described["extra"] == {"updates": 7} and entry.metrics_bytes == 120
+
+
+def test_resolve_by_latest_step_and_path(tmp_path):
+    with pytest.raises(CheckpointNotFound, match="has no checkpoints"):
+        resolve(tmp_path, "latest")
+    write(tmp_path, small_state(1), 100)
+    second = write(tmp_path, small_state(2), 200)
+    assert resolve(tmp_path, "latest").path == second.path
+    assert resolve(tmp_path, "100").step == 100
+    assert resolve(tmp_path, str(second.path)).step == 200
+    assert resolve(tmp_path, second.path.name).step == 200
+    with pytest.raises(CheckpointNotFound, match=r"no checkpoint at step 150 \(steps available: 100, 200\)"):
+        resolve(tmp_path, "150")
+    with pytest.raises(CheckpointNotFound, match="not a checkpoint"):
+        resolve(tmp_path, str(tmp_path))
+    with pytest.raises(CheckpointNotFound, match="expected 'latest'"):
+        resolve(tmp_path, "nonsense")
+
+
+def test_rotation_keeps_the_newest(tmp_path):
+    for step in range(1, 6):
+        write(tmp_path, small_state(step), step, keep=10)
+    deleted = rotate(tmp_path, keep=2)
+    assert sorted(path.name for path in deleted) == [f"step-{step:012d}" for step in (1, 2, 3)]
+    assert [entry.step for entry in list_checkpoints(tmp_path)] == [4, 5]
+    assert dot_entries(tmp_path) == []
+    write(tmp_path, small_state(6), 6, keep=2)  # the write rotates too
+    assert [entry.step for entry in list_checkpoints(tmp_path)] == [5, 6]
+
+
+def test_rotation_keeps_everything_while_there_are_fewer_than_keep(tmp_path):
+    for step in range(1, 4):
+        write(tmp_path, small_state(step), step, keep=3)
+        assert [entry.step for entry in list_checkpoints(tmp_path)] == list(range(1, step + 1))
+    assert rotate(tmp_path, keep=5) == []
+
+
+def test_rotation_never_deletes_the_newest_verified(tmp_path):
+    for step in range(1, 5):
+        write(tmp_path, small_state(step), step, keep=10)
+    for step in (3, 4):
+        flip_last_byte(tmp_path / "checkpoints" / f"step-{step:012d}" / "arrays" / "frames.npy")
+    rotate(tmp_path, keep=1)
+    assert [entry.step for entry in list_checkpoints(tmp_path)] == [2, 4]
+    assert latest_verified(tmp_path).step == 2
+
+
+def test_write_after_a_fallback_protects_itself_not_a_newer_corrupt_one(tmp_path):
+    write(tmp_path, small_state(1), 100, keep=10)
+    write(tmp_path, small_state(2), 200, keep=10)
+    flip_last_byte(tmp_path / "checkpoints" / "step-000000000200" / "arrays" / "frames.npy")
+    write(tmp_path, small_state(3), 150, keep=1)  # resumed from 100 and went on
+    assert [entry.step for entry in list_checkpoints(tmp_path)] == [150, 200]
+    assert latest_verified(tmp_path).step == 150
+
+
+def test_same_step_rewrite_replaces_the_old_checkpoint(tmp_path):
+    write(tmp_path, small_state(1), 50, reason="interval")
+    write(tmp_path, small_state(2), 50, reason="pause")
+    entries = list_checkpoints(tmp_path)
+    assert [(entry.step, entry.reason) for entry in entries] == [(50, "pause")]
+    assert load_checkpoint(entries[0].path)[1]["counter"] == 2
+    assert dot_entries(tmp_path) == []
+
+
+def test_checkpoint_moved_aside_by_a_crashed_rewrite_is_restored(tmp_path, dead_pid):
+    entry = write(tmp_path, small_state(1), 50)
+    # A crash between "rename the old aside" and "rename the new in": only the aside copy exists.
+    aside = entry.path.parent / f".old-{entry.path.name}-{dead_pid}-0abc"
+    os.rename(entry.path, aside)
+    (entry.path.parent / f".tmp-{entry.path.name}-{dead_pid}-0def").mkdir()
+    assert list_checkpoints(tmp_path) == []
+    rotate(tmp_path, keep=5)
+    assert [entry.step for entry in list_checkpoints(tmp_path)] == [50]
+    assert verify(entry.path) is None and dot_entries(tmp_path) == []
+
+
+def test_leftovers_of_live_writers_are_left_alone(tmp_path, dead_pid):
+    write(tmp_path, small_state(1), 1)
+    checkpoints = tmp_path / "checkpoints"
+    alive = checkpoints / f".tmp-step-000000000002-{os.getppid()}-00aa"
+    dead = checkpoints / f".deleting-step-000000000000-{dead_pid}-00bb"
+    alive.mkdir()
+    dead.mkdir()
+    rotate(tmp_path, keep=5)
+    assert dot_entries(tmp_path) == [alive.name]
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory and layering
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_writing_an_array_does_not_copy_it(tmp_path, contiguous):
+    source = np.random.default_rng(0).integers(0, 256, size=(1024, 2 * 24 * 1024), dtype=np.uint8)  # 48 MiB
+    array = source[:, : 24 * 1024] if not contiguous else source[:, : 24 * 1024].copy()  # 24 MiB either way
+    assert array.flags.c_contiguous == contiguous
+    tracemalloc.start()
+    try:
+        write(tmp_path, {"frames": array}, 1)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # Contiguous: written from the array's own memory. Strided: copied one 16 MiB chunk at a time.
+    limit = array.nbytes * 0.1 if contiguous else 17 << 20
+    assert peak < limit, f"peak {peak} bytes while writing a {array.nbytes}-byte array"
+    np.testing.assert_array_equal(load_checkpoint(tmp_path / "checkpoints" / "step-000000000001")[1]["frames"], array)
+
+
+def test_manifest_module_imports_neither_torch_nor_numpy():
+    code = ("import sys, rlsup.checkpoint.manifest; "
+            "print(sorted(name for name in ('torch', 'numpy') if name in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+    assert manifests.CHECKSUM_ALGORITHM in manifests.SUPPORTED_CHECKSUMS
