@@ -141,6 +141,8 @@ class EvalSection:
 
     every_steps: int = setting(0, "Steps between evaluations (0: none).", LIVE, minimum=0)
     episodes: int = setting(5, "Episodes per evaluation.", LIVE, minimum=1)
+    epsilon: float = setting(0.0, "Exploration rate while evaluating (its own random stream).", LIVE,
+                             minimum=0.0, maximum=1.0)
 
 
 @dataclass(frozen=True)
@@ -277,6 +279,8 @@ def loads(text: str, *, file: str = "<string>", default_name: str = "job") -> Jo
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         line = getattr(error, "lineno", None) or _line_from_message(str(error))
+        if line is None and "end of document" in str(error):
+            line = max(len(text.splitlines()), 1)
         message = getattr(error, "msg", None) or re.sub(r"\s*\(at line \d+, column \d+\)", "", str(error))
         raise SpecError([Problem(file, line, "", f"invalid TOML: {message}")]) from None
     located = _Located(file, text)
@@ -480,6 +484,18 @@ def refusal_message(changes: list[Change]) -> str:
 
 def only_live(changes: list[Change]) -> bool:
     return all(change.edit == LIVE for change in changes)
+
+
+def merge_live(current: JobSpec, edited: JobSpec) -> JobSpec:
+    """current with every live field taken from edited: what a running worker applies on SIGHUP."""
+    sections = {}
+    for section in dataclasses.fields(JobSpec):
+        old, new = getattr(current, section.name), getattr(edited, section.name)
+        if isinstance(old, tuple):
+            continue  # array tables hold identity fields only
+        live = {f.name: getattr(new, f.name) for f in dataclasses.fields(old) if f.metadata["edit"] == LIVE}
+        sections[section.name] = dataclasses.replace(old, **live)
+    return dataclasses.replace(current, **sections)
 
 
 def sanitize_name(name: str) -> str:

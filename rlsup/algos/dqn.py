@@ -1,0 +1,244 @@
+"""DQN (double, n-step): the learner, its targets, and the loop that feeds it from side-by-side envs."""
+from __future__ import annotations
+
+import copy
+from collections import deque
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional
+
+from rlsup.algos.envs import TrainingEnv, make_env
+from rlsup.algos.nets import build_q_network, fingerprint
+from rlsup.algos.schedules import LinearSchedule, crossed
+from rlsup.checkpoint.rng import generator_state, restore_generator
+from rlsup.replay.mixer import ReplayMixer, make_replay
+from rlsup.replay.storage import TransitionBatch
+from rlsup.spec import DqnSection, JobSpec
+
+RECENT_EPISODES = 100
+
+
+def td_targets(returns: torch.Tensor, discounts: torch.Tensor, next_target_q: torch.Tensor,
+               next_online_q: torch.Tensor | None) -> torch.Tensor:
+    """y = R + discount * Q_target(s', a*), a* from the online net (double DQN) or the target net."""
+    chooser = next_online_q if next_online_q is not None else next_target_q
+    best_actions = chooser.argmax(dim=1, keepdim=True)
+    return returns + discounts * next_target_q.gather(1, best_actions).squeeze(1)
+
+
+class DqnLearner:
+    """Online and target Q-networks with their optimizer; one call of update() is one gradient step."""
+
+    def __init__(self, settings: DqnSection, network: nn.Module, device: torch.device):
+        self.settings = settings
+        self.device = device
+        self.online = network.to(device)
+        self.target = copy.deepcopy(self.online).requires_grad_(False)
+        self.optimizer = torch.optim.Adam(self.online.parameters(), lr=settings.lr)
+        self.updates = 0
+
+    @torch.no_grad()
+    def greedy_actions(self, observations: np.ndarray) -> np.ndarray:
+        values = self.online(torch.as_tensor(observations, device=self.device))
+        return values.argmax(dim=1).cpu().numpy()
+
+    def update(self, batch: TransitionBatch) -> dict[str, float]:
+        observations = self._tensor(batch.observations)
+        next_observations = self._tensor(batch.next_observations)
+        actions = self._tensor(batch.actions).long().unsqueeze(1)
+        if self.settings.double:
+            # One forward pass over both halves is cheaper than two; the next-state half carries no gradient.
+            both = self.online(torch.cat([observations, next_observations]))
+            q_values, next_online_q = both[: len(actions)], both[len(actions):].detach()
+        else:
+            q_values, next_online_q = self.online(observations), None
+        with torch.no_grad():
+            targets = td_targets(self._tensor(batch.returns), self._tensor(batch.discounts),
+                                 self.target(next_observations), next_online_q)
+        chosen = q_values.gather(1, actions).squeeze(1)
+        loss = self._loss(chosen, targets)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.settings.max_grad_norm > 0:
+            nn.utils.clip_grad_norm_(self.online.parameters(), self.settings.max_grad_norm)
+        self.optimizer.step()
+        self.updates += 1
+        return {"loss": loss.item(), "q_mean": chosen.mean().item()}
+
+    def _loss(self, predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        if self.settings.loss == "huber":
+            return functional.smooth_l1_loss(predictions, targets)
+        return functional.mse_loss(predictions, targets)
+
+    def _tensor(self, array: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(array).to(self.device, non_blocking=True)
+
+    @torch.no_grad()
+    def update_target(self) -> None:
+        tau = self.settings.tau
+        if tau >= 1.0:
+            self.target.load_state_dict(self.online.state_dict())
+            return
+        for target, online in zip(self.target.parameters(), self.online.parameters()):
+            target.lerp_(online, tau)
+
+    def state_dict(self) -> dict:
+        return {"online": self.online.state_dict(), "target": self.target.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "updates": self.updates}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.online.load_state_dict(state["online"])
+        self.target.load_state_dict(state["target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates = int(state["updates"])
+
+
+def build_replays(spec: JobSpec, env: TrainingEnv, seeds: list[np.random.SeedSequence]) -> ReplayMixer:
+    """One storage and sampler per [[replay]] table, each sampler with its own random stream."""
+    replays = [make_replay(settings.kind, settings.capacity, settings.ratio, num_envs=spec.env.num_envs,
+                           frame_shape=env.frame_shape, frame_dtype=env.observation_dtype,
+                           stack_size=env.stack_size, generator=np.random.Generator(np.random.PCG64(seed)))
+               for settings, seed in zip(spec.replay, seeds)]
+    return ReplayMixer(replays, spec.dqn.batch_size)
+
+
+class DqnTrainer:
+    """Steps the envs with epsilon-greedy actions, stores transitions, and trains on the schedule.
+
+    Every random stream is its own: env seeds, exploration and each replay's sampler are spawned
+    from the job seed, so evaluation, logging and checkpointing cannot bend the trajectory.
+    """
+
+    def __init__(self, spec: JobSpec, device: torch.device):
+        self.spec = spec
+        settings = spec.dqn
+        seed_sequence = np.random.SeedSequence(spec.job.seed)
+        env_seeds, exploration_seed, replay_seeds = (seed_sequence.spawn(spec.env.num_envs),
+                                                     seed_sequence.spawn(1)[0],
+                                                     seed_sequence.spawn(len(spec.replay)))
+        self.envs = [make_env(spec.env, seed=int(seed.generate_state(1)[0])) for seed in env_seeds]
+        torch.manual_seed(spec.job.seed)
+        first = self.envs[0]
+        network = build_q_network(first.observation_shape, first.num_actions, settings.hidden_sizes)
+        self.learner = DqnLearner(settings, network, device)
+        self.replays = build_replays(spec, first, replay_seeds)
+        self.exploration = np.random.Generator(np.random.PCG64(exploration_seed))
+        self.epsilon = LinearSchedule(settings.epsilon_start, settings.epsilon_end, settings.epsilon_end_step)
+        self.step = 0
+        self.episodes = 0
+        self.recent_returns: deque[float] = deque(maxlen=RECENT_EPISODES)
+        self.loss_sum, self.q_sum, self.loss_count = 0.0, 0.0, 0
+        self.observations = [env.reset() for env in self.envs]
+        self.first = [True] * len(self.envs)
+
+    @property
+    def num_actions(self) -> int:
+        return self.envs[0].num_actions
+
+    def iterate(self) -> list[dict]:
+        """One step of every env, then the gradient steps and target updates that fall due."""
+        previous_step = self.step
+        actions = self._choose_actions()
+        records = [record for index, action in enumerate(actions) if (record := self._step_env(index, action))]
+        self.step += len(self.envs)
+        self._train(previous_step)
+        return records
+
+    def _choose_actions(self) -> np.ndarray:
+        # Draw both random numbers every step so the stream's consumption never depends on the net.
+        count = len(self.envs)
+        explore = self.exploration.random(count) < self.epsilon(self.step)
+        actions = self.exploration.integers(self.num_actions, size=count)
+        if not explore.all():
+            greedy = self.learner.greedy_actions(np.stack(self.observations))
+            actions = np.where(explore, actions, greedy)
+        return actions
+
+    def _step_env(self, index: int, action: int) -> dict | None:
+        env, observation = self.envs[index], self.observations[index]
+        result = env.step(int(action))
+        self.replays.add_step(index, env.newest_frame(observation), int(action), result.reward,
+                              result.terminal, self.first[index])
+        self.first[index] = False
+        if not result.done:
+            self.observations[index] = result.observation
+            return None
+        self.replays.add_final(index, env.newest_frame(result.observation))
+        self.observations[index] = env.reset()
+        self.first[index] = True
+        self.episodes += 1
+        self.recent_returns.append(result.episode.raw_return)
+        return {"kind": "episode", "step": self.step + index + 1, "return": result.episode.raw_return,
+                "length": result.episode.length}
+
+    def _train(self, previous_step: int) -> None:
+        settings = self.spec.dqn
+        if self.step < settings.learning_starts:
+            return
+        if crossed(previous_step, self.step, settings.train_every) and self.replays.ready(
+                self.replays.shares, settings.n_step):
+            for _ in range(settings.gradient_steps):
+                batch = self.replays.sample(settings.batch_size, settings.n_step, settings.gamma)
+                result = self.learner.update(batch)
+                self.loss_sum += result["loss"]
+                self.q_sum += result["q_mean"]
+                self.loss_count += 1
+        if crossed(previous_step, self.step, settings.target_update_every):
+            self.learner.update_target()
+
+    def train_metrics(self) -> dict:
+        """Averages since the previous call, for a `train` line of metrics.jsonl."""
+        metrics = {"epsilon": self.epsilon(self.step), "updates": self.learner.updates,
+                   "episodes": self.episodes, "mean_return": self.mean_return()}
+        if self.loss_count:
+            metrics["loss"] = self.loss_sum / self.loss_count
+            metrics["q_mean"] = self.q_sum / self.loss_count
+        self.loss_sum, self.q_sum, self.loss_count = 0.0, 0.0, 0
+        return metrics
+
+    def mean_return(self) -> float | None:
+        return float(np.mean(self.recent_returns)) if self.recent_returns else None
+
+    def greedy_policy(self) -> Callable[[np.ndarray], np.ndarray]:
+        return self.learner.greedy_actions
+
+    def fingerprint(self) -> str:
+        return fingerprint(self.learner.online)
+
+    def state_dict(self, *, include_replay: bool = True) -> dict:
+        state = {
+            "learner": self.learner.state_dict(),
+            "exploration": generator_state(self.exploration),
+            "counters": {"step": self.step, "episodes": self.episodes},
+            "metrics": {"recent_returns": list(self.recent_returns), "loss_sum": self.loss_sum,
+                        "q_sum": self.q_sum, "loss_count": self.loss_count},
+            "envs": {str(index): env.state_dict() for index, env in enumerate(self.envs)},
+            "observations": np.stack(self.observations),
+            "first": list(self.first),
+        }
+        if include_replay:
+            state["replay"] = self.replays.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.learner.load_state_dict(state["learner"])
+        self.exploration = restore_generator(state["exploration"])
+        self.step = int(state["counters"]["step"])
+        self.episodes = int(state["counters"]["episodes"])
+        metrics = state["metrics"]
+        self.recent_returns = deque((float(value) for value in metrics["recent_returns"]), maxlen=RECENT_EPISODES)
+        self.loss_sum, self.q_sum = float(metrics["loss_sum"]), float(metrics["q_sum"])
+        self.loss_count = int(metrics["loss_count"])
+        for index, env in enumerate(self.envs):
+            env.load_state_dict(state["envs"][str(index)])
+        self.observations = [np.array(observation) for observation in state["observations"]]
+        self.first = [bool(flag) for flag in state["first"]]
+        if "replay" in state:
+            self.replays.load_state_dict(state["replay"])
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()

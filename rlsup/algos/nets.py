@@ -1,0 +1,83 @@
+"""Q-networks (MLP for vectors, Nature CNN for pixels) and the parameter fingerprint."""
+from __future__ import annotations
+
+import hashlib
+
+import torch
+from torch import nn
+
+
+class MlpTorso(nn.Module):
+    """Fully connected layers with ReLU; its output is the network's feature vector."""
+
+    def __init__(self, input_size: int, hidden_sizes: list[int]):
+        super().__init__()
+        layers: list[nn.Module] = []
+        for width in hidden_sizes:
+            layers += [nn.Linear(input_size, width), nn.ReLU()]
+            input_size = width
+        self.layers = nn.Sequential(*layers)
+        self.output_size = input_size
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        return self.layers(observations.flatten(1).float())
+
+
+class NatureTorso(nn.Module):
+    """The convolutional torso of Mnih et al. 2015 over uint8 frame stacks, ending in 512 features."""
+
+    def __init__(self, input_channels: int):
+        super().__init__()
+        self.layers = nn.Sequential(
+            nn.Conv2d(input_channels, 32, kernel_size=8, stride=4), nn.ReLU(),
+            nn.Conv2d(32, 64, kernel_size=4, stride=2), nn.ReLU(),
+            nn.Conv2d(64, 64, kernel_size=3, stride=1), nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(3136, 512), nn.ReLU(),
+        )
+        self.output_size = 512
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        return self.layers(observations.float() / 255.0)
+
+
+class QNetwork(nn.Module):
+    """A torso and a linear head with one Q-value per action."""
+
+    def __init__(self, torso: nn.Module, num_actions: int):
+        super().__init__()
+        self.torso = torso
+        self.head = nn.Linear(torso.output_size, num_actions)
+
+    def features(self, observations: torch.Tensor) -> torch.Tensor:
+        """The penultimate activations, used as feature vectors by elite and attentive replay."""
+        return self.torso(observations)
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        return self.head(self.torso(observations))
+
+
+def is_pixel_observation(observation_shape: tuple) -> bool:
+    return len(observation_shape) == 3
+
+
+def build_q_network(observation_shape: tuple, num_actions: int, hidden_sizes: list[int]) -> QNetwork:
+    """Nature CNN for (stack, 84, 84) frames, an MLP for everything else."""
+    if is_pixel_observation(observation_shape):
+        if tuple(observation_shape[1:]) != (84, 84):
+            raise ValueError(f"the Nature CNN needs 84x84 frames, not {observation_shape}")
+        return QNetwork(NatureTorso(observation_shape[0]), num_actions)
+    input_size = 1
+    for size in observation_shape:
+        input_size *= size
+    return QNetwork(MlpTorso(input_size, list(hidden_sizes)), num_actions)
+
+
+def fingerprint(module: nn.Module) -> str:
+    """sha256 over every parameter and buffer (name, dtype, shape, bytes): equal iff bit-identical."""
+    digest = hashlib.sha256()
+    for name, tensor in module.state_dict().items():
+        tensor = tensor.detach().to("cpu").contiguous()
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+    return digest.hexdigest()

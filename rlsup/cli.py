@@ -1,0 +1,227 @@
+"""The rlsup command: an argparse front whose every command is a thin call into the modules."""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+from rlsup import __version__, paths, runfiles
+from rlsup import spec as specs
+
+
+class CliError(Exception):
+    """A usage problem reported as one line and exit code 2."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Resolving RUN arguments
+
+
+def resolve_run(text: str) -> Path:
+    """A run directory from a path, `latest`, or a job id or name known to the daemon's store."""
+    path = Path(text).expanduser()
+    if (path / paths.JOB_FILE).is_file():
+        return path.resolve()
+    if text == "latest":
+        return newest_run()
+    job = find_job(text)
+    if job is not None and job.run_dir:
+        return Path(job.run_dir)
+    raise CliError(f"{text!r} is not a run directory, a job id or a job name")
+
+
+def newest_run() -> Path:
+    runs = [run for run in paths.runs_dir().iterdir() if (run / paths.JOB_FILE).is_file()]
+    if not runs:
+        raise CliError(f"there are no runs in {paths.runs_dir()}")
+    return max(runs, key=lambda run: (run / paths.JOB_FILE).stat().st_mtime)
+
+
+def module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def find_job(text: str):
+    if not module_exists("rlsup.store"):
+        return None
+    from rlsup.store import Store
+
+    database = paths.rlsup_home() / paths.DATABASE
+    return Store(paths.rlsup_home()).find_job(text) if database.exists() else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands
+
+
+def command_validate(args: argparse.Namespace) -> int:
+    spec = specs.load(args.job)
+    print(f"{args.job}: ok ({spec.job.algo} on {spec.env.id}, {spec.job.total_steps:,} steps)")
+    return 0
+
+
+def command_schema(args: argparse.Namespace) -> int:
+    print(json.dumps(specs.json_schema(), indent=2))
+    return 0
+
+
+def command_run(args: argparse.Namespace) -> int:
+    if args.resume:
+        run_dir = resolve_run(args.resume)
+        if args.job:
+            apply_resume_edit(run_dir, specs.load(args.job))
+    else:
+        if not args.job:
+            raise CliError("rlsup run needs JOB.toml, or --resume RUN")
+        run_dir = start_run(specs.load(args.job), args.run_dir)
+    print(run_dir, flush=True)
+    from rlsup import worker
+
+    return worker.run(run_dir, foreground=True)
+
+
+def start_run(spec: specs.JobSpec, requested: str | None) -> Path:
+    if requested:
+        run_dir = Path(requested).expanduser().resolve()
+        if (run_dir / paths.JOB_FILE).exists():
+            raise CliError(f"{run_dir} already holds a run; continue it with: rlsup run --resume {run_dir}")
+        paths.ensure_private_dir(run_dir)
+    else:
+        run_dir = paths.new_run_dir(spec.job.name)
+    runfiles.write_run_spec(run_dir, spec)
+    return run_dir
+
+
+def apply_resume_edit(run_dir: Path, edited: specs.JobSpec) -> None:
+    try:
+        changes = runfiles.accept_edit(run_dir, edited)
+    except runfiles.EditRefused as refusal:
+        raise CliError(str(refusal)) from None
+    for change in changes:
+        print(f"applying {change} ({change.edit})", file=sys.stderr)
+
+
+def command_checkpoints(args: argparse.Namespace) -> int:
+    from rlsup.checkpoint.manifest import list_checkpoints, verify
+
+    run_dir = resolve_run(args.run)
+    rows = []
+    for entry in list_checkpoints(run_dir):
+        row = entry.to_json()
+        problem = verify(entry.path) if args.verify else None
+        row["verified"] = (problem is None) if args.verify else None
+        row["problem"] = problem
+        rows.append(row)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print_checkpoint_table(rows)
+    return 1 if any(row["verified"] is False for row in rows) else 0
+
+
+def print_checkpoint_table(rows: list[dict]) -> None:
+    print(f"{'step':>12}  {'time':19}  {'reason':8}  {'size':>9}  {'fingerprint':12}  verified")
+    for row in rows:
+        mark = {True: "yes", False: "NO", None: "-"}[row["verified"]]
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["time"]))
+        print(f"{row['step']:>12,}  {when}  {row['reason']:8}  {format_bytes(row['bytes']):>9}  "
+              f"{row['fingerprint'][:12]:12}  {mark}" + (f"  ({row['problem']})" if row["problem"] else ""))
+
+
+def format_bytes(count: float) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1000
+    return f"{count:.1f} TB"
+
+
+def command_enjoy(args: argparse.Namespace) -> int:
+    from rlsup.enjoy import enjoy
+
+    run_dir = resolve_run(args.run)
+    report = (lambda line: None) if args.json else print
+    video = Path(args.video) if args.render == "video" else None
+    if args.render == "video" and not args.video:
+        video = run_dir / f"enjoy-{time.strftime('%Y%m%d-%H%M%S')}.mp4"
+    returns = enjoy(run_dir, which=args.checkpoint, episodes=args.episodes, seed=args.seed, video=video,
+                    report=report)
+    mean = sum(returns) / len(returns)
+    if args.json:
+        print(json.dumps({"returns": returns, "mean": mean}))
+    else:
+        print(f"mean return {mean:g} over {len(returns)} episodes" + (f"; video: {video}" if video else ""))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rlsup", description="Supervise reinforcement-learning training jobs.")
+    parser.add_argument("--version", action="version", version=f"rlsup {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    validate = commands.add_parser("validate", help="check a job file")
+    validate.add_argument("job", metavar="JOB.toml")
+    validate.set_defaults(handler=command_validate)
+
+    schema = commands.add_parser("schema", help="print the JSON Schema of job files")
+    schema.set_defaults(handler=command_schema)
+
+    run = commands.add_parser("run", help="train in the foreground; Ctrl-C pauses with a checkpoint")
+    run.add_argument("job", metavar="JOB.toml", nargs="?", help="the job file (with --resume: an edited spec)")
+    run.add_argument("--run-dir", help="where to put the run (default: under $RLSUP_HOME/runs/)")
+    run.add_argument("--resume", metavar="RUN", help="continue RUN from its newest verified checkpoint")
+    run.set_defaults(handler=command_run)
+
+    checkpoints = commands.add_parser("checkpoints", help="list a run's checkpoints")
+    checkpoints.add_argument("run", metavar="RUN")
+    checkpoints.add_argument("--json", action="store_true")
+    checkpoints.add_argument("--verify", action="store_true", help="check every file's checksum")
+    checkpoints.set_defaults(handler=command_checkpoints)
+
+    enjoy = commands.add_parser("enjoy", help="play a trained policy")
+    enjoy.add_argument("run", metavar="RUN")
+    enjoy.add_argument("--checkpoint", default="latest", help="latest, a step, or a checkpoint path")
+    enjoy.add_argument("--episodes", type=int, default=5)
+    enjoy.add_argument("--seed", type=int, default=None)
+    enjoy.add_argument("--render", choices=["none", "video"], default="none")
+    enjoy.add_argument("--video", metavar="PATH.mp4", help="with --render video: where to write it")
+    enjoy.add_argument("--json", action="store_true")
+    enjoy.set_defaults(handler=command_enjoy)
+
+    if module_exists("rlsup.daemon.commands"):
+        from rlsup.daemon.commands import register
+
+        register(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return args.handler(args)
+    except specs.SpecError as error:
+        print(error, file=sys.stderr)
+        return 2
+    except CliError as error:
+        print(f"rlsup: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

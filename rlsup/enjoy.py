@@ -1,0 +1,75 @@
+"""rlsup enjoy: play a trained policy greedily from a run directory and its checkpoint."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from rlsup import runfiles
+
+
+class VideoRecorder:
+    """Writes rendered RGB frames to an mp4 file with OpenCV, opened on the first frame."""
+
+    def __init__(self, path: Path, fps: float):
+        self.path, self.fps, self.writer = Path(path), fps, None
+
+    def __call__(self, frame: np.ndarray | None) -> None:
+        if frame is None:
+            return
+        import cv2
+
+        if self.writer is None:
+            height, width = frame.shape[:2]
+            self.writer = cv2.VideoWriter(str(self.path), cv2.VideoWriter_fourcc(*"mp4v"), self.fps, (width, height))
+        self.writer.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.release()
+
+
+def load_policy(run_dir: Path, which: str = "latest") -> tuple[Callable[[np.ndarray], np.ndarray], object]:
+    """The greedy policy of a checkpoint, built from the run's own job.toml (works on a copied run)."""
+    import torch
+
+    from rlsup.algos.envs import probe_env
+    from rlsup.algos.nets import build_q_network
+    from rlsup.checkpoint.manifest import resolve
+    from rlsup.checkpoint.store import load_checkpoint
+
+    spec = runfiles.read_run_spec(run_dir)
+    entry = resolve(run_dir, which)
+    _, state = load_checkpoint(entry.path)
+    observation_shape, _, num_actions, _ = probe_env(spec.env)
+    network = build_q_network(observation_shape, num_actions, spec.dqn.hidden_sizes)
+    network.load_state_dict(state["trainer"]["learner"]["online"])
+    network.eval()
+
+    @torch.no_grad()
+    def policy(observations: np.ndarray) -> np.ndarray:
+        return network(torch.as_tensor(observations)).argmax(dim=1).numpy()
+
+    return policy, entry
+
+
+def enjoy(run_dir: Path, *, which: str = "latest", episodes: int = 5, seed: int | None = None,
+          video: Path | None = None, report: Callable[[str], None] = print) -> list[float]:
+    """Play episodes and report each return; returns the unclipped scores."""
+    from rlsup.algos.evaluate import play_episodes
+
+    spec = runfiles.read_run_spec(run_dir)
+    policy, entry = load_policy(run_dir, which)
+    report(f"{entry.path.name}: step {entry.step}, fingerprint {entry.fingerprint[:12]}")
+    recorder = VideoRecorder(video, fps=30.0) if video else None
+
+    def on_episode(number: int, score: float, length: int) -> None:
+        report(f"episode {number}: return {score:g} ({length} steps)")
+
+    try:
+        return play_episodes(policy, spec.env, seed=spec.job.seed if seed is None else seed, episodes=episodes,
+                             on_episode=on_episode, on_frame=recorder)
+    finally:
+        if recorder:
+            recorder.close()

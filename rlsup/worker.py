@@ -1,0 +1,394 @@
+"""The job process: a run directory in, training with pause, live edits and an exit contract out."""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from rlsup import paths, runfiles
+from rlsup import spec as specs
+
+EXIT_DONE = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_PAUSED = 75
+EXIT_ABORTED = 130
+STATUS_INTERVAL_S = 1.0
+PROGRESS_INTERVAL_S = 0.25
+
+log = logging.getLogger("rlsup.worker")
+
+
+class Aborted(BaseException):
+    """A second interrupt: stop at once, without a checkpoint (the previous one stays valid)."""
+
+
+class UsageError(Exception):
+    """The job cannot run as written (exit 2, never retried)."""
+
+
+class Signals:
+    """Turns SIGINT/SIGTERM into a pause request (a second one aborts) and SIGHUP into a reload."""
+
+    def __init__(self) -> None:
+        self.pause_requested = False
+        self.reload_requested = False
+
+    def install(self) -> None:
+        signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGHUP, self._on_reload)
+
+    def _on_stop(self, signum: int, frame) -> None:
+        if self.pause_requested:
+            raise Aborted(f"second {signal.Signals(signum).name}")
+        self.pause_requested = True
+
+    def _on_reload(self, signum: int, frame) -> None:
+        self.reload_requested = True
+
+
+def select_device(requested: str):
+    """The torch device for [job] device; CUDA_VISIBLE_DEVICES (set by the daemon) decides which GPU."""
+    import torch
+
+    if requested == "cpu":
+        return torch.device("cpu")
+    if torch.cuda.is_available():
+        return torch.device("cuda", 0)
+    if requested == "cuda":
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        raise UsageError(f'[job] device = "cuda" but no GPU is visible (CUDA_VISIBLE_DEVICES={visible!r})')
+    return torch.device("cpu")
+
+
+def configure_torch(spec: specs.JobSpec) -> None:
+    """Fixed thread count and deterministic kernels: what makes CPU resumes bit-exact."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    import torch
+
+    torch.set_num_threads(spec.job.threads)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def build_trainer(spec: specs.JobSpec, device):
+    if spec.job.algo == "dqn":
+        from rlsup.algos.dqn import DqnTrainer
+
+        return DqnTrainer(spec, device)
+    raise UsageError(f"unknown algorithm {spec.job.algo!r}")
+
+
+class Worker:
+    """One run of one job in this process, from its newest verified checkpoint to budget or pause."""
+
+    def __init__(self, run_dir: Path, *, foreground: bool = False):
+        self.run_dir = Path(run_dir)
+        self.foreground = foreground
+        self.signals = Signals()
+        self.spec: specs.JobSpec | None = None
+        self.trainer = None
+        self.metrics: runfiles.MetricsWriter | None = None
+        self.last_checkpoint: str | None = None
+        self.last_checkpoint_step: int | None = None
+        self.progress = ProgressLine(enabled=foreground and sys.stderr.isatty())
+        self.tensorboard = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def run(self) -> int:
+        self.signals.install()
+        setup_logging(self.run_dir, self.foreground)
+        runfiles.clear_exit(self.run_dir)
+        step = 0
+        try:
+            self.spec = runfiles.read_run_spec(self.run_dir)
+            configure_torch(self.spec)
+            self.trainer = self._start()
+            code, reason = self._train()
+            step = self.trainer.step
+        except Aborted as error:
+            code, reason = EXIT_ABORTED, f"aborted by a {error}; the previous checkpoint is kept"
+        except (specs.SpecError, UsageError) as error:
+            code, reason = EXIT_USAGE, str(error)
+        except Exception as error:  # a crash: the daemon restarts from the newest checkpoint
+            log.exception("worker crashed")
+            code, reason = EXIT_FAILED, f"{type(error).__name__}: {error}"
+        finally:
+            self.progress.clear()
+        if self.trainer is not None:
+            step = self.trainer.step
+        self._finish(code, reason, step)
+        return code
+
+    def _start(self):
+        from rlsup.algos.envs import EnvError
+
+        device = select_device(self.spec.job.device)
+        try:
+            trainer = build_trainer(self.spec, device)
+            # An env whose state cannot be captured must fail now, not at the first checkpoint hours in.
+            trainer.state_dict(include_replay=False)
+        except EnvError as error:
+            raise UsageError(str(error)) from None
+        self._restore(trainer)
+        self.metrics = runfiles.MetricsWriter(self.run_dir)
+        log.info("training %s on %s from step %d to %d (pid %d)", self.spec.job.name, device,
+                 trainer.step, self.spec.job.total_steps, os.getpid())
+        return trainer
+
+    def _restore(self, trainer) -> None:
+        """Continue from the newest checkpoint that verifies, cutting metrics back to its length."""
+        from rlsup.checkpoint.manifest import latest_verified
+        from rlsup.checkpoint.rng import restore_global_rng_state
+        from rlsup.checkpoint.store import load_checkpoint
+
+        entry = latest_verified(self.run_dir)
+        if entry is None:
+            runfiles.truncate_metrics(self.run_dir, 0)
+            return
+        manifest, state = load_checkpoint(entry.path)
+        trainer.load_state_dict(state["trainer"])
+        restore_global_rng_state(state["rng"])
+        runfiles.truncate_metrics(self.run_dir, int(manifest["metrics_bytes"]))
+        self.last_checkpoint, self.last_checkpoint_step = str(entry.path), entry.step
+        if "replay" not in state["trainer"]:
+            log.warning("checkpoint %s holds no replay ([checkpoint] replay = false): "
+                        "the resumed run refills it and will not match an uninterrupted one", entry.path.name)
+        log.info("resumed from %s (step %d, fingerprint %s)", entry.path.name, entry.step, entry.fingerprint[:12])
+
+    def _finish(self, code: int, reason: str, step: int) -> None:
+        if code in (EXIT_DONE, EXIT_PAUSED):
+            log.info(reason)
+        else:
+            log.error("exit %d: %s", code, reason)
+            if self.foreground:
+                print(f"rlsup: {reason}", file=sys.stderr)
+        phase = {EXIT_DONE: "done", EXIT_PAUSED: "paused"}.get(code, "failed")
+        self._write_status(phase)
+        runfiles.write_exit(self.run_dir, code=code, reason=reason, step=step, checkpoint=self.last_checkpoint)
+        if self.metrics:
+            self.metrics.close()
+        if self.tensorboard:
+            self.tensorboard.close()
+        if self.trainer is not None:
+            self.trainer.close()
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def _train(self) -> tuple[int, str]:
+        trainer = self.trainer
+        if trainer.step >= self.spec.job.total_steps:
+            return EXIT_DONE, (f"the budget of {self.spec.job.total_steps} steps was already reached at step "
+                               f"{trainer.step}; raise [job].total_steps to train further")
+        clock = LoopClock(trainer.step)
+        self._write_status("running", clock)
+        while True:
+            if self.signals.reload_requested:
+                self._reload()
+            if trainer.step >= self.spec.job.total_steps:
+                self._checkpoint("final")
+                return EXIT_DONE, f"reached the budget of {self.spec.job.total_steps} steps"
+            if self.signals.pause_requested:
+                self._checkpoint("pause")
+                return EXIT_PAUSED, f"paused at step {trainer.step} with a checkpoint"
+            previous_step = trainer.step
+            for record in trainer.iterate():
+                self._write_metric(record)
+            self._after_iteration(previous_step, clock)
+
+    def _after_iteration(self, previous_step: int, clock: "LoopClock") -> None:
+        from rlsup.algos.schedules import crossed
+
+        step, spec = self.trainer.step, self.spec
+        if crossed(previous_step, step, spec.log.every_steps):
+            self._write_metric({"kind": "train", "step": step, "steps_per_second": clock.window_rate(step),
+                                **self.trainer.train_metrics()})
+        if crossed(previous_step, step, spec.eval.every_steps):
+            self._evaluate()
+        # Skip an interval checkpoint that the final one is about to replace.
+        if crossed(previous_step, step, spec.checkpoint.every_steps) and step < spec.job.total_steps:
+            self._checkpoint("interval")
+        if clock.due_for_status(step):
+            self._write_status("running", clock)
+        if self.progress.enabled and clock.due_for_progress():
+            self.progress.show(step, spec.job.total_steps, clock.rate, self.trainer.mean_return())
+
+    def _evaluate(self) -> None:
+        from rlsup.algos.evaluate import evaluation_seed, play_episodes
+
+        step, settings = self.trainer.step, self.spec.eval
+        returns = play_episodes(self.trainer.greedy_policy(), self.spec.env,
+                                seed=evaluation_seed(self.spec.job.seed, step),
+                                episodes=settings.episodes, epsilon=settings.epsilon)
+        mean = sum(returns) / len(returns)
+        self._write_metric({"kind": "eval", "step": step, "mean": mean, "returns": returns})
+        log.info("evaluation at step %d: mean return %.2f over %d episodes", step, mean, len(returns))
+
+    def _checkpoint(self, reason: str) -> None:
+        from rlsup.checkpoint.rng import global_rng_state
+        from rlsup.checkpoint.store import write_checkpoint
+
+        trainer, spec = self.trainer, self.spec
+        self._write_status("checkpointing")
+        fingerprint = trainer.fingerprint()
+        # The line goes in before the length is recorded, so a resume keeps it with its checkpoint.
+        self._write_metric({"kind": "checkpoint", "step": trainer.step, "reason": reason,
+                            "fingerprint": fingerprint})
+        self.metrics.sync()
+        state = {"trainer": trainer.state_dict(include_replay=spec.checkpoint.replay),
+                 "rng": global_rng_state()}
+        entry = write_checkpoint(self.run_dir, state, step=trainer.step, episodes=trainer.episodes,
+                                 reason=reason, fingerprint=fingerprint, spec_sha256=spec.sha256(),
+                                 metrics_bytes=self.metrics.byte_length(), keep=spec.checkpoint.keep,
+                                 extra={"algo": spec.job.algo})
+        self.last_checkpoint, self.last_checkpoint_step = str(entry.path), entry.step
+        log.info("checkpoint %s (%s, %.1f MB, fingerprint %s)", entry.path.name, reason, entry.bytes / 1e6,
+                 fingerprint[:12])
+
+    def _reload(self) -> None:
+        """SIGHUP: take the live fields of job.toml as it is now; anything else waits for a resume."""
+        self.signals.reload_requested = False
+        try:
+            edited = runfiles.read_run_spec(self.run_dir)
+        except specs.SpecError as error:
+            log.warning("reload ignored, job.toml does not parse:\n%s", error)
+            return
+        changes = specs.diff(self.spec, edited)
+        for change in changes:
+            applied = "applied" if change.edit == specs.LIVE else f"needs a {change.edit} restart, not applied"
+            log.info("reload: %s (%s)", change, applied)
+        self.spec = specs.merge_live(self.spec, edited)
+
+    # -- outputs -----------------------------------------------------------------------------
+
+    def _write_metric(self, record: dict) -> None:
+        record = {"t": round(time.time(), 3), **record}
+        self.metrics.write(record)
+        if self.spec.log.tensorboard:
+            self._tensorboard_write(record)
+
+    def _tensorboard_write(self, record: dict) -> None:
+        if self.tensorboard is None:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                log.warning("[log] tensorboard = true but tensorboard is not installed; pip install tensorboard")
+                self.spec = self.spec.replace("log", tensorboard=False)
+                return
+            self.tensorboard = SummaryWriter(str(self.run_dir / "tensorboard"))
+        for key, value in record.items():
+            if key not in ("t", "step", "kind") and isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.tensorboard.add_scalar(f"{record['kind']}/{key}", value, record["step"])
+
+    def _write_status(self, phase: str, clock: "LoopClock | None" = None) -> None:
+        trainer = self.trainer
+        runfiles.write_status(self.run_dir, {
+            "pid": os.getpid(), "phase": phase, "time": time.time(),
+            "step": trainer.step if trainer else 0,
+            "total_steps": self.spec.job.total_steps if self.spec else None,
+            "steps_per_second": clock.rate if clock else None,
+            "episodes": trainer.episodes if trainer else 0,
+            "mean_return": trainer.mean_return() if trainer else None,
+            "last_checkpoint_step": self.last_checkpoint_step,
+            "device": str(trainer.learner.device) if trainer else None,
+        })
+
+
+class LoopClock:
+    """Steps per second over recent intervals, and when status and progress are due."""
+
+    def __init__(self, step: int):
+        now = time.monotonic()
+        self.rate = 0.0
+        self.status_time = self.progress_time = self.window_time = self.rate_time = now
+        self.window_step = self.rate_step = step
+
+    def due_for_status(self, step: int) -> bool:
+        """True about once a second; also refreshes the steps/s that status and progress show."""
+        now = time.monotonic()
+        if now - self.status_time < STATUS_INTERVAL_S:
+            return False
+        self.rate = (step - self.rate_step) / (now - self.rate_time)
+        self.status_time = self.rate_time = now
+        self.rate_step = step
+        return True
+
+    def due_for_progress(self) -> bool:
+        now = time.monotonic()
+        if now - self.progress_time < PROGRESS_INTERVAL_S:
+            return False
+        self.progress_time = now
+        return True
+
+    def window_rate(self, step: int) -> float:
+        """Steps per second since the previous call (one log interval)."""
+        now = time.monotonic()
+        rate = (step - self.window_step) / max(now - self.window_time, 1e-9)
+        self.window_time, self.window_step = now, step
+        return round(rate, 2)
+
+
+class ProgressLine:
+    """A one-line progress bar with steps/s and ETA, redrawn in place on a terminal."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.visible = False
+
+    def show(self, step: int, total: int, rate: float, mean_return: float | None) -> None:
+        fraction = min(step / total, 1.0)
+        bar = "#" * int(fraction * 30)
+        eta = format_duration((total - step) / rate) if rate > 0 else "?"
+        returns = f"  return {mean_return:.1f}" if mean_return is not None else ""
+        sys.stderr.write(f"\r\033[K[{bar:<30}] {step:,}/{total:,} {fraction:6.1%}  "
+                         f"{rate:,.0f} steps/s  ETA {eta}{returns}")
+        sys.stderr.flush()
+        self.visible = True
+
+    def clear(self) -> None:
+        if self.visible:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            self.visible = False
+
+
+def format_duration(seconds: float) -> str:
+    seconds = int(seconds)
+    hours, remainder = divmod(seconds, 3600)
+    return f"{hours}:{remainder // 60:02d}:{remainder % 60:02d}"
+
+
+def setup_logging(run_dir: Path, foreground: bool) -> None:
+    logger = logging.getLogger("rlsup")
+    logger.setLevel(logging.INFO)
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
+    file_handler = logging.FileHandler(run_dir / paths.LOG_FILE)
+    file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger.addHandler(file_handler)
+    if foreground:
+        stream = logging.StreamHandler(sys.stderr)
+        stream.setFormatter(logging.Formatter("\r\033[K%(message)s" if sys.stderr.isatty() else "%(message)s"))
+        logger.addHandler(stream)
+    logger.propagate = False
+
+
+def run(run_dir: Path, *, foreground: bool = False) -> int:
+    return Worker(run_dir, foreground=foreground).run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1 or not (Path(argv[0]) / paths.JOB_FILE).is_file():
+        print("usage: python -m rlsup.worker RUN_DIR  (a directory holding job.toml)", file=sys.stderr)
+        return EXIT_USAGE
+    return run(Path(argv[0]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

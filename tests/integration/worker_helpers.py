@@ -1,0 +1,137 @@
+"""Running real `rlsup run` processes and reading what they leave behind."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from rlsup import runfiles
+from rlsup.checkpoint.manifest import latest_verified, list_checkpoints
+
+SMALL_CARTPOLE = """
+[job]
+seed = {seed}
+total_steps = {total_steps}
+threads = 1
+
+[env]
+id = "CartPole-v1"
+
+[dqn]
+lr = 1e-3
+batch_size = 32
+learning_starts = 200
+train_every = 8
+gradient_steps = 2
+target_update_every = 100
+hidden_sizes = [32, 32]
+epsilon_end_step = 1_000
+
+[[replay]]
+capacity = 5_000
+
+[checkpoint]
+every_steps = {checkpoint_every}
+keep = 3
+
+[log]
+every_steps = {log_every}
+
+[eval]
+every_steps = {eval_every}
+episodes = 2
+"""
+
+SMALL_BREAKOUT = """
+[job]
+seed = 3
+total_steps = {total_steps}
+threads = 1
+
+[env]
+id = "ALE/Breakout-v5"
+preset = "atari"
+clip_rewards = true
+episodic_life = true
+
+[dqn]
+batch_size = 8
+learning_starts = 64
+train_every = 4
+target_update_every = 50
+epsilon_end_step = 10_000
+
+[[replay]]
+capacity = 600
+
+[checkpoint]
+every_steps = 0
+
+[log]
+every_steps = 10
+"""
+
+
+def cartpole_job(directory: Path, *, total_steps: int, seed: int = 7, checkpoint_every: int = 1000,
+                 log_every: int = 250, eval_every: int = 0, name: str = "cartpole") -> Path:
+    path = directory / f"{name}.toml"
+    path.write_text(SMALL_CARTPOLE.format(seed=seed, total_steps=total_steps, checkpoint_every=checkpoint_every,
+                                          log_every=log_every, eval_every=eval_every))
+    return path
+
+
+def breakout_job(directory: Path, *, total_steps: int, name: str = "breakout") -> Path:
+    path = directory / f"{name}.toml"
+    path.write_text(SMALL_BREAKOUT.format(total_steps=total_steps))
+    return path
+
+
+def rlsup_command(*arguments: str) -> list[str]:
+    return [sys.executable, "-m", "rlsup.cli", *map(str, arguments)]
+
+
+def run_rlsup(*arguments: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(rlsup_command(*arguments), capture_output=True, text=True, timeout=timeout,
+                          env=os.environ.copy())
+
+
+def start_rlsup(*arguments: str) -> subprocess.Popen:
+    return subprocess.Popen(rlsup_command(*arguments), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=os.environ.copy())
+
+
+def wait_for(condition: Callable[[], object], *, timeout: float = 120, interval: float = 0.02,
+             what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def metric_steps(run_dir: Path, kind: str) -> list[int]:
+    return [record["step"] for record in runfiles.read_metrics(run_dir) if record["kind"] == kind]
+
+
+def pause_when(process: subprocess.Popen, run_dir: Path, *, train_step: int) -> None:
+    """SIGINT the worker once its metrics show training past train_step, as a user's Ctrl-C would."""
+    wait_for(lambda: any(step >= train_step for step in metric_steps(run_dir, "train")) or process.poll() is not None,
+             what=f"a train record past step {train_step}")
+    assert process.poll() is None, f"the run ended before it could be paused: {process.communicate()}"
+    process.send_signal(signal.SIGINT)
+
+
+def final_fingerprint(run_dir: Path) -> str:
+    entry = latest_verified(run_dir)
+    assert entry is not None, f"no verified checkpoint in {run_dir}"
+    return entry.fingerprint
+
+
+def checkpoint_reasons(run_dir: Path) -> list[tuple[int, str]]:
+    return [(entry.step, entry.reason) for entry in list_checkpoints(run_dir)]
