@@ -41,7 +41,7 @@ class JobSection:
     """[job]: what the run is and how the supervisor treats it."""
 
     name: str = setting("", "Job name; defaults to the file's stem.", LIVE)
-    algo: Literal["dqn"] = setting("dqn", "Training algorithm.", IDENTITY)
+    algo: Literal["dqn", "vtrace"] = setting("dqn", "Training algorithm: dqn, or vtrace (IMPALA).", IDENTITY)
     seed: int = setting(0, "Seed of every random stream of the run.", IDENTITY, minimum=0)
     total_steps: int = setting(100_000, "Environment steps to train for; raise it to extend a run.",
                                LIVE, minimum=1)
@@ -110,10 +110,62 @@ class DqnSection:
 class ReplaySection:
     """[[replay]]: one experience replay and its share of every batch."""
 
-    kind: Literal["standard"] = setting("standard", "standard: ring buffer, uniform sampling.", IDENTITY)
-    capacity: int = setting(100_000, "Items the replay holds.", IDENTITY, minimum=1)
+    kind: Literal["standard", "queue", "elite", "attentive"] = setting(
+        "standard", "standard: uniform; queue: FIFO of fresh unrolls (vtrace); elite, attentive: most on-policy "
+        "or most similar to now, from uniform candidates.", IDENTITY)
+    capacity: int = setting(100_000, "Items the replay holds (transitions for dqn, unrolls for vtrace).",
+                            IDENTITY, minimum=1)
     ratio: float = setting(1.0, "Share of each batch drawn from this replay; shares sum to 1.", IDENTITY,
                            minimum=0.0, maximum=1.0, exclusive_minimum=True)
+    min_size: int = setting(0, "Items needed before sampling (0: a full queue, else max(20% of capacity, "
+                               "10 x batch)).", IDENTITY, minimum=0)
+    strategy: int = setting(1, "Elite/attentive selection: 1 nearest, 2 rank-stratified, 3 least-sampled, "
+                               "4 least-sampled per window.", IDENTITY, minimum=1, maximum=4)
+    distance: Literal["ln_norm", "cos_dist", "kl_div"] = setting(
+        "ln_norm", "How far stored features are from current ones.", IDENTITY)
+    p: float = setting(2.0, "The norm's p for distance = ln_norm.", IDENTITY, minimum=0.0, exclusive_minimum=True)
+    lambda_batch_multiplier: float = setting(6.0, "Candidates per sampled item at the start (lambda_0).",
+                                             IDENTITY, minimum=1.0)
+    alfa_annealing_factor: float = setting(2.0, "Lambda falls by (lambda_0 - 1) / (anneal_steps * alfa) per "
+                                                "sample call.", IDENTITY, minimum=0.0, exclusive_minimum=True)
+    anneal_steps: int = setting(100_000, "Sample calls over which lambda anneals (scaled by alfa).", IDENTITY,
+                                minimum=1)
+    elite_insertion: bool = setting(False, "Once full, overwrite the farthest of some candidates, not the "
+                                           "oldest.", IDENTITY)
+    insertion_candidates: int = setting(32, "Candidates drawn for elite insertion.", IDENTITY, minimum=1)
+
+
+@dataclass(frozen=True)
+class VtraceSection:
+    """[vtrace]: actor/learner V-trace (IMPALA)."""
+
+    actors: int = setting(2, "Actor processes, each with a CPU copy of the policy.", RESUME, minimum=1)
+    envs_per_actor: int = setting(4, "Environments each actor steps side by side.", IDENTITY, minimum=1)
+    unroll_length: int = setting(20, "Steps per unroll (T).", IDENTITY, minimum=1)
+    batch_size: int = setting(32, "Unrolls per learner batch.", IDENTITY, minimum=1)
+    lr: float = setting(6e-4, "RMSProp learning rate at step 0.", IDENTITY, minimum=0.0, exclusive_minimum=True)
+    lr_end_step: int = setting(50_000_000, "Absolute step at which the learning rate has decayed linearly to 0.",
+                               IDENTITY, minimum=1)
+    gamma: float = setting(0.99, "Discount factor.", IDENTITY, minimum=0.0, maximum=1.0)
+    rmsprop_alpha: float = setting(0.99, "RMSProp smoothing constant.", IDENTITY, minimum=0.0, maximum=1.0)
+    rmsprop_eps: float = setting(0.01, "RMSProp epsilon.", IDENTITY, minimum=0.0, exclusive_minimum=True)
+    rmsprop_momentum: float = setting(0.0, "RMSProp momentum.", IDENTITY, minimum=0.0)
+    baseline_cost: float = setting(0.5, "Weight of the value loss.", IDENTITY, minimum=0.0)
+    entropy_cost: float = setting(0.01, "Weight of the entropy bonus.", IDENTITY, minimum=0.0)
+    rho_clip: float = setting(1.0, "V-trace rho-bar: clip of the importance weights in the value targets.",
+                              IDENTITY, minimum=0.0, exclusive_minimum=True)
+    pg_rho_clip: float = setting(1.0, "Clip of the importance weights in the policy-gradient advantage.",
+                                 IDENTITY, minimum=0.0, exclusive_minimum=True)
+    c_clip: float = setting(1.0, "V-trace c-bar: clip of the trace-cutting coefficients.", IDENTITY,
+                            minimum=0.0, exclusive_minimum=True)
+    max_grad_norm: float = setting(40.0, "Clip the gradient's norm to this (0: no clipping).", IDENTITY,
+                                   minimum=0.0)
+    hidden_sizes: list[int] = setting([256, 256], "Widths of the MLP torso's hidden layers (vector obs).",
+                                      IDENTITY)
+    feature_size: int = setting(512, "Width of the feature head whose outputs elite replay compares.",
+                                IDENTITY, minimum=1)
+    serial: bool = setting(False, "Run actors and learner in one process (debugging; bit-exact resume).",
+                           RESUME)
 
 
 @dataclass(frozen=True)
@@ -152,6 +204,7 @@ class JobSpec:
     job: JobSection = field(default_factory=JobSection)
     env: EnvSection = field(default_factory=EnvSection)
     dqn: DqnSection = field(default_factory=DqnSection)
+    vtrace: VtraceSection = field(default_factory=VtraceSection)
     replay: tuple[ReplaySection, ...] = field(default_factory=lambda: (ReplaySection(),))
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
     log: LogSection = field(default_factory=LogSection)
@@ -160,6 +213,11 @@ class JobSpec:
     def to_toml(self) -> str:
         """The resolved spec as TOML, each field preceded by its doc line."""
         return render_toml(self)
+
+    @property
+    def batch_size(self) -> int:
+        """Items per learner batch: transitions for dqn, unrolls for vtrace."""
+        return self.vtrace.batch_size if self.job.algo == "vtrace" else self.dqn.batch_size
 
     def sha256(self) -> str:
         return hashlib.sha256(self.to_toml().encode()).hexdigest()
@@ -406,8 +464,11 @@ def _cross_checks(spec: JobSpec, located: _Located) -> list[Problem]:
     if abs(total - 1.0) > 1e-9:
         problems.append(located.problem(("replay", 0, "ratio"),
                                         f"replay ratios must sum to 1, they sum to {total:g}"))
-    batch = spec.dqn.batch_size
+    batch = spec.batch_size
     for index, replay in enumerate(spec.replay):
+        if spec.job.algo == "dqn" and replay.kind == "queue":
+            problems.append(located.problem(("replay", index, "kind"),
+                                            "a queue holds unrolls for vtrace; dqn uses standard, elite or attentive"))
         share = replay.ratio * batch
         if abs(share - round(share)) > 1e-9:
             problems.append(located.problem(
