@@ -66,12 +66,23 @@ def select_device(requested: str):
 
 
 def configure_torch(spec: specs.JobSpec) -> None:
-    """Fixed thread count and deterministic kernels: what makes CPU resumes bit-exact."""
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    """A fixed thread count: CPU kernels are deterministic for a given count, so CPU resumes are bit-exact."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts, so set it first
     import torch
 
     torch.set_num_threads(spec.job.threads)
-    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def make_cuda_deterministic(device) -> None:
+    """Ask CUDA for deterministic kernels where they exist (warn where not).
+
+    Only for CUDA: the switch imports torch's compiler stack, seconds of start-up a CPU job does not need.
+    """
+    import torch
+
+    if device.type == "cuda":
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.benchmark = False
 
 
 def build_trainer(spec: specs.JobSpec, device):
@@ -79,6 +90,10 @@ def build_trainer(spec: specs.JobSpec, device):
         from rlsup.algos.dqn import DqnTrainer
 
         return DqnTrainer(spec, device)
+    if spec.job.algo == "vtrace":
+        from rlsup.algos.impala import VtraceTrainer
+
+        return VtraceTrainer(spec, device)
     raise UsageError(f"unknown algorithm {spec.job.algo!r}")
 
 
@@ -128,6 +143,7 @@ class Worker:
         from rlsup.algos.envs import EnvError
 
         device = select_device(self.spec.job.device)
+        make_cuda_deterministic(device)
         try:
             trainer = build_trainer(self.spec, device)
             # An env whose state cannot be captured must fail now, not at the first checkpoint hours in.
