@@ -1,0 +1,168 @@
+"""Pause and resume latency of CartPole DQN under the daemon, and the daemon's idle CPU with a full queue."""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+from rlsup import runfiles
+from rlsup.daemon import client
+from rlsup.jobstate import Desired, State
+from rlsup.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "jobs" / "cartpole-dqn.toml"
+
+
+def wait_for(condition, *, timeout: float = 120.0, interval: float = 0.002):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError("condition not reached")
+
+
+def long_example(directory: Path, name: str) -> Path:
+    """The example job with a budget too large to finish and no evaluations in the way."""
+    text = EXAMPLE.read_text().replace("total_steps = 50_000", "total_steps = 10_000_000")
+    text = text.replace("every_steps = 5_000\nepisodes = 10", "every_steps = 0\nepisodes = 10")
+    path = directory / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def start_daemon(home: Path) -> psutil.Process:
+    return psutil.Process(client.ensure_daemon(home).pid)
+
+
+def measure_pause(store: Store, job_id: int) -> dict:
+    """Intent written -> worker gone with a pause checkpoint (and -> the daemon records paused)."""
+    job = store.job(job_id)
+    worker = psutil.Process(job.pid)
+    asked = time.time()
+    store.set_desired(job_id, Desired.PAUSED)
+    wait_for(lambda: not worker.is_running() or worker.status() == psutil.STATUS_ZOMBIE)
+    exited = time.time()
+    record = runfiles.read_exit(Path(job.run_dir))
+    assert record and record["code"] == 75, record
+    wait_for(lambda: store.job(job_id).state is State.PAUSED)
+    recorded = time.time()
+    signalled = next(event.time for event in reversed(store.events(job_id, 20)) if event.to_state == "pausing")
+    return {"signal": signalled - asked, "exit": exited - asked, "exit_json": record["time"] - asked,
+            "state": recorded - asked, "step": record["step"]}
+
+
+def measure_resume(store: Store, job_id: int, paused_step: int) -> dict:
+    """Intent written -> spawned -> the resumed worker's training loop running -> a step beyond the pause."""
+    run_dir = Path(store.job(job_id).run_dir)
+    asked = time.time()
+    store.set_desired(job_id, Desired.RUNNING)
+    job = wait_for(lambda: (lambda found: found if found.pid else None)(store.job(job_id)))
+    spawned = time.time()
+    status = wait_for(lambda: (lambda found: found if found and found.get("pid") == job.pid
+                                and found.get("phase") == "running" else None)(runfiles.read_status(run_dir)))
+    # The first train record after the pause step tells when training had visibly moved on.
+    record = wait_for(lambda: next((r for r in runfiles.read_metrics(run_dir)
+                                    if r.get("kind") == "train" and r["step"] > paused_step and r["t"] > asked), None),
+                      interval=0.02)
+    return {"spawn": spawned - asked, "loop": status["time"] - asked, "train_record": record["t"] - asked,
+            "train_record_step": record["step"] - paused_step}
+
+
+def latency(home: Path, directory: Path, rounds: int) -> None:
+    with Store(home) as store:
+        job = client.submit(long_example(directory, "latency"), home=home)
+        run_dir = Path(job.run_dir)
+        wait_for(lambda: (runfiles.read_status(run_dir) or {}).get("step", 0) >= 3_000, timeout=300, interval=0.05)
+        pauses, resumes = [], []
+        for _ in range(rounds):
+            pause = measure_pause(store, job.id)
+            pauses.append(pause)
+            resumes.append(measure_resume(store, job.id, pause["step"]))
+            wait_for(lambda: (runfiles.read_status(run_dir) or {}).get("step", 0) >= pause["step"] + 2_000,
+                     timeout=300, interval=0.05)
+        store.set_desired(job.id, Desired.KILLED)
+        wait_for(lambda: store.job(job.id).state is State.KILLED)
+    show("pause: intent -> SIGINT sent by the daemon", [p["signal"] for p in pauses])
+    show("pause: intent -> worker exited with checkpoint", [p["exit"] for p in pauses])
+    show("pause: intent -> exit.json written", [p["exit_json"] for p in pauses])
+    show("pause: intent -> daemon records paused", [p["state"] for p in pauses])
+    show("resume: intent -> worker spawned", [r["spawn"] for r in resumes])
+    show("resume: intent -> training loop running (status.json)", [r["loop"] for r in resumes])
+    show("resume: intent -> first train record after the pause", [r["train_record"] for r in resumes],
+         note=f"(records every 1000 steps; first came {statistics.median(r['train_record_step'] for r in resumes):.0f}"
+              " steps after the pause)")
+
+
+def show(label: str, values: list[float], note: str = "") -> None:
+    milliseconds = [value * 1000 for value in values]
+    text = f"median {statistics.median(milliseconds):8.1f} ms  (min {min(milliseconds):.1f}, max {max(milliseconds):.1f})"
+    print(f"{label:58} {text} {note}".rstrip())
+
+
+def idle_cpu(home: Path, directory: Path, seconds: float) -> None:
+    """3 paused and 50 queued jobs that cannot start (cpu_jobs = 0): what the daemon costs at rest."""
+    client.stop_daemon(home)
+    (home / "daemon.toml").write_text("cpu_jobs = 0\n")
+    spec = long_example(directory, "idle")
+    jobs = [client.submit(spec, home=home, start_daemon=False, name=f"idle-{index}") for index in range(53)]
+    with Store(home) as store:
+        for job in jobs[:3]:
+            store.set_desired(job.id, Desired.PAUSED)
+    daemon = start_daemon(home)
+    with Store(home) as store:
+        wait_for(lambda: sum(j.state is State.PAUSED for j in store.jobs()) >= 3, timeout=30, interval=0.05)
+        counts: dict[str, int] = {}
+        for job in store.jobs():
+            counts[job.state.value] = counts.get(job.state.value, 0) + 1
+    time.sleep(2.0)  # let start-up settle before measuring
+    before, started = daemon.cpu_times(), time.monotonic()
+    time.sleep(seconds)
+    after, elapsed = daemon.cpu_times(), time.monotonic() - started
+    used = (after.user - before.user) + (after.system - before.system)
+    print(f"idle daemon over {elapsed:.0f} s with {counts}: {used:.3f} CPU s = {100 * used / elapsed:.2f}% of one core"
+          f" (user {after.user - before.user:.3f} s, system {after.system - before.system:.3f} s)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=3, help="pause/resume rounds")
+    parser.add_argument("--idle-seconds", type=float, default=30.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="rlsup-bench-") as scratch:
+        home, directory = Path(scratch) / "home", Path(scratch)
+        home.mkdir(mode=0o700)
+        os.environ["RLSUP_HOME"] = str(home)
+        print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
+        try:
+            latency(home, directory, args.rounds)
+            idle_cpu(home, directory, args.idle_seconds)
+        finally:
+            stop_everything(home)
+    return 0
+
+
+def stop_everything(home: Path) -> None:
+    """Kill the daemon and any worker of this scratch home: a bench leaves nothing running."""
+    status = client.daemon_status(home)
+    if status.pid:
+        os.kill(status.pid, 9)
+    with Store(home) as store:
+        for job in store.jobs():
+            if job.pid:
+                try:
+                    os.killpg(job.pid, 9)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""What clients (CLI, TUI) do: submit jobs, record intents, find jobs, start and stop the daemon."""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlsup import jobstate, paths, runfiles, spec as specs
+from rlsup.jobstate import ACTIVE, Desired, State
+from rlsup.store import Job, Store
+
+
+class DaemonError(RuntimeError):
+    """The daemon could not be started or stopped."""
+
+
+class JobNotFound(LookupError):
+    """No job matches a JOB argument (id, name or run directory)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Command-line overrides: values given at submit that win over the file until the file changes them
+
+
+def make_overrides(loaded: specs.JobSpec, *, name: str | None = None, priority: int | None = None) -> dict:
+    """Record each override with the file's value it replaced."""
+    overrides = {}
+    if name is not None or specs.sanitize_name(loaded.job.name) != loaded.job.name:
+        # A name from the file is sanitised too: it becomes part of paths and must not hold '/' or '..'.
+        wanted = loaded.job.name if name is None else name
+        overrides["job.name"] = {"file": loaded.job.name, "value": specs.sanitize_name(wanted)}
+    if priority is not None:
+        overrides["job.priority"] = {"file": loaded.job.priority, "value": int(priority)}
+    return overrides
+
+
+def apply_overrides(loaded: specs.JobSpec, overrides: dict) -> specs.JobSpec:
+    """Apply each override while the file still holds the value it replaced; an edit there wins."""
+    for key, entry in overrides.items():
+        section, field = key.split(".", 1)
+        if getattr(getattr(loaded, section), field) == entry["file"]:
+            loaded = loaded.replace(section, **{field: entry["value"]})
+    return loaded
+
+
+def file_digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# Jobs
+
+
+def submit(spec_path: str | Path, *, name: str | None = None, priority: int | None = None,
+           home: Path | None = None, start_daemon: bool = True) -> Job:
+    """Validate a job file, prepare its run directory, queue it and make sure a daemon runs.
+
+    Raises specs.SpecError (nothing queued) when the file is not a valid job.
+    """
+    path = Path(spec_path).expanduser().resolve()
+    loaded = specs.load(path)
+    digest = file_digest(path.read_bytes())
+    overrides = make_overrides(loaded, name=name, priority=priority)
+    effective = apply_overrides(loaded, overrides)
+    home = home or paths.rlsup_home()
+    run_dir = paths.new_run_dir(effective.job.name, home)
+    runfiles.write_run_spec(run_dir, effective)
+    with Store(home) as store:
+        job = store.submit(name=effective.job.name, spec_path=path, run_dir=run_dir, algo=effective.job.algo,
+                           env=effective.env.id, priority=effective.job.priority,
+                           gpus_wanted=effective.job.gpus, total_steps=effective.job.total_steps,
+                           max_restarts=effective.job.max_restarts, spec_seen=digest, overrides=overrides)
+    if start_daemon:
+        ensure_daemon(home)
+    return job
+
+
+def find_job(reference: str, home: Path | None = None) -> Job:
+    """The job a JOB argument names (id, name or run directory); raises JobNotFound."""
+    with Store(home) as store:
+        job = store.find_job(reference)
+    if job is None:
+        raise JobNotFound(f"no job {reference!r} (give a job id, a job name or a run directory)")
+    return job
+
+
+def set_intent(reference: str, desired: Desired, *, home: Path | None = None,
+               start_daemon: bool = True) -> Job:
+    """Record pause / resume / kill for a job; the daemon applies it within a tick."""
+    with Store(home) as store:
+        job = store.find_job(reference)
+        if job is None:
+            raise JobNotFound(f"no job {reference!r} (give a job id, a job name or a run directory)")
+        job = store.set_desired(job.id, desired)
+    if start_daemon and needs_daemon(job):
+        ensure_daemon(home)
+    return job
+
+
+def pause(reference: str, **options) -> Job:
+    return set_intent(reference, Desired.PAUSED, **options)
+
+
+def resume(reference: str, **options) -> Job:
+    return set_intent(reference, Desired.RUNNING, **options)
+
+
+def kill(reference: str, **options) -> Job:
+    return set_intent(reference, Desired.KILLED, **options)
+
+
+def needs_daemon(job: Job) -> bool:
+    """Whether the intent has anything for a daemon to do (resuming a done job has not)."""
+    if job.state in ACTIVE or job.state is State.QUEUED:
+        return True
+    return jobstate.intent_target(job.state, job.desired, new_intent=True) is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# The daemon process
+
+
+@dataclass(frozen=True)
+class DaemonStatus:
+    running: bool
+    pid: int | None
+    home: Path
+
+
+def lock_path(home: Path) -> Path:
+    return Path(home) / paths.DAEMON_LOCK
+
+
+def daemon_status(home: Path | None = None) -> DaemonStatus:
+    """Whether a daemon holds this home's lock, and its pid."""
+    home = Path(home) if home else paths.rlsup_home()
+    path = lock_path(home)
+    if not path.exists():
+        return DaemonStatus(False, None, home)
+    with open(path, "a+") as handle:
+        try:
+            # Held for microseconds only: a daemon starting meanwhile retries its own lock.
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            text = handle.read().strip()
+            return DaemonStatus(True, int(text) if text.isdigit() else None, home)
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return DaemonStatus(False, None, home)
+
+
+def ensure_daemon(home: Path | None = None, *, timeout_s: float = 15.0) -> DaemonStatus:
+    """Start a detached daemon for this home unless one runs; wait until it holds the lock."""
+    home = Path(home) if home else paths.rlsup_home()
+    status = daemon_status(home)
+    if status.running:
+        return status
+    environment = dict(os.environ, RLSUP_HOME=str(home))
+    process = subprocess.Popen([sys.executable, "-m", "rlsup.daemon"], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                               env=environment, cwd=home, close_fds=True)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = daemon_status(home)
+        if status.running and status.pid:
+            process.stderr.close()
+            return status
+        if process.poll() is not None:
+            # Exited at once: a daemon started by another client won the lock, or it failed.
+            status = daemon_status(home)
+            if status.running:
+                return status
+            error = process.stderr.read().decode(errors="replace").strip()
+            raise DaemonError(f"the daemon did not start (exit {process.returncode}): {error or _log_tail(home)}")
+        time.sleep(0.05)
+    raise DaemonError(f"the daemon did not take its lock within {timeout_s:.0f} s; see {home / paths.DAEMON_LOG}")
+
+
+def stop_daemon(home: Path | None = None, *, timeout_s: float = 15.0) -> bool:
+    """Ask the daemon to exit (workers keep running) and wait; False when none was running."""
+    home = Path(home) if home else paths.rlsup_home()
+    status = daemon_status(home)
+    if not status.running or not status.pid:
+        return False
+    os.kill(status.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not daemon_status(home).running:
+            return True
+        time.sleep(0.05)
+    raise DaemonError(f"the daemon (pid {status.pid}) did not stop within {timeout_s:.0f} s")
+
+
+def _log_tail(home: Path) -> str:
+    return "\n".join(runfiles.tail_lines(Path(home) / paths.DAEMON_LOG, 5))

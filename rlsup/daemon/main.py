@@ -1,0 +1,387 @@
+"""The daemon: one per RLSUP_HOME; reconciles what clients want with the workers that run."""
+from __future__ import annotations
+
+import fcntl
+import logging
+import logging.handlers
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from rlsup import hardware as hardware_module, jobstate, paths, runfiles, spec as specs
+from rlsup.daemon import scheduler
+from rlsup.daemon.supervisor import Supervisor, Worker, WORKER_COMMAND, boot_id, exit_of_vanished
+from rlsup.daemon.watcher import EditApplier, SpecWatcher
+from rlsup.jobstate import ACTIVE, Desired, Exit, State
+from rlsup.store import Job, Store
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+log = logging.getLogger("rlsup.daemon")
+
+FULL_RECONCILE_S = 1.0    # even without a database change: backoffs expire, grace periods run out
+STATUS_POLL_S = 0.25      # reading status.json of active jobs: starting -> running, step cache
+LOG_TAIL_LINES = 12       # lines of worker.log quoted in a failure reason
+
+
+class AlreadyRunning(RuntimeError):
+    """Another daemon holds this home's lock."""
+
+
+def load_settings(home: Path) -> scheduler.Settings:
+    path = Path(home) / paths.DAEMON_SETTINGS
+    if not path.exists():
+        return scheduler.Settings()
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise scheduler.SettingsError(f"{path}: {error}") from None
+    return scheduler.settings_from_mapping(data, source=str(path))
+
+
+def take_lock(home: Path, *, wait_s: float = 1.0) -> int:
+    """Hold $RLSUP_HOME/daemon.lock for the daemon's lifetime; its content is our pid."""
+    descriptor = os.open(Path(home) / paths.DAEMON_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            # A client checking whether we run holds it for an instant: retry briefly.
+            if time.monotonic() >= deadline:
+                os.close(descriptor)
+                raise AlreadyRunning(f"a daemon already runs for {home}") from None
+            time.sleep(0.02)
+    os.ftruncate(descriptor, 0)
+    os.write(descriptor, f"{os.getpid()}\n".encode())
+    return descriptor
+
+
+def setup_logging(home: Path, settings: scheduler.Settings) -> None:
+    handler = logging.handlers.RotatingFileHandler(Path(home) / paths.DAEMON_LOG, maxBytes=settings.log_max_bytes,
+                                                   backupCount=settings.log_backups)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    root = logging.getLogger("rlsup")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+
+
+def detach_output() -> None:
+    """A detached daemon's stdout and stderr lead nowhere (the starting client has gone): send them to
+    /dev/null and route uncaught exceptions of every thread to daemon.log instead."""
+    sys.excepthook = lambda kind, value, trace: log.critical("uncaught", exc_info=(kind, value, trace))
+    threading.excepthook = lambda hook: log.critical("uncaught in thread %s", hook.thread,
+                                                     exc_info=(hook.exc_type, hook.exc_value, hook.exc_traceback))
+    if sys.stderr is not None and sys.stderr.isatty():
+        return  # run by hand in a terminal: keep the terminal
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for descriptor in (1, 2):
+        os.dup2(devnull, descriptor)
+    os.close(devnull)
+
+
+class Daemon:
+    """The reconcile loop. Only this class writes job states, spawns and signals workers."""
+
+    def __init__(self, home: Path, settings: scheduler.Settings, *, machine=None,
+                 worker_command: tuple[str, ...] = WORKER_COMMAND):
+        self.home = Path(home)
+        self.settings = settings
+        self.store = Store(self.home)
+        self.supervisor = Supervisor(worker_command)
+        self.machine = machine or hardware_module.Hardware()
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self.watcher = SpecWatcher(settings.debounce_s, self.wake)
+        self.edits = EditApplier(self)
+        self.boot_id = boot_id()
+        self.pending_reload: set[int] = set()   # live edits that reached a worker still starting
+        self.known_jobs: set[int] = set()       # jobs whose file has been checked since start-up
+        self.last_version: int | None = None
+        self.dirty = False   # our own writes that need a reconcile (data_version ignores them)
+        self.reload_settings = False
+        self.last_reconcile = self.last_status = self.last_sample = 0.0
+
+    # ------------------------------------------------------------------ loop
+
+    def run(self) -> None:
+        log.info("daemon pid %s started for %s", os.getpid(), self.home)
+        self.store.add_event(None, "daemon", f"daemon started (pid {os.getpid()})")
+        self.watcher.start()
+        self.recover()   # also checks every job's file once: edits made while no daemon watched
+        try:
+            while not self.stopping.is_set():
+                self.tick()
+                self.wake.wait(self.settings.tick_s)
+                self.wake.clear()
+        finally:
+            self.watcher.stop()
+            self.store.add_event(None, "daemon", "daemon stopped; workers keep running")
+            log.info("daemon stopped; %d worker(s) left running", len(self.supervisor.workers))
+            self.store.close()
+            self.machine.close()
+
+    def tick(self) -> None:
+        if self.reload_settings:
+            self.apply_settings()
+        now = time.monotonic()
+        version = self.store.data_version()
+        ended = self.supervisor.reap()
+        for worker, outcome in ended:
+            self.finish(worker, outcome)
+        for path in self.watcher.due():
+            self.edits.check_file(path)
+        if ended or self.dirty or version != self.last_version or now - self.last_reconcile >= FULL_RECONCILE_S:
+            self.last_version, self.last_reconcile, self.dirty = version, now, False
+            self.reconcile()
+        if now - self.last_status >= STATUS_POLL_S:
+            self.last_status = now
+            self.poll_status()
+        if self.settings.hardware_sample_s and now - self.last_sample >= self.settings.hardware_sample_s:
+            self.last_sample = now
+            self.sample_hardware()
+
+    def request_stop(self, *_signal_arguments) -> None:
+        self.stopping.set()
+        self.wake.set()
+
+    def request_reload(self, *_signal_arguments) -> None:
+        self.reload_settings = True
+        self.wake.set()
+
+    def apply_settings(self) -> None:
+        """SIGHUP to the daemon: re-read daemon.toml; a bad file keeps the settings in force."""
+        self.reload_settings = False
+        try:
+            settings = load_settings(self.home)
+        except scheduler.SettingsError as error:
+            log.error("daemon.toml not applied: %s", error)
+            self.store.add_event(None, "daemon", f"daemon.toml not applied: {error}")
+            return
+        self.settings, self.watcher.debounce_s, self.dirty = settings, settings.debounce_s, True
+        self.store.add_event(None, "daemon", "daemon.toml reloaded")
+
+    # ------------------------------------------------------------------ start-up: adopt or settle
+
+    def recover(self) -> None:
+        """Adopt the workers a previous daemon left running; settle those that ended meanwhile."""
+        for job in self.store.jobs(ACTIVE):
+            if job.pid is None:
+                self.store.transition(job.id, State.QUEUED, "the daemon stopped before the worker started",
+                                      gpus="", signal_sent=None)
+                continue
+            same_boot = job.boot_id == self.boot_id
+            if same_boot and self.supervisor.adopt(job.id, job.pid, job.process_start, Path(job.run_dir)):
+                self.store.add_event(job.id, "adopted", f"adopted running worker pid {job.pid}")
+                continue
+            # Gone (or a pid from before a reboot): its exit.json, if any, says how it ended.
+            worker = Worker(job.id, job.pid, job.process_start or 0.0, Path(job.run_dir))
+            self.finish(worker, exit_of_vanished(worker))
+        self.watch_files()
+
+    def watch_files(self, jobs: list[Job] | None = None) -> None:
+        """Watch every job's file; check new jobs' files once, for edits made before the watch began."""
+        jobs = self.store.jobs() if jobs is None else jobs
+        self.watcher.watch(job.spec_path for job in jobs if job.state is not State.KILLED)
+        for job in jobs:
+            if job.id not in self.known_jobs:
+                self.known_jobs.add(job.id)
+                fresh = self.store.job(job.id)  # the list may predate this reconcile's own changes
+                if fresh.state is not State.KILLED:
+                    self.edits.check_job(fresh)
+
+    # ------------------------------------------------------------------ reconcile
+
+    def reconcile(self) -> None:
+        jobs = self.store.jobs()
+        for job in jobs:
+            if job.state in ACTIVE:
+                self.drive_active(job)
+            else:
+                self.settle_intent(job)
+        self.schedule()
+        self.watch_files(jobs)
+
+    def settle_intent(self, job: Job) -> None:
+        """Apply a client's intent to a job without a worker: pause or kill a queued job, resume one."""
+        target = jobstate.intent_target(job.state, job.desired, new_intent=job.new_intent)
+        if target is not None:
+            columns = {"applied_seq": job.desired_seq}
+            if job.state in (State.FAILED, State.KILLED) and target is State.QUEUED:
+                columns.update(restarts=0, not_before=0.0)
+            self.store.transition(job.id, target, f"{job.desired} requested", **columns)
+        elif job.new_intent:
+            self.store.update(job.id, applied_seq=job.desired_seq)
+
+    def drive_active(self, job: Job) -> None:
+        """Carry a client's intent to a live worker; escalate a pause that overran its grace."""
+        if job.new_intent:
+            self.store.update(job.id, applied_seq=job.desired_seq)
+        if job.id not in self.supervisor.workers:
+            return  # reaped this tick or being settled; its exit already moved it
+        if job.desired is Desired.KILLED:
+            if job.signal_sent != "kill" and self.supervisor.kill(job.id):
+                self.store.update(job.id, signal_sent="kill", signal_time=time.time())
+                self.store.add_event(job.id, "signal", "SIGKILL to the process group (kill requested)")
+        elif job.desired is Desired.PAUSED and job.state is not State.PAUSING:
+            self.begin_pause(job, "pause requested")
+        elif job.state is State.PAUSING and job.signal_sent == "pause":
+            grace = self.stop_grace(job)
+            if job.signal_time and time.time() - job.signal_time > grace and self.supervisor.kill(job.id):
+                self.store.update(job.id, signal_sent="pause-kill")
+                self.store.add_event(job.id, "signal", f"no pause checkpoint after {grace:g} s: SIGKILL")
+
+    def begin_pause(self, job: Job, reason: str) -> None:
+        """SIGINT: the worker finishes its step, writes a pause checkpoint and exits 75."""
+        if self.supervisor.send(job.id, signal.SIGINT):
+            self.store.transition(job.id, State.PAUSING, reason, signal_sent="pause", signal_time=time.time())
+
+    def stop_grace(self, job: Job) -> float:
+        try:
+            return runfiles.read_run_spec(Path(job.run_dir)).job.stop_grace_s
+        except specs.SpecError:
+            return specs.JobSection().stop_grace_s
+
+    def schedule(self) -> None:
+        jobs = self.store.jobs([State.QUEUED, *ACTIVE])
+        active = [job for job in jobs if job.state in ACTIVE]
+        queued = [job for job in jobs if job.state is State.QUEUED and job.desired is Desired.RUNNING]
+        if not queued:
+            return
+        plan = scheduler.place(
+            [scheduler.Candidate(job.id, job.priority, job.gpus_wanted, job.not_before) for job in queued],
+            # What running jobs hold, not what they want: an edit of gpus applies at the next start.
+            active_gpu_sets=[job.gpu_indices for job in active if job.gpus],
+            active_cpu_jobs=sum(1 for job in active if not job.gpus),
+            gpu_indices=self.machine.gpu_indices(), settings=self.settings, now=time.time())
+        by_id = {job.id: job for job in queued}
+        for placement in plan.start:
+            self.start(by_id[placement.job_id], placement.gpus)
+        for job_id, reason in plan.waiting.items():
+            if by_id[job_id].reason != reason and not reason.startswith("restart backoff"):
+                self.store.update(job_id, reason=reason)
+
+    def start(self, job: Job, gpus: tuple[int, ...]) -> None:
+        # The state is written before the spawn: a daemon dying in between leaves a job in
+        # `starting` without a pid, which recover() re-queues, rather than a worker nobody knows.
+        where = f" on GPU {','.join(map(str, gpus))}" if gpus else ""
+        self.store.transition(job.id, State.STARTING, "placed" + where,
+                              gpus=gpus, pid=None, signal_sent=None, signal_time=None, started=time.time(),
+                              exit_code=None)
+        try:
+            worker = self.supervisor.spawn(job.id, Path(job.run_dir), gpus)
+        except OSError as error:
+            self.store.transition(job.id, State.FAILED, f"cannot start the worker: {error}", gpus="")
+            return
+        self.store.update(job.id, pid=worker.pid, process_start=worker.start_time, boot_id=self.boot_id)
+
+    # ------------------------------------------------------------------ workers' progress and exits
+
+    def poll_status(self) -> None:
+        """Follow status.json of live workers: starting -> running -> stopping, and the step cache."""
+        for job in self.store.jobs(ACTIVE):
+            worker = self.supervisor.workers.get(job.id)
+            status = runfiles.read_status(Path(job.run_dir))
+            if worker is None or status is None or status.get("pid") != worker.pid:
+                continue
+            step, total = int(status.get("step") or 0), int(status.get("total_steps") or job.total_steps)
+            if job.state is State.STARTING:
+                self.store.transition(job.id, State.RUNNING, f"worker pid {worker.pid} reports", step=step,
+                                      total_steps=total)
+                if job.id in self.pending_reload:
+                    self.pending_reload.discard(job.id)
+                    self.reload(job.id)
+            elif job.state is State.RUNNING and step >= total:
+                self.store.transition(job.id, State.STOPPING, f"budget reached at step {step}", step=step,
+                                      total_steps=total)
+            elif (step, total) != (job.step, job.total_steps):
+                self.store.update(job.id, step=step, total_steps=total)
+
+    def reload(self, job_id: int) -> None:
+        if self.supervisor.send(job_id, signal.SIGHUP):
+            self.store.add_event(job_id, "signal", "SIGHUP: the worker applies the live fields")
+
+    def finish(self, worker: Worker, ended: Exit) -> None:
+        """Move a job whose worker ended to its next state."""
+        job = self.store.job(worker.job_id)
+        self.pending_reload.discard(worker.job_id)
+        if job is None or job.state not in ACTIVE:
+            return
+        try:
+            run_spec = runfiles.read_run_spec(Path(job.run_dir)).job
+            total, max_restarts = run_spec.total_steps, run_spec.max_restarts
+        except specs.SpecError:
+            total, max_restarts = job.total_steps, job.max_restarts
+        outcome = jobstate.exit_outcome(
+            ended, desired=job.desired, total_steps=total, restarts=job.restarts, max_restarts=max_restarts,
+            stopped_by_daemon=job.signal_sent in ("pause", "pause-kill"))
+        columns = dict(pid=None, process_start=None, gpus="", signal_sent=None, signal_time=None,
+                       exit_code=ended.code if ended.signal is None else -ended.signal, finished=time.time(),
+                       total_steps=total, max_restarts=max_restarts)
+        if ended.step is not None:
+            columns["step"] = ended.step
+        reason = outcome.reason
+        if outcome.restart:
+            delay = jobstate.restart_backoff(job.restarts, self.settings.restart_backoff_s)
+            columns.update(restarts=job.restarts + 1, not_before=time.time() + delay)
+        if outcome.state is State.FAILED:
+            tail = runfiles.tail_lines(Path(job.run_dir) / paths.LOG_FILE, LOG_TAIL_LINES)
+            reason += ("\nlast lines of worker.log:\n" + "\n".join(tail)) if tail else ""
+        log.info("job %s: worker pid %s ended (%s) -> %s", job.id, worker.pid, ended.describe(), outcome.state)
+        self.store.transition(job.id, outcome.state, reason, **columns)
+
+    def sample_hardware(self) -> None:
+        try:
+            self.store.add_hardware_sample(self.machine.sample().to_dict())
+        except Exception:  # a sensor hiccup must never stop the daemon
+            log.exception("hardware sample failed")
+
+
+def run(home: Path | None = None, *, settings: scheduler.Settings | None = None, machine=None,
+        worker_command: tuple[str, ...] = WORKER_COMMAND, detach: bool = False) -> int:
+    """Run a daemon for home in this process until SIGTERM / SIGINT; returns an exit code.
+
+    SIGHUP re-reads daemon.toml. detach (what `python -m rlsup.daemon` does) points stdout and
+    stderr at /dev/null once the lock is held, since the client that started it is gone.
+    """
+    os.umask(0o077)
+    home = Path(home) if home else paths.rlsup_home()
+    try:
+        settings = settings or load_settings(home)
+    except scheduler.SettingsError as error:
+        print(f"rlsup daemon: {error}", file=sys.stderr)
+        return 2
+    try:
+        lock = take_lock(home)
+    except AlreadyRunning as error:
+        print(f"rlsup daemon: {error}", file=sys.stderr)
+        return 0
+    setup_logging(home, settings)
+    try:
+        daemon = Daemon(home, settings, machine=machine, worker_command=worker_command)
+    except Exception as error:  # e.g. a database from a newer rlsup
+        log.exception("daemon cannot start")
+        print(f"rlsup daemon: {error}", file=sys.stderr)
+        os.close(lock)
+        return 1
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, daemon.request_stop)
+        signal.signal(signal.SIGINT, daemon.request_stop)
+        signal.signal(signal.SIGHUP, daemon.request_reload)
+    if detach:
+        detach_output()
+    try:
+        daemon.run()
+    except Exception:
+        log.exception("daemon crashed")
+        return 1
+    finally:
+        os.close(lock)
+    return 0

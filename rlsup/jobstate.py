@@ -1,0 +1,188 @@
+"""Job states, the transitions between them, and what a worker's exit means (pure, no I/O)."""
+from __future__ import annotations
+
+import enum
+import signal
+from dataclasses import dataclass
+
+
+class State(str, enum.Enum):
+    """What the daemon knows a job to be doing; only the daemon writes it."""
+
+    QUEUED = "queued"        # waiting for a slot (or for its restart backoff to pass)
+    STARTING = "starting"    # worker spawned, not yet reporting
+    RUNNING = "running"      # worker reports status
+    PAUSING = "pausing"      # SIGINT sent, waiting for the pause checkpoint
+    STOPPING = "stopping"    # budget reached, worker writing its final checkpoint
+    PAUSED = "paused"        # stopped after a checkpoint; resume re-queues it
+    DONE = "done"            # budget reached, final checkpoint written
+    FAILED = "failed"        # crashed past max_restarts, or a spec error
+    KILLED = "killed"        # stopped on request without a checkpoint
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Desired(str, enum.Enum):
+    """What a client asked for; only clients write it."""
+
+    RUNNING = "running"
+    PAUSED = "paused"
+    KILLED = "killed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# States in which a worker process may exist.
+ACTIVE = frozenset({State.STARTING, State.RUNNING, State.PAUSING, State.STOPPING})
+# States a job rests in until a client or an edit moves it.
+RESTING = frozenset({State.PAUSED, State.DONE, State.FAILED, State.KILLED})
+
+# How a worker's exit may end an active state (crash restarts go back to QUEUED).
+_EXIT_TARGETS = frozenset({State.DONE, State.PAUSED, State.QUEUED, State.FAILED, State.KILLED})
+
+TRANSITIONS: dict[State, frozenset[State]] = {
+    State.QUEUED: frozenset({State.STARTING, State.PAUSED, State.KILLED}),
+    State.STARTING: frozenset({State.RUNNING, State.PAUSING, State.STOPPING}) | _EXIT_TARGETS,
+    State.RUNNING: frozenset({State.PAUSING, State.STOPPING}) | _EXIT_TARGETS,
+    State.STOPPING: frozenset({State.PAUSING}) | _EXIT_TARGETS,
+    State.PAUSING: _EXIT_TARGETS,
+    State.PAUSED: frozenset({State.QUEUED, State.KILLED}),
+    # done -> queued when an edit raises total_steps above the step reached
+    State.DONE: frozenset({State.QUEUED, State.KILLED}),
+    # failed / killed -> queued when a client asks to resume
+    State.FAILED: frozenset({State.QUEUED, State.KILLED}),
+    State.KILLED: frozenset({State.QUEUED}),
+}
+
+
+class TransitionError(ValueError):
+    """A state change the lifecycle does not allow."""
+
+
+def allowed(old: State, new: State) -> bool:
+    return State(new) in TRANSITIONS[State(old)]
+
+
+def check(old: State, new: State) -> None:
+    if not allowed(old, new):
+        raise TransitionError(f"a job cannot go from {State(old)} to {State(new)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Exit codes of the worker contract (DESIGN.md section 6)
+
+EXIT_DONE = 0
+EXIT_ERROR = 1
+EXIT_SPEC = 2
+EXIT_PAUSED = 75
+
+
+@dataclass(frozen=True)
+class Exit:
+    """How a worker ended: an exit code, a signal, or unknown (an adopted process left no exit.json)."""
+
+    code: int | None = None
+    signal: int | None = None
+    step: int | None = None
+
+    def describe(self) -> str:
+        if self.signal is not None:
+            return f"killed by signal {self.signal} ({signal_name(self.signal)})"
+        if self.code is None:
+            return "exited without an exit status (no exit.json)"
+        return f"exit code {self.code}"
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Where a job goes after its worker ended, and why."""
+
+    state: State
+    reason: str
+    restart: bool = False  # a crash restart: count it and wait for the backoff
+
+
+def exit_outcome(ended: Exit, *, desired: Desired, total_steps: int, restarts: int,
+                 max_restarts: int, stopped_by_daemon: bool = False) -> Outcome:
+    """Decide the next state from a worker's exit, the client's intent and the restart budget."""
+    desired = Desired(desired)
+    if desired is Desired.KILLED:
+        return Outcome(State.KILLED, "killed on request")
+    if ended.code == EXIT_DONE:
+        if ended.step is not None and ended.step < total_steps:
+            # total_steps was raised while the worker was finishing: carry on.
+            return Outcome(State.QUEUED, f"total_steps raised to {total_steps} at step {ended.step}")
+        return Outcome(State.DONE, f"budget reached at step {ended.step if ended.step is not None else '?'}")
+    if ended.code == EXIT_PAUSED or stopped_by_daemon:
+        # stopped_by_daemon: it was told to pause, then died of that signal or of the SIGKILL
+        # sent after stop_grace_s; it resumes from its previous checkpoint.
+        how = ("paused with a checkpoint" if ended.code == EXIT_PAUSED else
+               f"stopped before its pause checkpoint ({ended.describe()}); resumes from the previous one")
+        if desired is Desired.PAUSED:
+            return Outcome(State.PAUSED, how)
+        # A pause nobody asked for (an edit needing a restart, a shutdown's SIGTERM): resume it.
+        return Outcome(State.QUEUED, f"{how}; resuming")
+    if desired is Desired.PAUSED:
+        return Outcome(State.PAUSED, f"{ended.describe()} while pausing; resumes from the previous checkpoint")
+    if ended.code == EXIT_SPEC:
+        return Outcome(State.FAILED, f"{ended.describe()}: spec or usage error (never retried)")
+    if restarts < max_restarts:
+        return Outcome(State.QUEUED, f"{ended.describe()}; restart {restarts + 1} of {max_restarts} "
+                                     "from the newest verified checkpoint", restart=True)
+    return Outcome(State.FAILED, f"{ended.describe()}; no restarts left (max_restarts = {max_restarts})")
+
+
+def restart_backoff(restarts: int, base_s: float, cap_s: float = 60.0) -> float:
+    """Seconds to wait before restart number restarts + 1: base, 2 base, 4 base ... capped."""
+    return min(cap_s, base_s * (2 ** max(0, restarts)))
+
+
+# ---------------------------------------------------------------------------------------------
+# What a client's intent asks of a job that is not running a worker
+
+
+def intent_target(state: State, desired: Desired, *, new_intent: bool) -> State | None:
+    """The state a resting or queued job moves to for an intent, or None to leave it.
+
+    new_intent is True when the client wrote this intent after the job reached its state: a
+    failed or killed job is re-queued only by a fresh resume, not by the intent it died with.
+    """
+    state, desired = State(state), Desired(desired)
+    if desired is Desired.KILLED:
+        return State.KILLED if state in (State.QUEUED, State.PAUSED) or (
+            state in (State.DONE, State.FAILED) and new_intent) else None
+    if desired is Desired.PAUSED:
+        return State.PAUSED if state is State.QUEUED else None
+    if state is State.PAUSED:
+        return State.QUEUED
+    if state in (State.FAILED, State.KILLED) and new_intent:
+        return State.QUEUED
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# What an accepted edit of the job file asks of the job (DESIGN.md section 5)
+
+EDIT_NOTHING = "nothing"    # job.toml is updated; the next start reads it
+EDIT_RELOAD = "reload"      # SIGHUP: the worker applies live fields at its next step
+EDIT_RESTART = "restart"    # pause then resume, so the worker starts with the new spec
+EDIT_REQUEUE = "requeue"    # a done job whose budget was raised runs again
+
+
+def edit_action(state: State, *, live_only: bool, total_steps: int, step_reached: int) -> str:
+    """The action an accepted edit needs, given the job's state."""
+    state = State(state)
+    if state in (State.STARTING, State.RUNNING, State.STOPPING):
+        return EDIT_RELOAD if live_only else EDIT_RESTART
+    if state is State.DONE and total_steps > step_reached:
+        return EDIT_REQUEUE
+    return EDIT_NOTHING

@@ -1,0 +1,412 @@
+"""The SQLite store: jobs, their events and hardware samples; the daemon's queue and the UI's source."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Iterable
+
+from rlsup import jobstate, paths
+from rlsup.jobstate import Desired, State
+
+# Each entry upgrades the schema by one version; PRAGMA user_version counts the ones applied.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE jobs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,  -- also the submission order
+        name TEXT NOT NULL,
+        spec_path TEXT NOT NULL,               -- the user's file, absolute, watched for edits
+        spec_seen TEXT,                        -- sha256 of that file as last applied or refused
+        overrides TEXT NOT NULL DEFAULT '{}',  -- command-line values that win over the file
+        run_dir TEXT NOT NULL,
+        algo TEXT NOT NULL DEFAULT '',
+        env TEXT NOT NULL DEFAULT '',
+        state TEXT NOT NULL,
+        desired TEXT NOT NULL,
+        desired_seq INTEGER NOT NULL DEFAULT 1, -- bumped by every client intent
+        applied_seq INTEGER NOT NULL DEFAULT 0, -- the intent the daemon last settled
+        priority INTEGER NOT NULL DEFAULT 0,
+        gpus_wanted INTEGER NOT NULL DEFAULT 0,
+        gpus TEXT NOT NULL DEFAULT '',         -- assigned GPU indices, comma-separated, while active
+        pid INTEGER,
+        process_start REAL,                    -- psutil create_time, to recognise the pid later
+        boot_id TEXT,
+        signal_sent TEXT,                      -- pause / kill, while waiting for the exit
+        signal_time REAL,
+        restarts INTEGER NOT NULL DEFAULT 0,
+        max_restarts INTEGER NOT NULL DEFAULT 3,
+        not_before REAL NOT NULL DEFAULT 0,    -- restart backoff: not scheduled before this time
+        step INTEGER NOT NULL DEFAULT 0,
+        total_steps INTEGER NOT NULL DEFAULT 0,
+        exit_code INTEGER,
+        reason TEXT NOT NULL DEFAULT '',
+        submitted REAL NOT NULL,
+        started REAL,
+        finished REAL,
+        updated REAL NOT NULL
+    );
+    CREATE INDEX jobs_state ON jobs(state);
+    CREATE INDEX jobs_name ON jobs(name);
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        time REAL NOT NULL,
+        job_id INTEGER REFERENCES jobs(id),
+        kind TEXT NOT NULL,                    -- state / edit / refused / signal / daemon
+        from_state TEXT,
+        to_state TEXT,
+        message TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX events_job ON events(job_id, id);
+    CREATE TABLE hardware_samples (
+        time REAL NOT NULL,
+        sample TEXT NOT NULL                   -- hardware.Sample as JSON
+    );
+    CREATE INDEX hardware_time ON hardware_samples(time);
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class StoreError(RuntimeError):
+    """The database cannot be used (a newer schema, a corrupt file)."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row of jobs."""
+
+    id: int
+    name: str
+    spec_path: str
+    spec_seen: str | None
+    overrides: str
+    run_dir: str
+    algo: str
+    env: str
+    state: State
+    desired: Desired
+    desired_seq: int
+    applied_seq: int
+    priority: int
+    gpus_wanted: int
+    gpus: str
+    pid: int | None
+    process_start: float | None
+    boot_id: str | None
+    signal_sent: str | None
+    signal_time: float | None
+    restarts: int
+    max_restarts: int
+    not_before: float
+    step: int
+    total_steps: int
+    exit_code: int | None
+    reason: str
+    submitted: float
+    started: float | None
+    finished: float | None
+    updated: float
+
+    @property
+    def gpu_indices(self) -> tuple[int, ...]:
+        return tuple(int(part) for part in self.gpus.split(",") if part)
+
+    @property
+    def new_intent(self) -> bool:
+        """A client intent the daemon has not settled yet."""
+        return self.desired_seq > self.applied_seq
+
+    @property
+    def override_values(self) -> dict:
+        return json.loads(self.overrides or "{}")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One row of events: a state change, an edit applied or refused, a signal sent."""
+
+    id: int
+    time: float
+    job_id: int | None
+    kind: str
+    from_state: str | None
+    to_state: str | None
+    message: str
+
+
+JOB_COLUMNS = tuple(f.name for f in fields(Job))
+
+
+class Store:
+    """A connection to $RLSUP_HOME/rlsup.db; one per thread, cheap to open."""
+
+    def __init__(self, home: Path | None = None, *, timeout_s: float = 10.0):
+        self.home = Path(home) if home is not None else paths.rlsup_home()
+        paths.ensure_private_dir(self.home)
+        self.path = self.home / paths.DATABASE
+        _create_private(self.path)
+        self.connection = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None,
+                                          check_same_thread=False)
+        self.connection.row_factory = sqlite3.Row
+        self.connection.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+        self.connection.execute("PRAGMA journal_mode = WAL")
+        self.connection.execute("PRAGMA synchronous = NORMAL")
+        self.connection.execute("PRAGMA foreign_keys = ON")
+        self._migrate()
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ schema
+
+    def _migrate(self) -> None:
+        with self._write():
+            version = self.schema_version()
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"{self.path} has schema version {version}; this rlsup knows up to "
+                                 f"{SCHEMA_VERSION}: upgrade rlsup")
+            for number in range(version, SCHEMA_VERSION):
+                for statement in _statements(MIGRATIONS[number]):
+                    self.connection.execute(statement)
+                self.connection.execute(f"PRAGMA user_version = {number + 1}")
+
+    def schema_version(self) -> int:
+        return self.connection.execute("PRAGMA user_version").fetchone()[0]
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits: the daemon's cheap wake-up check."""
+        return self.connection.execute("PRAGMA data_version").fetchone()[0]
+
+    def _write(self) -> "_Transaction":
+        return _Transaction(self.connection)
+
+    # ------------------------------------------------------------------ reading
+
+    def jobs(self, states: Iterable[State] | None = None) -> list[Job]:
+        """Jobs in submission order, optionally only those in the given states."""
+        if states is None:
+            rows = self.connection.execute("SELECT * FROM jobs ORDER BY id").fetchall()
+        else:
+            wanted = [State(state).value for state in states]
+            marks = ",".join("?" * len(wanted))
+            rows = self.connection.execute(f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY id",
+                                           wanted).fetchall()
+        return [_job(row) for row in rows]
+
+    def job(self, job_id: int) -> Job | None:
+        row = self.connection.execute("SELECT * FROM jobs WHERE id = ?", (int(job_id),)).fetchone()
+        return _job(row) if row else None
+
+    def find_job(self, reference: str | int | Path) -> Job | None:
+        """A job by id, by name (the newest of that name), or by run directory (path or its name)."""
+        text = str(reference).strip()
+        if text.isdigit():
+            found = self.job(int(text))
+            if found:
+                return found
+        row = self.connection.execute("SELECT * FROM jobs WHERE name = ? ORDER BY id DESC LIMIT 1",
+                                      (text,)).fetchone()
+        if row:
+            return _job(row)
+        return self._find_by_run_dir(text)
+
+    def _find_by_run_dir(self, text: str) -> Job | None:
+        candidates = {text, text.rstrip("/")}
+        try:
+            candidates.add(str(Path(text).expanduser().resolve()))
+        except OSError:
+            pass
+        for candidate in candidates:
+            row = self.connection.execute("SELECT * FROM jobs WHERE run_dir = ? ORDER BY id DESC LIMIT 1",
+                                          (candidate,)).fetchone()
+            if row:
+                return _job(row)
+        basename = Path(text.rstrip("/")).name
+        if basename:
+            row = self.connection.execute(
+                "SELECT * FROM jobs WHERE run_dir LIKE ? ESCAPE '\\' ORDER BY id DESC LIMIT 1",
+                ("%/" + _escape_like(basename),)).fetchone()
+            if row:
+                return _job(row)
+        return None
+
+    def events(self, job_id: int | None = None, limit: int = 100) -> list[Event]:
+        """The newest limit events (of one job, or of all), oldest first."""
+        if job_id is None:
+            rows = self.connection.execute("SELECT * FROM events ORDER BY id DESC LIMIT ?", (limit,))
+        else:
+            rows = self.connection.execute("SELECT * FROM events WHERE job_id = ? ORDER BY id DESC LIMIT ?",
+                                           (int(job_id), limit))
+        return [Event(**dict(row)) for row in reversed(rows.fetchall())]
+
+    def events_since(self, after_id: int, limit: int = 1000) -> list[Event]:
+        """Events newer than after_id, oldest first (for incremental readers such as the TUI)."""
+        rows = self.connection.execute("SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?",
+                                       (after_id, limit)).fetchall()
+        return [Event(**dict(row)) for row in rows]
+
+    # ------------------------------------------------------------------ client writes
+
+    def submit(self, *, name: str, spec_path: Path, run_dir: Path, algo: str = "", env: str = "",
+               priority: int = 0, gpus_wanted: int = 0, total_steps: int = 0, max_restarts: int = 3,
+               spec_seen: str | None = None, overrides: dict | None = None) -> Job:
+        """Queue a job whose run directory is already prepared."""
+        now = time.time()
+        with self._write():
+            cursor = self.connection.execute(
+                "INSERT INTO jobs (name, spec_path, spec_seen, overrides, run_dir, algo, env, state, desired,"
+                " priority, gpus_wanted, total_steps, max_restarts, submitted, updated)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (name, str(spec_path), spec_seen, json.dumps(overrides or {}), str(run_dir), algo, env,
+                 State.QUEUED.value, Desired.RUNNING.value, priority, gpus_wanted, total_steps,
+                 max_restarts, now, now))
+            job_id = cursor.lastrowid
+            self._event(job_id, "state", None, State.QUEUED, f"submitted {spec_path}", now)
+        return self.job(job_id)
+
+    def set_desired(self, job_id: int, desired: Desired) -> Job:
+        """Record a client's intent (running / paused / killed); the daemon acts on it."""
+        desired = Desired(desired)
+        with self._write():
+            self.connection.execute(
+                "UPDATE jobs SET desired = ?, desired_seq = desired_seq + 1, updated = ? WHERE id = ?",
+                (desired.value, time.time(), int(job_id)))
+            self._event(job_id, "intent", None, None, f"{_INTENT_WORDS[desired]} requested", time.time())
+        return self.job(job_id)
+
+    # ------------------------------------------------------------------ daemon writes
+
+    def transition(self, job_id: int, new_state: State, reason: str, **columns: Any) -> Job:
+        """Move a job to new_state (checked against the lifecycle), record the event, set columns."""
+        new_state = State(new_state)
+        now = time.time()
+        with self._write():
+            current = self.job(job_id)
+            if current is None:
+                raise KeyError(job_id)
+            jobstate.check(current.state, new_state)
+            columns.update(state=new_state.value, reason=reason)
+            self._update(job_id, columns, now)
+            self._event(job_id, "state", current.state, new_state, reason, now)
+        return self.job(job_id)
+
+    def update(self, job_id: int, **columns: Any) -> Job:
+        """Set columns of a job without a state change (caches, pids, bookkeeping)."""
+        if "state" in columns:
+            raise ValueError("use transition() to change a job's state")
+        with self._write():
+            self._update(job_id, columns, time.time())
+        return self.job(job_id)
+
+    def add_event(self, job_id: int | None, kind: str, message: str) -> None:
+        with self._write():
+            self._event(job_id, kind, None, None, message, time.time())
+
+    def _update(self, job_id: int, columns: dict, now: float) -> None:
+        unknown = set(columns) - set(JOB_COLUMNS)
+        if unknown:
+            raise ValueError(f"no such job columns: {sorted(unknown)}")
+        columns = {key: _column_value(value) for key, value in columns.items()}
+        columns["updated"] = now
+        assignments = ", ".join(f"{key} = ?" for key in columns)
+        self.connection.execute(f"UPDATE jobs SET {assignments} WHERE id = ?",
+                                (*columns.values(), int(job_id)))
+
+    def _event(self, job_id, kind, from_state, to_state, message, now) -> None:
+        self.connection.execute(
+            "INSERT INTO events (time, job_id, kind, from_state, to_state, message) VALUES (?, ?, ?, ?, ?, ?)",
+            (now, job_id, kind, _column_value(from_state), _column_value(to_state), message))
+
+    # ------------------------------------------------------------------ hardware samples
+
+    def add_hardware_sample(self, sample: dict, *, keep_s: float = 600.0) -> None:
+        """Append one sample (a hardware.Sample as a dict) and drop those older than keep_s."""
+        now = sample.get("time", time.time())
+        with self._write():
+            self.connection.execute("INSERT INTO hardware_samples (time, sample) VALUES (?, ?)",
+                                    (now, json.dumps(sample, separators=(",", ":"))))
+            self.connection.execute("DELETE FROM hardware_samples WHERE time < ?", (now - keep_s,))
+
+    def hardware_samples(self, since: float = 0.0) -> list[dict]:
+        rows = self.connection.execute("SELECT sample FROM hardware_samples WHERE time > ? ORDER BY time",
+                                       (since,)).fetchall()
+        return [json.loads(row[0]) for row in rows]
+
+    def latest_hardware_sample(self) -> dict | None:
+        row = self.connection.execute(
+            "SELECT sample FROM hardware_samples ORDER BY time DESC LIMIT 1").fetchone()
+        return json.loads(row[0]) if row else None
+
+
+_INTENT_WORDS = {Desired.RUNNING: "resume", Desired.PAUSED: "pause", Desired.KILLED: "kill"}
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT: a writer takes the lock up front, so read-then-write never deadlocks."""
+
+    def __init__(self, connection: sqlite3.Connection):
+        self.connection = connection
+        self.outer = False
+
+    def __enter__(self):
+        self.outer = not self.connection.in_transaction
+        if self.outer:
+            self.connection.execute("BEGIN IMMEDIATE")
+        return self
+
+    def __exit__(self, exc_type, *rest):
+        if not self.outer:
+            return
+        if exc_type is None:
+            self.connection.execute("COMMIT")
+        else:
+            self.connection.execute("ROLLBACK")
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file 0600 before SQLite does (SQLite would honour the umask).
+
+    An existing file is never opened here: closing any descriptor of a file drops every POSIX lock
+    this process holds on it, including those of SQLite connections already open in this process,
+    and a connection that loses its lock may take itself for the last one and delete the WAL.
+    """
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o600)
+
+
+def _statements(script: str) -> list[str]:
+    return [statement.strip() for statement in script.split(";") if statement.strip()]
+
+
+def _column_value(value: Any) -> Any:
+    if isinstance(value, (State, Desired)):
+        return value.value
+    if isinstance(value, (tuple, list)):
+        return ",".join(str(item) for item in value)
+    if isinstance(value, dict):
+        return json.dumps(value)
+    return value
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _job(row: sqlite3.Row) -> Job:
+    values = dict(row)
+    values["state"] = State(values["state"])
+    values["desired"] = Desired(values["desired"])
+    return Job(**values)

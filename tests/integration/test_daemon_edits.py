@@ -1,0 +1,105 @@
+"""Editing a submitted job file on disk while the job runs, and after it is done (DESIGN.md section 5)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlsup import runfiles
+from rlsup.jobstate import State
+
+
+def line_of(text: str, start: str) -> int:
+    return next(number for number, line in enumerate(text.splitlines(), 1) if line.startswith(start))
+
+
+def refused_after(harness, job_id: int, count: int) -> str:
+    """The message of the job's refused event number count + 1, once it exists."""
+    events = harness.wait_for(lambda: (lambda found: found if len(found) > count else None)(
+        harness.events(job_id, "refused")), timeout=30, what="a refused edit")
+    return events[count].message
+
+
+def test_edits_on_disk_apply_live_restart_refuse_and_requeue(harness) -> None:
+    harness.start_daemon()
+    spec = harness.job_file("edited", total_steps=1_000_000, checkpoint_every=0)
+    original = spec.read_text()
+    job = harness.submit(spec)
+    harness.wait_step(job.id, 300)
+    first_pid = harness.job(job.id).pid
+
+    # Identity field: refused with file:line, the worker goes on untouched.
+    spec.write_text(original.replace("lr = 1e-3", "lr = 5e-3"))
+    message = refused_after(harness, job.id, 0)
+    assert f"{spec}:{line_of(original, 'lr =')}: dqn.lr: 0.001 -> 0.005" in message
+    assert "start a new run" in message
+
+    # Unparsable: refused with the line of the error.
+    broken = original.replace("[env]", "[env")
+    spec.write_text(broken)
+    message = refused_after(harness, job.id, 1)
+    assert f"{spec}:{line_of(broken, '[env')}:" in message and "invalid TOML" in message
+    job_now = harness.job(job.id)
+    assert (job_now.state, job_now.pid) == (State.RUNNING, first_pid)
+    assert "lr = 0.001" in (Path(job.run_dir) / "job.toml").read_text()
+
+    # Resume-class field: pause, then resume with it; the job never rests paused.
+    spec.write_text(original.replace("threads = 1", "threads = 2"))
+    harness.wait_for(lambda: harness.job(job.id).pid not in (None, first_pid), timeout=60,
+                     what="a restarted worker", report=lambda: harness.report(job.id))
+    second = harness.wait_state(job.id, State.RUNNING, timeout=60)
+    assert ("running", "pausing") in harness.transitions(job.id)
+    assert ("pausing", "queued") in harness.transitions(job.id)
+    assert "threads = 2" in (Path(job.run_dir) / "job.toml").read_text()
+    assert harness.newest_checkpoint(job.run_dir).reason == "pause"
+
+    # Live field: total_steps reaches the running worker by SIGHUP; it ends there, same pid.
+    step = harness.wait_step(job.id, 1)["step"]
+    budget = step + 2_000
+    edited = original.replace("threads = 1", "threads = 2").replace("total_steps = 1000000", f"total_steps = {budget}")
+    spec.write_text(edited)
+    done = harness.wait_state(job.id, State.DONE, timeout=120)
+    exit_record = runfiles.read_exit(Path(job.run_dir))
+    assert (exit_record["pid"], exit_record["step"], done.step) == (second.pid, budget, budget)
+    assert any("job.total_steps" in event.message for event in harness.events(job.id, "edit"))
+    starts = [transition for transition in harness.transitions(job.id) if transition[1] == "starting"]
+    assert len(starts) == 2  # the submit and the resume-class edit; the live edit restarted nothing
+
+    # Raising the budget of a done job runs it again to the new budget.
+    spec.write_text(edited.replace(f"total_steps = {budget}", f"total_steps = {budget + 500}"))
+    harness.wait_for(lambda: ("done", "queued") in harness.transitions(job.id), timeout=30,
+                     what="the done job to be re-queued", report=lambda: harness.report(job.id))
+    again = harness.wait_state(job.id, State.DONE, timeout=120)
+    assert again.step == budget + 500 and again.total_steps == budget + 500
+    assert runfiles.read_exit(Path(job.run_dir))["pid"] != second.pid
+    assert harness.newest_checkpoint(job.run_dir).step == budget + 500
+
+
+def test_command_line_values_hold_until_the_file_changes_that_field() -> None:
+    from rlsup import spec as specs
+    from rlsup.daemon import client
+
+    loaded = specs.loads('[job]\nname = "a/../b"\npriority = 1\n', default_name="file")
+    overrides = client.make_overrides(loaded, priority=7)
+    effective = client.apply_overrides(loaded, overrides)
+    assert (effective.job.name, effective.job.priority) == ("a-..-b", 7)  # sanitised: no path separators
+    longer = loaded.replace("job", total_steps=5)
+    assert client.apply_overrides(longer, overrides).job.priority == 7
+    reprioritised = loaded.replace("job", priority=3)
+    assert client.apply_overrides(reprioritised, overrides).job.priority == 3  # the file's edit wins
+    renamed = client.make_overrides(loaded, name="my run")
+    assert client.apply_overrides(loaded, renamed).job.name == "my-run"
+
+
+def test_a_job_that_never_started_takes_any_edit(harness) -> None:
+    harness.settings(cpu_jobs=0)  # hold the queue
+    harness.start_daemon()
+    spec = harness.job_file("waiting")
+    job = harness.submit(spec)
+    edited = spec.read_text().replace("lr = 1e-3", "lr = 5e-3").replace("total_steps = 2000", "total_steps = 900")
+    spec.write_text(edited)
+    harness.wait_for(lambda: harness.events(job.id, "edit"), timeout=30, what="the edit to apply",
+                     report=lambda: harness.report(job.id))
+    text = (Path(job.run_dir) / "job.toml").read_text()
+    assert "lr = 0.005" in text and "total_steps = 900" in text
+    waiting = harness.job(job.id)
+    assert (waiting.state, waiting.total_steps) == (State.QUEUED, 900)
+    assert not harness.events(job.id, "refused")

@@ -1,0 +1,66 @@
+"""Placement by a real daemon: priority then submission order, CPU slots, fake GPUs without overlap."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlsup.jobstate import ACTIVE, State
+
+
+def visible_devices(pid: int) -> str | None:
+    """CUDA_VISIBLE_DEVICES as the worker process actually received it."""
+    try:
+        environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for entry in environment:
+        if entry.startswith(b"CUDA_VISIBLE_DEVICES="):
+            return entry.split(b"=", 1)[1].decode()
+    return None
+
+
+def test_priority_slots_and_gpus(harness) -> None:
+    harness.settings(cpu_jobs=1, jobs_per_gpu=1)
+    harness.extra_environment["RLSUP_FAKE_GPUS"] = "2"
+    long = dict(total_steps=1_000_000, checkpoint_every=0)
+    # Queued while no daemon runs, so the daemon sees them all at once.
+    low = harness.submit(harness.job_file("low", **long))
+    high = harness.submit(harness.job_file("high", **long), priority=5)
+    gpu_jobs = [harness.submit(harness.job_file(f"gpu{index}", gpus=1, **long)) for index in range(3)]
+    harness.start_daemon()
+
+    harness.wait_state(high.id, *ACTIVE, timeout=30)
+    first, second, third = gpu_jobs
+    placed = [harness.wait_state(job.id, *ACTIVE, timeout=30) for job in (first, second)]
+    assert sorted(job.gpus for job in placed) == ["0", "1"]
+    for job in (*placed, high):
+        # The state is recorded just before the spawn, the pid just after it.
+        harness.wait_for(lambda: harness.job(job.id).pid, timeout=10, what="the worker's pid")
+    for job in placed:
+        assert visible_devices(harness.job(job.id).pid) == job.gpus
+    assert visible_devices(harness.job(high.id).pid) == ""  # a CPU job sees no GPU at all
+    # One CPU slot, two GPUs: the rest wait, and say why.
+    assert harness.job(low.id).state is State.QUEUED and "CPU slot" in harness.job(low.id).reason
+    assert harness.job(third.id).state is State.QUEUED and "GPU" in harness.job(third.id).reason
+
+    # Ending the high-priority job frees its slot for the low one.
+    assert harness.cli("kill", str(high.id))[0] == 0
+    harness.wait_state(high.id, State.KILLED, timeout=30)
+    harness.wait_state(low.id, *ACTIVE, timeout=30)
+
+    # Ending a GPU job releases its GPU, which the waiting job gets: never two jobs on one GPU.
+    freed = placed[0]
+    assert harness.cli("kill", str(freed.id))[0] == 0
+    assert harness.wait_state(freed.id, State.KILLED, timeout=30).gpus == ""
+    moved = harness.wait_state(third.id, *ACTIVE, timeout=30)
+    assert moved.gpus == freed.gpus
+    active_gpus = [job.gpus for job in harness.store.jobs(ACTIVE) if job.gpus]
+    assert sorted(active_gpus) == ["0", "1"]
+
+    starts = [event.job_id for event in harness.store.events(None, 1000)
+              if event.kind == "state" and event.to_state == "starting"]
+    assert starts.index(high.id) < starts.index(low.id)
+    assert starts.index(first.id) < starts.index(third.id) and starts.index(second.id) < starts.index(third.id)
+    for job in (low, second, third):
+        harness.cli("kill", str(job.id))
+    for job in (low, second, third):
+        harness.wait_state(job.id, State.KILLED, timeout=30)

@@ -1,0 +1,203 @@
+"""Job states: every allowed and forbidden transition, exit outcomes, intents and edit actions."""
+from __future__ import annotations
+
+import itertools
+import signal
+
+import pytest
+
+from rlsup import jobstate
+from rlsup.jobstate import Desired, Exit, State
+
+Q, ST, R, PG, SP = State.QUEUED, State.STARTING, State.RUNNING, State.PAUSING, State.STOPPING
+P, D, F, K = State.PAUSED, State.DONE, State.FAILED, State.KILLED
+
+# Written out independently of jobstate.TRANSITIONS, from DESIGN.md section 4.
+EXPECTED = {
+    Q: {ST, P, K},
+    ST: {R, PG, SP, D, P, Q, F, K},
+    R: {PG, SP, D, P, Q, F, K},
+    SP: {PG, D, P, Q, F, K},
+    PG: {D, P, Q, F, K},
+    P: {Q, K},
+    D: {Q, K},
+    F: {Q, K},
+    K: {Q},
+}
+
+
+@pytest.mark.parametrize("old,new", list(itertools.product(State, State)))
+def test_every_pair_is_allowed_exactly_when_the_lifecycle_says(old, new):
+    assert jobstate.allowed(old, new) == (new in EXPECTED[old])
+    if new in EXPECTED[old]:
+        jobstate.check(old, new)
+    else:
+        with pytest.raises(jobstate.TransitionError):
+            jobstate.check(old, new)
+
+
+def test_the_table_covers_every_state():
+    assert set(jobstate.TRANSITIONS) == set(State)
+
+
+def test_no_state_moves_to_itself():
+    assert not any(jobstate.allowed(state, state) for state in State)
+
+
+def reachable(start: State) -> set[State]:
+    seen, frontier = {start}, [start]
+    while frontier:
+        for following in jobstate.TRANSITIONS[frontier.pop()]:
+            if following not in seen:
+                seen.add(following)
+                frontier.append(following)
+    return seen
+
+
+def test_every_state_is_reachable_from_queued_and_leads_back_to_queued():
+    assert reachable(Q) == set(State)
+    for state in State:
+        assert Q in reachable(state)
+
+
+def test_any_state_can_be_killed():
+    for state in set(State) - {K}:
+        assert jobstate.allowed(state, K), state
+
+
+def test_active_states_are_exactly_those_with_a_worker():
+    assert jobstate.ACTIVE == {ST, R, PG, SP}
+    assert not jobstate.ACTIVE & jobstate.RESTING
+
+
+def test_the_designed_paths_are_allowed():
+    for path in ([Q, ST, R, SP, D], [R, PG, P, Q], [D, Q], [R, Q, ST], [R, F], [Q, K], [K, Q]):
+        for old, new in zip(path, path[1:]):
+            assert jobstate.allowed(old, new), (old, new)
+
+
+def test_forbidden_shortcuts():
+    for old, new in ((Q, R), (P, R), (D, R), (P, ST), (K, P), (F, R), (Q, D), (D, P)):
+        assert not jobstate.allowed(old, new), (old, new)
+
+
+# ---------------------------------------------------------------------------------------------
+# Worker exits
+
+
+def outcome(ended: Exit, desired=Desired.RUNNING, *, total=1000, restarts=0, max_restarts=3, stopped=False):
+    return jobstate.exit_outcome(ended, desired=desired, total_steps=total, restarts=restarts,
+                                 max_restarts=max_restarts, stopped_by_daemon=stopped)
+
+
+def test_exit_zero_at_the_budget_is_done():
+    result = outcome(Exit(code=0, step=1000))
+    assert result.state is D and not result.restart
+
+
+def test_exit_zero_below_a_raised_budget_requeues():
+    assert outcome(Exit(code=0, step=800), total=1000).state is Q
+
+
+def test_exit_75_follows_the_intent():
+    assert outcome(Exit(code=75, step=10), Desired.PAUSED).state is P
+    # Paused by someone else (an edit needing a restart, a shutdown's SIGTERM): resume it.
+    assert outcome(Exit(code=75, step=10), Desired.RUNNING).state is Q
+
+
+def test_a_worker_that_died_of_our_pause_signal_counts_as_paused():
+    result = outcome(Exit(signal=signal.SIGKILL), Desired.PAUSED, stopped=True)
+    assert result.state is P and not result.restart
+    assert outcome(Exit(signal=signal.SIGINT), Desired.RUNNING, stopped=True).state is Q
+
+
+def test_kill_intent_wins_over_everything():
+    for ended in (Exit(code=0, step=1000), Exit(code=75), Exit(code=1), Exit(signal=9), Exit()):
+        assert outcome(ended, Desired.KILLED).state is K
+
+
+def test_crash_restarts_until_the_budget_then_fails():
+    first = outcome(Exit(code=1), restarts=0, max_restarts=2)
+    assert first.state is Q and first.restart and "restart 1 of 2" in first.reason
+    last = outcome(Exit(signal=signal.SIGKILL), restarts=2, max_restarts=2)
+    assert last.state is F and not last.restart
+    assert "SIGKILL" in last.reason
+
+
+def test_no_restarts_allowed_fails_at_once():
+    result = outcome(Exit(signal=signal.SIGSEGV), max_restarts=0)
+    assert result.state is F and "SIGSEGV" in result.reason
+
+
+def test_spec_error_is_never_retried():
+    result = outcome(Exit(code=2), restarts=0, max_restarts=10)
+    assert result.state is F and not result.restart and "never retried" in result.reason
+
+
+def test_unknown_exit_of_an_adopted_worker_is_a_crash():
+    result = outcome(Exit(), restarts=0, max_restarts=1)
+    assert result.state is Q and result.restart and "exit.json" in result.reason
+
+
+def test_a_crash_while_pausing_rests_paused():
+    assert outcome(Exit(code=1), Desired.PAUSED).state is P
+
+
+def test_every_outcome_is_an_allowed_transition_from_every_active_state():
+    exits = [Exit(code=code, step=step) for code in (0, 1, 2, 75, None) for step in (None, 10, 1000)]
+    exits += [Exit(signal=number) for number in (2, 9, 15)]
+    for ended, desired, stopped, active in itertools.product(exits, Desired, (False, True), jobstate.ACTIVE):
+        result = outcome(ended, desired, stopped=stopped)
+        assert jobstate.allowed(active, result.state), (ended, desired, active, result)
+
+
+def test_backoff_doubles_and_is_capped():
+    assert [jobstate.restart_backoff(n, 2.0) for n in range(4)] == [2.0, 4.0, 8.0, 16.0]
+    assert jobstate.restart_backoff(20, 2.0, cap_s=60.0) == 60.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Intents on jobs without a worker
+
+
+@pytest.mark.parametrize("state,desired,new_intent,target", [
+    (Q, Desired.PAUSED, True, P),
+    (Q, Desired.KILLED, True, K),
+    (Q, Desired.RUNNING, True, None),
+    (P, Desired.RUNNING, True, Q),
+    (P, Desired.RUNNING, False, Q),   # a pause nobody asked for still resumes
+    (P, Desired.KILLED, True, K),
+    (P, Desired.PAUSED, True, None),
+    (F, Desired.RUNNING, True, Q),
+    (F, Desired.RUNNING, False, None),  # the intent it failed with does not restart it
+    (K, Desired.RUNNING, True, Q),
+    (K, Desired.KILLED, False, None),
+    (D, Desired.RUNNING, True, None),   # a done job runs again only when its budget is raised
+    (D, Desired.KILLED, True, K),
+    (D, Desired.PAUSED, True, None),
+])
+def test_intent_targets(state, desired, new_intent, target):
+    assert jobstate.intent_target(state, desired, new_intent=new_intent) == target
+    if target is not None:
+        assert jobstate.allowed(state, target)
+
+
+# ---------------------------------------------------------------------------------------------
+# Edits
+
+
+@pytest.mark.parametrize("state,live_only,total,reached,action", [
+    (R, True, 2000, 500, jobstate.EDIT_RELOAD),
+    (ST, True, 2000, 0, jobstate.EDIT_RELOAD),
+    (SP, True, 2000, 1000, jobstate.EDIT_RELOAD),
+    (R, False, 2000, 500, jobstate.EDIT_RESTART),
+    (D, True, 2000, 1000, jobstate.EDIT_REQUEUE),
+    (D, True, 1000, 1000, jobstate.EDIT_NOTHING),
+    (D, True, 800, 1000, jobstate.EDIT_NOTHING),
+    (P, False, 2000, 500, jobstate.EDIT_NOTHING),
+    (Q, True, 2000, 0, jobstate.EDIT_NOTHING),
+    (PG, True, 2000, 500, jobstate.EDIT_NOTHING),
+    (F, True, 2000, 500, jobstate.EDIT_NOTHING),
+])
+def test_edit_actions(state, live_only, total, reached, action):
+    assert jobstate.edit_action(state, live_only=live_only, total_steps=total, step_reached=reached) == action

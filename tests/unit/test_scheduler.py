@@ -1,0 +1,158 @@
+"""Placement: priority then submission order, CPU slots, GPUs per job and jobs per GPU."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings as hypothesis_settings, strategies as st
+
+from rlsup.daemon import scheduler
+from rlsup.daemon.scheduler import Candidate, Settings
+
+
+def plan(candidates, *, active_gpu_sets=(), active_cpu=0, gpus=(), cpu_jobs=2, jobs_per_gpu=1, now=100.0):
+    return scheduler.place(list(candidates), active_gpu_sets=list(active_gpu_sets), active_cpu_jobs=active_cpu,
+                           gpu_indices=tuple(gpus), settings=Settings(cpu_jobs=cpu_jobs, jobs_per_gpu=jobs_per_gpu),
+                           now=now)
+
+
+def started(result) -> list[int]:
+    return [placement.job_id for placement in result.start]
+
+
+def test_priority_first_then_submission_order():
+    candidates = [Candidate(1, 0), Candidate(2, 5), Candidate(3, 0), Candidate(4, 5)]
+    assert [c.job_id for c in scheduler.order(candidates)] == [2, 4, 1, 3]
+    assert started(plan(candidates, cpu_jobs=3)) == [2, 4, 1]
+
+
+def test_cpu_slots_are_capped_and_count_running_jobs():
+    result = plan([Candidate(1), Candidate(2), Candidate(3)], active_cpu=1, cpu_jobs=2)
+    assert started(result) == [1]
+    assert "CPU slot" in result.waiting[2] and "CPU slot" in result.waiting[3]
+
+
+def test_zero_cpu_slots_hold_the_queue():
+    result = plan([Candidate(1)], cpu_jobs=0)
+    assert started(result) == [] and 1 in result.waiting
+
+
+def test_gpu_jobs_get_distinct_free_gpus():
+    result = plan([Candidate(1, gpus_wanted=1), Candidate(2, gpus_wanted=1), Candidate(3, gpus_wanted=1)],
+                  gpus=(0, 1))
+    assert [placement.gpus for placement in result.start] == [(0,), (1,)]
+    assert 3 in result.waiting
+
+
+def test_gpus_in_use_are_not_given_again():
+    result = plan([Candidate(5, gpus_wanted=2)], active_gpu_sets=[(1,)], gpus=(0, 1, 2))
+    assert result.start[0].gpus == (0, 2)
+
+
+def test_jobs_per_gpu_lets_jobs_share_the_least_loaded():
+    result = plan([Candidate(job, gpus_wanted=1) for job in (1, 2, 3, 4)],
+                  active_gpu_sets=[(0,)], gpus=(0, 1), jobs_per_gpu=2)
+    assert [placement.gpus for placement in result.start] == [(1,), (0,), (1,)]
+    assert 4 in result.waiting
+
+
+def test_gpu_jobs_do_not_use_cpu_slots():
+    result = plan([Candidate(1, gpus_wanted=1), Candidate(2)], gpus=(0,), cpu_jobs=1)
+    assert started(result) == [1, 2]
+
+
+def test_a_blocked_gpu_job_keeps_lower_gpu_jobs_waiting_but_not_cpu_jobs():
+    candidates = [Candidate(1, priority=9, gpus_wanted=2), Candidate(2, gpus_wanted=1), Candidate(3)]
+    result = plan(candidates, active_gpu_sets=[(0,)], gpus=(0, 1))
+    assert started(result) == [3]
+    assert "behind job 1" in result.waiting[2]
+
+
+def test_a_job_wanting_more_gpus_than_exist_waits_without_blocking():
+    result = plan([Candidate(1, priority=9, gpus_wanted=4), Candidate(2, gpus_wanted=1)], gpus=(0, 1))
+    assert started(result) == [2]
+    assert "this machine has 2" in result.waiting[1]
+
+
+def test_restart_backoff_defers_a_job():
+    result = plan([Candidate(1, not_before=150.0), Candidate(2)], now=100.0, cpu_jobs=1)
+    assert started(result) == [2] and "backoff" in result.waiting[1]
+    assert started(plan([Candidate(1, not_before=150.0)], now=151.0)) == [1]
+
+
+@hypothesis_settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-2, 2), st.integers(0, 3)), max_size=12), st.integers(0, 4),
+       st.integers(1, 3), st.integers(0, 3))
+def test_placements_never_overfill(requests, gpu_count, jobs_per_gpu, cpu_jobs):
+    candidates = [Candidate(index + 1, priority, wanted) for index, (priority, wanted) in enumerate(requests)]
+    result = plan(candidates, gpus=range(gpu_count), jobs_per_gpu=jobs_per_gpu, cpu_jobs=cpu_jobs)
+    load: dict[int, int] = {}
+    by_id = {c.job_id: c for c in candidates}
+    for placement in result.start:
+        assert len(placement.gpus) == by_id[placement.job_id].gpus_wanted
+        assert len(set(placement.gpus)) == len(placement.gpus)
+        for index in placement.gpus:
+            load[index] = load.get(index, 0) + 1
+    assert all(count <= jobs_per_gpu for count in load.values())
+    assert sum(1 for p in result.start if not p.gpus) <= cpu_jobs
+    assert {p.job_id for p in result.start} | set(result.waiting) == set(by_id)
+    # Among CPU-only jobs, whoever waits is not ahead of anyone who started.
+    order = [c.job_id for c in scheduler.order(candidates) if c.gpus_wanted == 0]
+    began = [job for job in order if job in started(result)]
+    assert began == order[:len(began)]
+
+
+# ---------------------------------------------------------------------------------------------
+# daemon.toml
+
+
+def test_settings_defaults_and_values():
+    assert scheduler.settings_from_mapping({}).jobs_per_gpu == 1
+    parsed = scheduler.settings_from_mapping({"cpu_jobs": 3, "restart_backoff_s": 1})
+    assert parsed.cpu_jobs == 3 and parsed.restart_backoff_s == 1.0
+    assert scheduler.settings_from_mapping({"daemon": {"jobs_per_gpu": 2}}).jobs_per_gpu == 2
+
+
+@pytest.mark.parametrize("data,words", [
+    ({"cpu_job": 2}, "unknown setting"),
+    ({"cpu_jobs": 1.5}, "integer"),
+    ({"cpu_jobs": -1}, "at least 0"),
+    ({"tick_s": "fast"}, "number"),
+    ({"jobs_per_gpu": True}, "integer"),
+])
+def test_bad_settings_are_named(data, words):
+    with pytest.raises(scheduler.SettingsError, match=words):
+        scheduler.settings_from_mapping(data)
+
+
+# ---------------------------------------------------------------------------------------------
+# What placement is told about the machine
+
+
+def test_fake_gpus_come_from_the_environment(monkeypatch):
+    from rlsup import hardware
+
+    monkeypatch.setenv("RLSUP_FAKE_GPUS", "3")
+    machine = hardware.Hardware()
+    assert machine.gpu_indices() == (0, 1, 2)
+    sample = machine.sample()
+    assert [gpu.index for gpu in sample.gpus] == [0, 1, 2] and all(gpu.fake for gpu in sample.gpus)
+    assert len(sample.cpu_percent) >= 1 and sample.memory_total_bytes > 0
+    assert hardware.Sample.from_dict(sample.to_dict()) == sample
+    machine.close()
+
+
+def test_a_machine_without_nvml_has_no_gpus_and_no_error(monkeypatch):
+    from rlsup import hardware
+
+    monkeypatch.delenv("RLSUP_FAKE_GPUS", raising=False)
+    machine = hardware.Hardware()  # on a GPU-less box NVML fails to initialise: that is no error
+    assert isinstance(machine.gpu_indices(), tuple)
+    assert len(machine.sample().gpus) == len(machine.gpu_indices())
+    machine.close()
+
+
+def test_fake_hardware_is_deterministic():
+    from rlsup import hardware
+
+    machine = hardware.FakeHardware(cores=2, gpus=1)
+    assert machine.sample() == machine.sample()
+    assert machine.gpu_indices() == (0,) and machine.sample().gpus[0].temperature_c == 60.0

@@ -1,0 +1,179 @@
+"""The SQLite store: schema and migrations, permissions, intents, checked transitions, lookups."""
+from __future__ import annotations
+
+import sqlite3
+import stat
+import sys
+import subprocess
+
+import pytest
+
+from rlsup import store as store_module
+from rlsup.jobstate import Desired, State, TransitionError
+from rlsup.store import Store, StoreError
+
+
+@pytest.fixture
+def home(tmp_path):
+    path = tmp_path / "home"
+    path.mkdir(mode=0o700)
+    return path
+
+
+@pytest.fixture
+def store(home):
+    with Store(home) as opened:
+        yield opened
+
+
+def submit(store, name="cartpole", run_dir=None, **options):
+    run_dir = run_dir or store.home / "runs" / f"{name}-1"
+    return store.submit(name=name, spec_path=store.home / f"{name}.toml", run_dir=run_dir, algo="dqn",
+                        env="CartPole-v1", total_steps=1000, **options)
+
+
+def test_fresh_database_is_private_wal_and_at_the_current_version(store, home):
+    assert store.schema_version() == store_module.SCHEMA_VERSION
+    assert store.connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert stat.S_IMODE((home / "rlsup.db").stat().st_mode) == 0o600
+
+
+def test_reopening_keeps_data_and_does_not_migrate_twice(home):
+    with Store(home) as first:
+        job = submit(first)
+    with Store(home) as second:
+        assert second.job(job.id).name == "cartpole"
+        assert second.schema_version() == store_module.SCHEMA_VERSION
+
+
+def test_a_version_zero_file_is_migrated(home):
+    sqlite3.connect(home / "rlsup.db").close()
+    with Store(home) as opened:
+        assert opened.schema_version() == store_module.SCHEMA_VERSION
+        assert opened.jobs() == []
+
+
+def test_a_newer_schema_is_refused(home):
+    connection = sqlite3.connect(home / "rlsup.db")
+    connection.execute(f"PRAGMA user_version = {store_module.SCHEMA_VERSION + 1}")
+    connection.close()
+    with pytest.raises(StoreError, match="upgrade rlsup"):
+        Store(home)
+
+
+def test_submit_queues_with_an_event(store):
+    job = submit(store, priority=3)
+    assert job.state is State.QUEUED and job.desired is Desired.RUNNING
+    assert job.priority == 3 and job.total_steps == 1000 and job.algo == "dqn"
+    events = store.events(job.id)
+    assert [(event.kind, event.to_state) for event in events] == [("state", "queued")]
+
+
+def test_jobs_come_in_submission_order_and_filter_by_state(store):
+    first, second = submit(store, "a"), submit(store, "b")
+    store.transition(second.id, State.STARTING, "placed")
+    assert [job.id for job in store.jobs()] == [first.id, second.id]
+    assert [job.id for job in store.jobs([State.STARTING])] == [second.id]
+
+
+def test_intents_bump_a_sequence_the_daemon_settles(store):
+    job = submit(store)
+    assert job.new_intent  # the submission itself
+    store.update(job.id, applied_seq=job.desired_seq)
+    assert not store.job(job.id).new_intent
+    paused = store.set_desired(job.id, Desired.PAUSED)
+    assert paused.desired is Desired.PAUSED and paused.new_intent
+    assert store.events(job.id)[-1].message == "pause requested"
+
+
+def test_transitions_are_checked_and_recorded(store):
+    job = submit(store)
+    with pytest.raises(TransitionError):
+        store.transition(job.id, State.RUNNING, "skipping starting")
+    store.transition(job.id, State.STARTING, "placed", gpus=(0, 2), pid=1234)
+    running = store.transition(job.id, State.RUNNING, "reports")
+    assert running.gpu_indices == (0, 2) and running.pid == 1234 and running.reason == "reports"
+    last = store.events(job.id)[-1]
+    assert (last.from_state, last.to_state, last.message) == ("starting", "running", "reports")
+
+
+def test_update_refuses_state_and_unknown_columns(store):
+    job = submit(store)
+    with pytest.raises(ValueError):
+        store.update(job.id, state="done")
+    with pytest.raises(ValueError):
+        store.update(job.id, colour="blue")
+
+
+def test_find_job_by_id_name_and_run_directory(store, tmp_path):
+    run_dir = tmp_path / "runs" / "pong_x-20260101-000000-abcd"
+    first = submit(store, "pong_x", run_dir=run_dir)
+    newer = submit(store, "pong_x", run_dir=tmp_path / "runs" / "pong_x-2")
+    assert store.find_job(str(first.id)).id == first.id
+    assert store.find_job(first.id).id == first.id
+    assert store.find_job("pong_x").id == newer.id  # a name means its newest job
+    assert store.find_job(str(run_dir)).id == first.id
+    assert store.find_job(str(run_dir) + "/").id == first.id
+    assert store.find_job(run_dir.name).id == first.id
+    assert store.find_job("pong%") is None  # LIKE wildcards are matched literally
+    assert store.find_job("999") is None
+
+
+def test_a_numeric_name_still_resolves(store):
+    job = submit(store, "2048")
+    assert store.find_job("2048").id == job.id
+
+
+def test_events_are_limited_to_the_newest_oldest_first(store):
+    job = submit(store)
+    for number in range(5):
+        store.add_event(job.id, "edit", f"edit {number}")
+    messages = [event.message for event in store.events(job.id, limit=3)]
+    assert messages == ["edit 2", "edit 3", "edit 4"]
+    everything = store.events_since(0)
+    assert [event.id for event in everything] == sorted(event.id for event in everything)
+
+
+def test_data_version_moves_only_for_other_connections(home):
+    with Store(home) as daemon, Store(home) as client:
+        before = daemon.data_version()
+        submit(daemon)
+        assert daemon.data_version() == before
+        submit(client, "other")
+        assert daemon.data_version() != before
+
+
+def test_hardware_samples_are_kept_for_a_window(store):
+    store.add_hardware_sample({"time": 100.0, "cpu_percent": [1.0]})
+    store.add_hardware_sample({"time": 800.0, "cpu_percent": [2.0]}, keep_s=600.0)
+    assert [sample["time"] for sample in store.hardware_samples()] == [800.0]
+    assert store.latest_hardware_sample()["cpu_percent"] == [2.0]
+
+
+def test_the_store_imports_no_heavy_module():
+    code = ("import sys, rlsup.store, rlsup.jobstate, rlsup.hardware;"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'gymnasium', 'textual')))")
+    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert output.strip() == "[]"
+
+
+LOCK_PROBE = """
+import fcntl, sys
+with open(sys.argv[1], "r+b") as handle:
+    try:
+        fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        print("free")
+    except OSError:
+        print("held")
+"""
+
+
+def test_opening_a_second_store_keeps_the_first_ones_lock(home):
+    """Closing any descriptor of rlsup.db would drop this process's SQLite locks; a daemon closing its
+    connection would then take itself for the last one and delete the WAL under our feet."""
+    with Store(home) as first:
+        first.jobs()
+        Store(home).close()
+        probe = subprocess.run([sys.executable, "-c", LOCK_PROBE, str(home / "rlsup.db")], capture_output=True,
+                               text=True, check=True)
+        assert probe.stdout.strip() == "held"
