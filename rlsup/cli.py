@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import time
@@ -10,6 +9,9 @@ from pathlib import Path
 
 from rlsup import __version__, paths, runfiles
 from rlsup import spec as specs
+from rlsup.checkpoint.manifest import CheckpointNotFound
+from rlsup.daemon import client
+from rlsup.daemon.commands import register as register_daemon_commands
 
 
 class CliError(Exception):
@@ -27,10 +29,10 @@ def resolve_run(text: str) -> Path:
         return path.resolve()
     if text == "latest":
         return newest_run()
-    job = find_job(text)
-    if job is not None and job.run_dir:
-        return Path(job.run_dir)
-    raise CliError(f"{text!r} is not a run directory, a job id or a job name")
+    try:
+        return Path(client.find_job(text).run_dir)
+    except client.JobNotFound:
+        raise CliError(f"{text!r} is not a run directory, a job id or a job name") from None
 
 
 def newest_run() -> Path:
@@ -38,22 +40,6 @@ def newest_run() -> Path:
     if not runs:
         raise CliError(f"there are no runs in {paths.runs_dir()}")
     return max(runs, key=lambda run: (run / paths.JOB_FILE).stat().st_mtime)
-
-
-def module_exists(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:
-        return False
-
-
-def find_job(text: str):
-    if not module_exists("rlsup.store"):
-        return None
-    from rlsup.store import Store
-
-    database = paths.rlsup_home() / paths.DATABASE
-    return Store(paths.rlsup_home()).find_job(text) if database.exists() else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -83,7 +69,7 @@ def command_run(args: argparse.Namespace) -> int:
     print(run_dir, flush=True)
     from rlsup import worker
 
-    return worker.run(run_dir, foreground=True)
+    worker.exit_now(worker.run(run_dir, foreground=True))
 
 
 def start_run(spec: specs.JobSpec, requested: str | None) -> Path:
@@ -198,10 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     enjoy.add_argument("--json", action="store_true")
     enjoy.set_defaults(handler=command_enjoy)
 
-    if module_exists("rlsup.daemon.commands"):
-        from rlsup.daemon.commands import register
-
-        register(commands)
+    register_daemon_commands(commands)
     return parser
 
 
@@ -216,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     except specs.SpecError as error:
         print(error, file=sys.stderr)
         return 2
-    except CliError as error:
+    except (CliError, CheckpointNotFound) as error:
         print(f"rlsup: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
