@@ -326,7 +326,7 @@ def filled_storage(layout: str, capacity: int, num_envs: int, events: list):
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
-@pytest.mark.parametrize("kind", sorted(SAMPLERS))
+@pytest.mark.parametrize("kind", ["standard"])  # elite, attentive and queue round-trip in test_unrolls.py and test_replay_mixer.py
 @pytest.mark.parametrize("capacity", [30, 1000])  # wrapped rings, and rings still filling
 def test_state_round_trip_through_npy_and_json(tmp_path, layout, kind, capacity):
     events = random_events(np.random.default_rng(3), 3, 150)
