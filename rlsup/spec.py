@@ -466,20 +466,37 @@ def _cross_checks(spec: JobSpec, located: _Located) -> list[Problem]:
                                         f"replay ratios must sum to 1, they sum to {total:g}"))
     batch = spec.batch_size
     for index, replay in enumerate(spec.replay):
-        if spec.job.algo == "dqn" and replay.kind == "queue":
-            problems.append(located.problem(("replay", index, "kind"),
-                                            "a queue holds unrolls for vtrace; dqn uses standard, elite or attentive"))
         share = replay.ratio * batch
         if abs(share - round(share)) > 1e-9:
             problems.append(located.problem(
                 ("replay", index, "ratio"),
                 f"ratio {replay.ratio:g} of batch {batch} is {share:g} items; it must be a whole number"))
+        problems.extend(_replay_problems(spec, index, replay, round(share), located))
     if spec.dqn.epsilon_end > spec.dqn.epsilon_start:
         problems.append(located.problem(("dqn", "epsilon_end"), "must not exceed epsilon_start"))
     if spec.env.preset == "atari" and not spec.env.id.startswith("ALE/"):
         problems.append(located.problem(("env", "id"), f"the atari preset needs an ALE/ id, not {spec.env.id!r}"))
     if spec.job.device == "cpu" and spec.job.gpus:
         problems.append(located.problem(("job", "gpus"), "a job with device = \"cpu\" cannot reserve GPUs"))
+    return problems
+
+
+def _replay_problems(spec: JobSpec, index: int, replay: ReplaySection, share: int,
+                     located: _Located) -> list[Problem]:
+    """What one [[replay]] table cannot do for this job's algorithm and batch."""
+    path = ("replay", index)
+    problems = []
+    if spec.job.algo == "dqn" and replay.kind == "queue":
+        problems.append(located.problem(path + ("kind",),
+                                        "a queue holds unrolls for vtrace; dqn uses standard, elite or attentive"))
+    if spec.job.algo == "dqn" and replay.elite_insertion:
+        problems.append(located.problem(path + ("elite_insertion",), "elite insertion is for vtrace unrolls only"))
+    if replay.kind == "queue" and replay.capacity < share:
+        problems.append(located.problem(path + ("capacity",), f"a queue must hold at least its share of each "
+                                                              f"batch ({share} unrolls), not {replay.capacity}"))
+    if replay.min_size > replay.capacity:
+        problems.append(located.problem(path + ("min_size",),
+                                        f"must not exceed capacity ({replay.capacity}), not {replay.min_size}"))
     return problems
 
 

@@ -47,6 +47,11 @@ BAD_FILES = [
     ("[env]\npreset = 'atari'\nid = 'CartPole-v1'\n", 3, "env.id", "ALE/"),
     ("job = 3\n", 1, "job", "must be a table"),
     ("[job]\ndevice = 'cpu'\ngpus = 1\n", 3, "job.gpus", "cannot reserve"),
+    ("[[replay]]\nkind = 'queue'\n", 2, "replay[0].kind", "unrolls for vtrace"),
+    ("[[replay]]\ncapacity = 10\nmin_size = 11\n", 3, "replay[0].min_size", "must not exceed capacity"),
+    ("[job]\nalgo = 'vtrace'\n[vtrace]\nbatch_size = 8\n[[replay]]\nkind = 'queue'\ncapacity = 4\n", 7,
+     "replay[0].capacity", "at least its share"),
+    ("[[replay]]\nkind = 'elite'\nelite_insertion = true\n", 3, "replay[0].elite_insertion", "vtrace"),
 ]
 
 
