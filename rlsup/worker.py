@@ -179,6 +179,8 @@ class Worker:
     def _finish(self, code: int, reason: str, step: int) -> None:
         if code in (EXIT_DONE, EXIT_PAUSED):
             log.info(reason)
+            if self.foreground and code == EXIT_PAUSED:
+                print(f"continue with: rlsup run --resume {self.run_dir}", file=sys.stderr)
         else:
             log.error("exit %d: %s", code, reason)
             if self.foreground:
