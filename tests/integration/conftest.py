@@ -19,59 +19,18 @@ from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup.daemon import client
 from rlsup.jobstate import State
 from rlsup.store import Job, Store
-
-TINY_CARTPOLE = """\
-[job]
-seed = {seed}
-total_steps = {total_steps}
-device = "{device}"
-gpus = {gpus}
-threads = 1
-max_restarts = {max_restarts}
-stop_grace_s = {stop_grace_s}
-
-[env]
-id = "CartPole-v1"
-
-[dqn]
-lr = {lr}
-batch_size = 32
-learning_starts = 200
-train_every = 8
-gradient_steps = 2
-target_update_every = 100
-hidden_sizes = [32, 32]
-epsilon_end_step = 1_000
-
-[[replay]]
-capacity = 5_000
-
-[checkpoint]
-every_steps = {checkpoint_every}
-keep = 3
-
-[log]
-every_steps = 250
-"""
+from worker_helpers import cartpole_job, cartpole_text
 
 FAST_SETTINGS = {"debounce_s": 0.3, "restart_backoff_s": 0.2, "tick_s": 0.05, "hardware_sample_s": 1.0}
 
 
-def job_file(directory: Path, name: str, *, total_steps: int = 2_000, seed: int = 3, gpus: int = 0,
-             max_restarts: int = 3, stop_grace_s: float = 60.0, checkpoint_every: int = 500,
-             lr: str = "1e-3") -> Path:
-    """A CartPole DQN job small enough to train a few thousand steps in seconds."""
-    path = directory / f"{name}.toml"
-    path.write_text(job_text(total_steps=total_steps, seed=seed, gpus=gpus, max_restarts=max_restarts,
-                             stop_grace_s=stop_grace_s, checkpoint_every=checkpoint_every, lr=lr))
-    return path
+def job_file(directory: Path, name: str, *, seed: int = 3, checkpoint_every: int = 500, **fields) -> Path:
+    """The shared small CartPole job, with this suite's seed and checkpoint interval by default."""
+    return cartpole_job(directory, name=name, seed=seed, checkpoint_every=checkpoint_every, **fields)
 
 
-def job_text(*, total_steps: int = 2_000, seed: int = 3, gpus: int = 0, max_restarts: int = 3,
-             stop_grace_s: float = 60.0, checkpoint_every: int = 500, lr: str = "1e-3") -> str:
-    return TINY_CARTPOLE.format(seed=seed, total_steps=total_steps, device="auto" if gpus else "cpu", gpus=gpus,
-                                max_restarts=max_restarts, stop_grace_s=stop_grace_s,
-                                checkpoint_every=checkpoint_every, lr=lr)
+def job_text(*, seed: int = 3, checkpoint_every: int = 500, **fields) -> str:
+    return cartpole_text(seed=seed, checkpoint_every=checkpoint_every, **fields)
 
 
 class Harness:

@@ -16,13 +16,17 @@ SMALL_CARTPOLE = """
 [job]
 seed = {seed}
 total_steps = {total_steps}
+device = "{device}"
+gpus = {gpus}
 threads = 1
+max_restarts = {max_restarts}
+stop_grace_s = {stop_grace_s}
 
 [env]
 id = "CartPole-v1"
 
 [dqn]
-lr = 1e-3
+lr = {lr}
 batch_size = 32
 learning_starts = 200
 train_every = 8
@@ -76,11 +80,18 @@ every_steps = 10
 """
 
 
-def cartpole_job(directory: Path, *, total_steps: int, seed: int = 7, checkpoint_every: int = 1000,
-                 log_every: int = 250, eval_every: int = 0, name: str = "cartpole") -> Path:
+def cartpole_text(*, total_steps: int = 2_000, seed: int = 7, gpus: int = 0, max_restarts: int = 3,
+                  stop_grace_s: float = 60.0, checkpoint_every: int = 1000, log_every: int = 250,
+                  eval_every: int = 0, lr: str = "1e-3") -> str:
+    """A CartPole DQN job small enough to train a few thousand steps in seconds."""
+    return SMALL_CARTPOLE.format(seed=seed, total_steps=total_steps, device="auto" if gpus else "cpu", gpus=gpus,
+                                 max_restarts=max_restarts, stop_grace_s=stop_grace_s, lr=lr,
+                                 checkpoint_every=checkpoint_every, log_every=log_every, eval_every=eval_every)
+
+
+def cartpole_job(directory: Path, *, name: str = "cartpole", **fields) -> Path:
     path = directory / f"{name}.toml"
-    path.write_text(SMALL_CARTPOLE.format(seed=seed, total_steps=total_steps, checkpoint_every=checkpoint_every,
-                                          log_every=log_every, eval_every=eval_every))
+    path.write_text(cartpole_text(**fields))
     return path
 
 
