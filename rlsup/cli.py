@@ -128,6 +128,12 @@ def format_bytes(count: float) -> str:
     return f"{count:.1f} TB"
 
 
+def command_tui(args: argparse.Namespace) -> int:
+    from rlsup.tui.app import run  # imported here so other commands never load Textual
+
+    return run()
+
+
 def command_enjoy(args: argparse.Namespace) -> int:
     from rlsup.enjoy import enjoy
 
@@ -184,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
     enjoy.add_argument("--json", action="store_true")
     enjoy.set_defaults(handler=command_enjoy)
 
+    tui = commands.add_parser("tui", help="the live dashboard (also: rlsup with no command)")
+    tui.set_defaults(handler=command_tui)
+
     register_daemon_commands(commands)
     return parser
 
@@ -192,8 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.print_help()
-        return 0
+        args.handler = command_tui
     try:
         return args.handler(args)
     except specs.SpecError as error:

@@ -1,0 +1,386 @@
+"""The rlsup TUI application: wiring the poller's messages to the screens, and the job actions."""
+from __future__ import annotations
+
+import os
+import shlex
+import sqlite3
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from textual import work
+from textual.app import App, SuspendNotSupported
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.screen import Screen
+from textual.worker import get_current_worker
+
+from rlsup import paths, spec as specs
+from rlsup.checkpoint.manifest import verify
+from rlsup.daemon import client
+from rlsup.jobstate import ACTIVE, State
+from rlsup.store import Event
+from rlsup.tui import data, messages
+from rlsup.tui.data import JobRow, MetricsView
+from rlsup.tui.screens import ConfirmScreen, DetailScreen, HelpScreen, JobView, MainScreen, SubmitScreen
+
+POLL_INTERVAL_S = 0.5
+VERIFY_LOCK = threading.Lock()
+EVENTS_KEPT = 1000
+
+# Which states each intent makes sense in, and what to tell the user otherwise.
+INTENT_STATES = {
+    "pause": (frozenset({State.QUEUED, State.STARTING, State.RUNNING, State.STOPPING}), "nothing to pause"),
+    "resume": (frozenset({State.PAUSED, State.FAILED, State.KILLED}),
+               "nothing to resume (a done job runs again when you raise total_steps with e)"),
+    "kill": (frozenset(State) - {State.KILLED}, "already killed"),
+}
+INTENT_CALLS = {"pause": client.pause, "resume": client.resume, "kill": client.kill}
+
+
+@dataclass
+class Model:
+    """The newest data the poller sent, kept so a screen opened later shows it at once."""
+
+    daemon_running: bool | None = None
+    rows: tuple[JobRow, ...] = ()
+    hardware: tuple | None = None
+    metrics: MetricsView | None = None
+    checkpoints: tuple = ()
+    verified: dict[str, str | None] = field(default_factory=dict)
+    events_job: int | None = None
+    events: list[Event] = field(default_factory=list)
+    log: tuple[str, ...] = ()
+
+    def forget_selection(self, job_id: int | None) -> None:
+        self.metrics, self.checkpoints, self.log = None, (), ()
+        self.events_job, self.events = job_id, []
+
+    def replay(self, view: JobView) -> None:
+        if self.daemon_running is not None:
+            view.show_daemon(self.daemon_running)
+        view.show_jobs(self.rows)
+        if self.hardware is not None:
+            view.show_hardware(*self.hardware)
+        view.show_metrics(self.metrics)
+        view.show_checkpoints(self.checkpoints, self.verified)
+        view.load_events(self.events_job, tuple(self.events))
+        view.show_log(self.log)
+
+    def row(self, job_id: int | None) -> JobRow | None:
+        return next((row for row in self.rows if row.job.id == job_id), None)
+
+
+class JobCommands(Provider):
+    """The TUI's actions in the command palette, plus "go to job" for every job."""
+
+    def commands(self) -> list[tuple[str, str, Callable]]:
+        app: RlsupApp = self.app  # type: ignore[assignment]
+        row = app.model.row(app.selected_job_id)
+        subject = f"job {row.job.id} ({row.job.name})" if row else "the selected job"
+        return [
+            (f"Pause {subject}", "Write a checkpoint and stop", app.action_pause),
+            (f"Resume {subject}", "Continue from the newest checkpoint", app.action_resume),
+            (f"Kill {subject}", "Stop without a checkpoint (asks first)", app.action_kill),
+            (f"Edit {subject}", "Open its job file in $EDITOR", app.action_edit),
+            (f"Details of {subject}", "Fields, plots, checkpoints, events and log", app.action_details),
+            ("Submit a job file", "Queue a TOML job file", app.action_submit),
+            ("Start the daemon", "Needed for jobs to run", app.action_start_daemon),
+            ("Keys", "Show every key", app.action_help),
+        ]
+
+    def job_commands(self) -> list[tuple[str, str, Callable]]:
+        app: RlsupApp = self.app  # type: ignore[assignment]
+        return [(f"Go to job {row.job.id} {row.job.name}", f"{row.job.state}, {row.job.algo} on {row.job.env}",
+                 lambda job_id=row.job.id: app.go_to_job(job_id)) for row in app.model.rows]
+
+    async def discover(self) -> Hits:
+        for title, help_text, callback in self.commands():
+            yield DiscoveryHit(title, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, help_text, callback in self.commands() + self.job_commands():
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), callback, help=help_text)
+
+
+class RlsupApp(App):
+    """Live jobs, metrics, checkpoints, events and hardware; pause, resume, kill, edit and submit."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "rlsup"
+    COMMANDS = App.COMMANDS | {JobCommands}
+
+    def __init__(self, home: Path | None = None, *, hardware=None, poll_interval_s: float | None = POLL_INTERVAL_S,
+                 daemon_status: Callable = client.daemon_status):
+        """poll_interval_s=None polls only on demand, on the UI thread: deterministic snapshots."""
+        super().__init__()
+        self.home = Path(home) if home is not None else paths.rlsup_home()
+        self.poller = data.Poller(self.home, hardware, daemon_status=daemon_status)
+        self.metrics_poller = data.MetricsPoller()
+        self.poll_interval_s = poll_interval_s
+        self.wake, self.metrics_wake = threading.Event(), threading.Event()
+        self.stopping = False
+        self.model = Model()
+        self.selected_job_id: int | None = None
+        self.verifying: set[str] = set()
+        self.poll_error: str | None = None
+
+    def get_default_screen(self) -> Screen:
+        return MainScreen()
+
+    def on_mount(self) -> None:
+        self.sub_title = str(self.home) if self.poll_interval_s is not None else ""
+        if self.poll_interval_s is None:
+            self.poll_now()
+        else:
+            self.poll_forever(self.poller, self.wake)
+            self.poll_forever(self.metrics_poller, self.metrics_wake)
+
+    # -- polling -----------------------------------------------------------------------------
+
+    @work(thread=True, group="poll")
+    def poll_forever(self, poller, wake: threading.Event) -> None:
+        worker = get_current_worker()
+        data.poll_until_cancelled(poller, self.post_message, interval_s=self.poll_interval_s, wake=wake,
+                                  cancelled=lambda: worker.is_cancelled or self.stopping)
+
+    def poll_now(self) -> None:
+        for message in self.poller.poll() + self.metrics_poller.poll():
+            self.post_message(message)
+
+    def request_poll(self) -> None:
+        if self.poll_interval_s is None:
+            self.poll_now()
+        else:
+            self.wake.set()
+            self.metrics_wake.set()
+
+    def exit(self, *arguments, **options) -> None:
+        # The pollers sleep on their wake events between polls: stop them now, not an interval later.
+        self.stopping = True
+        self.wake.set()
+        self.metrics_wake.set()
+        super().exit(*arguments, **options)
+
+    def views(self) -> Iterator[JobView]:
+        return (screen for screen in self.screen_stack if isinstance(screen, JobView))
+
+    # -- what the poller sends ---------------------------------------------------------------
+
+    def on_daemon_changed(self, message: messages.DaemonChanged) -> None:
+        self.model.daemon_running = message.running
+        for view in self.views():
+            view.show_daemon(message.running)
+        self.refresh_bindings()
+
+    def on_jobs_refreshed(self, message: messages.JobsRefreshed) -> None:
+        self.model.rows = message.rows
+        for view in self.views():
+            view.show_jobs(message.rows)
+
+    def on_events_appended(self, message: messages.EventsAppended) -> None:
+        for event in message.events:
+            if event.kind == "refused" and event.job_id != self.selected_job_id:
+                self.notify(f"job {event.job_id}: {event.message}", title="Edit refused", severity="error")
+        newest = self.model.events[-1].id if self.model.events else 0
+        selected = [event for event in message.events if event.job_id == self.model.events_job and event.id > newest]
+        self.model.events = (self.model.events + selected)[-EVENTS_KEPT:]
+        for view in self.views():
+            view.append_events(message.events)
+
+    def on_job_events_loaded(self, message: messages.JobEventsLoaded) -> None:
+        if message.job_id == self.selected_job_id:
+            self.model.events_job, self.model.events = message.job_id, list(message.events)
+            for view in self.views():
+                view.load_events(message.job_id, message.events)
+
+    def on_metrics_updated(self, message: messages.MetricsUpdated) -> None:
+        if message.job_id == self.selected_job_id:
+            self.model.metrics = message.view
+            for view in self.views():
+                view.show_metrics(message.view)
+
+    def on_checkpoints_listed(self, message: messages.CheckpointsListed) -> None:
+        if message.job_id != self.selected_job_id:
+            return
+        self.model.checkpoints = message.entries
+        for view in self.views():
+            view.show_checkpoints(message.entries, self.model.verified)
+        for entry in message.entries:
+            path = str(entry.path)
+            if path not in self.model.verified and path not in self.verifying:
+                self.verifying.add(path)
+                self.verify_checkpoint(path)
+
+    @work(thread=True, group="verify")
+    def verify_checkpoint(self, path: str) -> None:
+        # One at a time: checkpoints can be gigabytes, and two read at once only thrash the disk.
+        with VERIFY_LOCK:
+            problem = verify(Path(path))
+        self.post_message(messages.CheckpointVerified(path, problem))
+
+    def on_checkpoint_verified(self, message: messages.CheckpointVerified) -> None:
+        self.verifying.discard(message.path)
+        self.model.verified[message.path] = message.problem
+        for view in self.views():
+            view.mark_checkpoint(message.path, self.model.verified)
+
+    def on_log_tail(self, message: messages.LogTail) -> None:
+        if message.job_id == self.selected_job_id:
+            self.model.log = message.lines
+            for view in self.views():
+                view.show_log(message.lines)
+
+    def on_hardware_sampled(self, message: messages.HardwareSampled) -> None:
+        self.model.hardware = (message.sample, message.holders)
+        for view in self.views():
+            view.show_hardware(message.sample, message.holders)
+
+    def on_poll_failed(self, message: messages.PollFailed) -> None:
+        if message.error != self.poll_error:
+            self.notify(message.error, title="Could not read the store", severity="warning")
+        self.poll_error = message.error
+
+    def on_action_finished(self, message: messages.ActionFinished) -> None:
+        self.notify(message.text, severity="error" if message.failed else "information",
+                    timeout=12 if message.failed else 4)
+        self.request_poll()
+
+    # -- selection ---------------------------------------------------------------------------
+
+    def select_job(self, job_id: int) -> None:
+        if job_id == self.selected_job_id:
+            return
+        self.selected_job_id = job_id
+        self.poller.select(job_id)
+        row = self.model.row(job_id)
+        self.metrics_poller.select(job_id, row.job.run_dir if row else None)
+        self.model.forget_selection(job_id)
+        for view in self.views():
+            self.model.replay(view)
+        self.request_poll()
+
+    def go_to_job(self, job_id: int) -> None:
+        while not isinstance(self.screen, MainScreen):
+            self.pop_screen()
+        self.screen.go_to(job_id)
+
+    def selected_row(self) -> JobRow | None:
+        row = self.model.row(self.selected_job_id)
+        if row is None:
+            self.notify("No job selected.", severity="warning")
+        return row
+
+    # -- actions -----------------------------------------------------------------------------
+
+    def action_pause(self) -> None:
+        self.intent("pause")
+
+    def action_resume(self) -> None:
+        self.intent("resume")
+
+    def action_kill(self) -> None:
+        self.intent("kill")
+
+    def intent(self, verb: str) -> None:
+        row = self.selected_row()
+        if row is None:
+            return
+        job = row.job
+        states, problem = INTENT_STATES[verb]
+        if job.state not in states:
+            self.notify(f"Job {job.id} is {job.state}: {problem}.", severity="warning")
+            return
+        if verb != "kill":
+            self.send_intent(verb, job.id)
+            return
+        question = f"Kill job {job.id} ({job.name})? It stops without a checkpoint."
+        if job.state in ACTIVE:
+            question += " Progress since its last checkpoint is lost."
+        self.push_screen(ConfirmScreen(question, yes="Kill"),
+                         lambda confirmed: self.send_intent(verb, job.id) if confirmed else None)
+
+    @work(thread=True, group="actions")
+    def send_intent(self, verb: str, job_id: int) -> None:
+        try:
+            INTENT_CALLS[verb](str(job_id), home=self.home)
+        except (client.JobNotFound, client.DaemonError, sqlite3.Error, OSError) as error:
+            self.post_message(messages.ActionFinished(f"{verb} job {job_id}: {error}", failed=True))
+            return
+        self.post_message(messages.ActionFinished(f"{verb.capitalize()} requested for job {job_id}."))
+
+    def action_edit(self) -> None:
+        row = self.selected_row()
+        if row is None:
+            return
+        path = row.job.spec_path
+        command = [*shlex.split(editor_command()), path]
+        try:
+            with self.suspend():
+                code = subprocess.call(command)
+        except SuspendNotSupported:
+            self.notify(f"This terminal cannot hand over to an editor: edit {path} and the daemon applies it.",
+                        severity="warning")
+            return
+        except OSError as error:
+            self.notify(f"Could not run {command[0]}: {error}", severity="error")
+            return
+        if code:
+            self.notify(f"{command[0]} exited with {code}.", severity="warning")
+        self.notify(f"Saved {Path(path).name}: the daemon applies or refuses the edit (see Events).")
+        self.request_poll()
+
+    def action_submit(self) -> None:
+        self.push_screen(SubmitScreen(os.getcwd() + os.sep), self.submit_chosen)
+
+    def submit_chosen(self, path: str | None) -> None:
+        if path:
+            self.submit_file(path)
+
+    @work(thread=True, group="actions")
+    def submit_file(self, path: str) -> None:
+        try:
+            job = client.submit(path, home=self.home)
+        except (specs.SpecError, client.DaemonError, sqlite3.Error, OSError) as error:
+            self.post_message(messages.ActionFinished(str(error), failed=True))
+            return
+        self.post_message(messages.ActionFinished(f"Submitted job {job.id} ({job.name})."))
+
+    def action_start_daemon(self) -> None:
+        self.start_daemon()
+
+    @work(thread=True, group="actions", exclusive=True)
+    def start_daemon(self) -> None:
+        try:
+            status = client.ensure_daemon(self.home)
+        except (client.DaemonError, OSError) as error:
+            self.post_message(messages.ActionFinished(str(error), failed=True))
+            return
+        self.post_message(messages.ActionFinished(f"The daemon runs (pid {status.pid})."))
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_details(self) -> None:
+        if self.selected_row() is not None and not isinstance(self.screen, DetailScreen):
+            self.push_screen(DetailScreen())
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action == "start_daemon":
+            return self.model.daemon_running is False  # hidden from the footer while the daemon runs
+        return True
+
+
+def editor_command() -> str:
+    return os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+
+
+def run(home: Path | None = None) -> int:
+    """Open the TUI on RLSUP_HOME (or home) until the user quits; the exit code for the shell."""
+    app = RlsupApp(home)
+    app.run()
+    return app.return_code or 0

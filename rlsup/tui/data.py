@@ -1,0 +1,460 @@
+"""The TUI's data side: a poller reading the store and run files into messages, and plot downsampling."""
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from rlsup import paths, runfiles
+from rlsup.checkpoint.manifest import checkpoints_dir, list_checkpoints
+from rlsup.daemon import client
+from rlsup.jobstate import ACTIVE, State
+from rlsup.store import Job, Store
+from rlsup.tui import messages
+
+# Buckets per series: a 200-column plot shows about two min/max pairs per column.
+PLOT_BUCKETS = 400
+EVENT_HISTORY = 200
+LOG_LINES = 200
+SMOOTHING = 0.9            # weight of the past in the smoothed return, as TensorBoard's slider
+METRICS_KEPT = 4           # jobs whose series stay in memory, so switching back does not re-read
+HARDWARE_EVERY_S = 1.0
+
+# Attention first: what runs, then what waits, then what needs a look, then what is over.
+STATE_ORDER = {state: rank for rank, state in enumerate((
+    State.RUNNING, State.STARTING, State.PAUSING, State.STOPPING, State.QUEUED,
+    State.PAUSED, State.FAILED, State.KILLED, State.DONE))}
+
+
+# ---------------------------------------------------------------------------------------------
+# Downsampling
+
+
+class _Bucket:
+    """Consecutive points of a series as their count, sum, first and last step, minimum and maximum."""
+
+    __slots__ = ("count", "total", "first_x", "last_x", "min_x", "min_y", "max_x", "max_y")
+
+    def __init__(self, x: float, y: float):
+        self.count, self.total = 1, y
+        self.first_x = self.last_x = self.min_x = self.max_x = x
+        self.min_y = self.max_y = y
+
+    def add(self, x: float, y: float) -> None:
+        self.count += 1
+        self.total += y
+        self.last_x = x
+        if y < self.min_y:
+            self.min_x, self.min_y = x, y
+        if y > self.max_y:
+            self.max_x, self.max_y = x, y
+
+    def absorb(self, other: "_Bucket") -> None:
+        self.count += other.count
+        self.total += other.total
+        self.last_x = other.last_x
+        if other.min_y < self.min_y:
+            self.min_x, self.min_y = other.min_x, other.min_y
+        if other.max_y > self.max_y:
+            self.max_x, self.max_y = other.max_x, other.max_y
+
+
+class Downsampler:
+    """A growing series kept in at most `capacity` buckets of equal point count.
+
+    Each bucket keeps its minimum and maximum point, so spikes survive any amount of data; when the
+    buckets run out, neighbours merge pairwise and each bucket takes twice as many points. Adding is
+    amortised O(1) and memory is O(capacity) however long the run.
+    """
+
+    def __init__(self, capacity: int = PLOT_BUCKETS):
+        if capacity < 2 or capacity % 2:
+            raise ValueError("capacity must be an even number of at least 2")
+        self.capacity = capacity
+        self.width = 1           # points per full bucket
+        self.count = 0           # points added in all
+        self.buckets: list[_Bucket] = []
+
+    def add(self, x: float, y: float) -> None:
+        if not math.isfinite(y):
+            return
+        self.count += 1
+        if self.buckets and self.buckets[-1].count < self.width:
+            self.buckets[-1].add(x, y)
+            return
+        self.buckets.append(_Bucket(x, y))
+        if len(self.buckets) > self.capacity:
+            self._merge_pairs()
+
+    def _merge_pairs(self) -> None:
+        merged = []
+        for index in range(0, len(self.buckets) - 1, 2):
+            first = self.buckets[index]
+            first.absorb(self.buckets[index + 1])
+            merged.append(first)
+        if len(self.buckets) % 2:
+            merged.append(self.buckets[-1])
+        self.buckets = merged
+        self.width *= 2
+
+    def envelope(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """Each bucket's minimum and maximum point in step order: the raw series' shape, spikes kept."""
+        xs: list[float] = []
+        ys: list[float] = []
+        for bucket in self.buckets:
+            points = sorted({(bucket.min_x, bucket.min_y), (bucket.max_x, bucket.max_y)})
+            for x, y in points:
+                xs.append(x)
+                ys.append(y)
+        return tuple(xs), tuple(ys)
+
+    def means(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """Each bucket's mean at its middle step: a line through the series."""
+        return (tuple((bucket.first_x + bucket.last_x) / 2 for bucket in self.buckets),
+                tuple(bucket.total / bucket.count for bucket in self.buckets))
+
+
+class Smoother:
+    """The debiased exponential moving average TensorBoard draws over a noisy series."""
+
+    def __init__(self, weight: float = SMOOTHING):
+        self.weight, self.value, self.count = weight, 0.0, 0
+
+    def add(self, y: float) -> float:
+        self.count += 1
+        self.value = self.weight * self.value + (1 - self.weight) * y
+        return self.value / (1 - self.weight ** self.count)
+
+
+# ---------------------------------------------------------------------------------------------
+# One run's metrics
+
+
+Series = tuple[tuple[float, ...], tuple[float, ...]]
+
+
+@dataclass(frozen=True)
+class MetricsView:
+    """What the plots draw for one job, already downsampled."""
+
+    episode_return: Series
+    smoothed_return: Series
+    evaluation: Series
+    loss: Series
+    loss_name: str
+    steps_per_second: Series
+    records: int
+    last_step: int
+
+
+class JobMetrics:
+    """A run's metrics.jsonl read incrementally (from the last offset) into downsampled series."""
+
+    def __init__(self, run_dir: str | Path, capacity: int = PLOT_BUCKETS):
+        self.reader = runfiles.MetricsReader(Path(run_dir))
+        self.capacity = capacity
+        self._start_over()
+
+    def _start_over(self) -> None:
+        self.returns, self.smoothed, self.evaluation = (Downsampler(self.capacity) for _ in range(3))
+        self.loss, self.speed = Downsampler(self.capacity), Downsampler(self.capacity)
+        self.smoother = Smoother()
+        self.loss_name = "loss"
+        self.records = 0
+        self.last_step = 0
+
+    def update(self) -> bool:
+        """Read what was appended; True when anything changed."""
+        records = self.reader.read_new()
+        restarted = self.reader.restarted
+        if restarted:
+            # A resume cut the file back to its checkpoint: read_new has just returned it from the start.
+            self.reader.restarted = False
+            self._start_over()
+        for record in records:
+            self._add(record)
+        return bool(records) or restarted
+
+    def _add(self, record: dict) -> None:
+        self.records += 1
+        step = record.get("step")
+        if isinstance(step, (int, float)):
+            self.last_step = max(self.last_step, int(step))
+        x = float(self.last_step)
+        kind = record.get("kind")
+        if kind == "episode":
+            value = _number(record.get("return"))
+            if value is not None:
+                self.returns.add(x, value)
+                self.smoothed.add(x, self.smoother.add(value))
+        elif kind == "eval":
+            value = _number(record.get("mean"))
+            if value is not None:
+                self.evaluation.add(x, value)
+        elif kind == "train":
+            self._add_train(x, record)
+
+    def _add_train(self, x: float, record: dict) -> None:
+        # DQN logs "loss"; the V-trace learner logs its parts and their sum as "total_loss".
+        for name in ("loss", "total_loss"):
+            value = _number(record.get(name))
+            if value is not None:
+                self.loss_name = name
+                self.loss.add(x, value)
+                break
+        speed = _number(record.get("steps_per_second"))
+        if speed is not None:
+            self.speed.add(x, speed)
+
+    def view(self) -> MetricsView:
+        return MetricsView(episode_return=self.returns.envelope(), smoothed_return=self.smoothed.means(),
+                           evaluation=self.evaluation.means(), loss=self.loss.envelope(),
+                           loss_name=self.loss_name, steps_per_second=self.speed.means(),
+                           records=self.records, last_step=self.last_step)
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Job rows
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """A job with what its status.json adds: live step, speed, mean return and time left."""
+
+    job: Job
+    step: int
+    steps_per_second: float | None
+    mean_return: float | None
+    eta_s: float | None
+
+    @property
+    def sort_key(self) -> tuple:
+        return STATE_ORDER.get(self.job.state, len(STATE_ORDER)), -self.job.priority, self.job.id
+
+
+def job_row(job: Job, status: dict | None) -> JobRow:
+    """Combine a job with its run's status; speed and ETA only from the worker that runs now."""
+    status = status or {}
+    live = job.state in ACTIVE and job.pid is not None and status.get("pid") == job.pid
+    step = int(status.get("step") or 0) if live else job.step
+    speed = _number(status.get("steps_per_second")) if live else None
+    remaining = job.total_steps - step
+    eta = remaining / speed if speed and remaining > 0 else None
+    return JobRow(job=job, step=step, steps_per_second=speed, mean_return=_number(status.get("mean_return")),
+                  eta_s=eta)
+
+
+def sorted_rows(rows: list[JobRow]) -> tuple[JobRow, ...]:
+    return tuple(sorted(rows, key=lambda row: row.sort_key))
+
+
+def gpu_holders(jobs: list[Job]) -> dict[int, str]:
+    """GPU index -> the active jobs placed on it, as "3 pong"."""
+    holders: dict[int, list[str]] = {}
+    for job in jobs:
+        if job.state in ACTIVE:
+            for index in job.gpu_indices:
+                holders.setdefault(index, []).append(f"{job.id} {job.name}")
+    return {index: ", ".join(names) for index, names in holders.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# The poller
+
+
+class Poller:
+    """Reads the store and the selected job's run files; poll() returns the messages to post.
+
+    Built on the UI thread, polled from one worker thread (which opens its own Store); the UI
+    thread only ever calls select(), which swaps one tuple the next poll reads once. A message is
+    posted only when what it carries differs from what was posted last under the same name.
+    """
+
+    def __init__(self, home: Path, hardware=None, *,
+                 daemon_status: Callable[[Path], client.DaemonStatus] = client.daemon_status,
+                 hardware_every_s: float = HARDWARE_EVERY_S):
+        self.home = Path(home)
+        self.hardware = hardware
+        self.daemon_status = daemon_status
+        self.hardware_every_s = hardware_every_s
+        self.selection: tuple[int | None, int] = (None, 0)  # the job, and how many selections so far
+        self.store: Store | None = None
+        self._owns_hardware = hardware is None
+        self._posted: dict[str, object] = {}
+        self._statuses: dict[int, tuple[State, dict | None]] = {}
+        self._last_event_id: int | None = None
+        self._hardware_at = -math.inf
+
+    def poll(self) -> list:
+        try:
+            return self._poll()
+        except (sqlite3.Error, OSError) as error:
+            # A locked or briefly missing database must not end the poller. What this poll had
+            # read is lost with its messages, so the next one posts everything again.
+            self._close_store()
+            self._posted.clear()
+            return [messages.PollFailed(f"{type(error).__name__}: {error}")]
+
+    def select(self, job_id: int | None) -> None:
+        """Called by the UI thread; counted, so that A, B, A between two polls still shows A afresh."""
+        self.selection = (job_id, self.selection[1] + 1)
+
+    def _changed(self, name: str, value: object) -> bool:
+        if name in self._posted and self._posted[name] == value:
+            return False
+        self._posted[name] = value
+        return True
+
+    def _poll(self) -> list:
+        if self.store is None:
+            self.store = Store(self.home)
+        posted = []
+        status = self.daemon_status(self.home)
+        if self._changed("daemon", (status.running, status.pid)):
+            posted.append(messages.DaemonChanged(status.running, status.pid))
+        jobs = self.store.jobs()
+        rows = sorted_rows([job_row(job, self._status(job)) for job in jobs])
+        if self._changed("rows", rows):
+            posted.append(messages.JobsRefreshed(rows))
+        posted += self._event_messages()
+        selection = self.selection
+        job = next((job for job in jobs if job.id == selection[0]), None)
+        if job is not None:
+            posted += self._selection_messages(job, selection)
+        posted += self._hardware_messages(jobs)
+        return posted
+
+    def _status(self, job: Job) -> dict | None:
+        """status.json, re-read while the job is active or after its state changed, cached otherwise."""
+        cached = self._statuses.get(job.id)
+        if cached is None or job.state in ACTIVE or cached[0] is not job.state:
+            cached = (job.state, runfiles.read_status(Path(job.run_dir)))
+            self._statuses[job.id] = cached
+        return cached[1]
+
+    def _event_messages(self) -> list:
+        if self._last_event_id is None:
+            newest = self.store.events(limit=1)
+            self._last_event_id = newest[-1].id if newest else 0
+            return []
+        new = self.store.events_since(self._last_event_id)
+        if not new:
+            return []
+        self._last_event_id = new[-1].id
+        return [messages.EventsAppended(tuple(new))]
+
+    def _selection_messages(self, job: Job, selection: tuple) -> list:
+        # The UI empties the job's panes on each selection: everything is posted again after one.
+        posted = []
+        if self._changed("selected", selection):
+            posted.append(messages.JobEventsLoaded(job.id, tuple(self.store.events(job.id, EVENT_HISTORY))))
+        # Directory names are cheap to list; manifests are read only when the names change.
+        try:
+            names = tuple(sorted(os.listdir(checkpoints_dir(job.run_dir))))
+        except (FileNotFoundError, NotADirectoryError):
+            names = ()
+        if self._changed("checkpoints", (selection, names)):
+            posted.append(messages.CheckpointsListed(job.id, tuple(list_checkpoints(Path(job.run_dir)))))
+        log = Path(job.run_dir) / paths.LOG_FILE
+        if self._changed("log", (selection, _stamp(log))):
+            posted.append(messages.LogTail(job.id, tuple(runfiles.tail_lines(log, LOG_LINES))))
+        return posted
+
+    def _hardware_messages(self, jobs: list[Job]) -> list:
+        now = time.monotonic()
+        if now - self._hardware_at < self.hardware_every_s:
+            return []
+        self._hardware_at = now
+        if self.hardware is None:
+            from rlsup.hardware import Hardware
+
+            self.hardware = Hardware()
+        return [messages.HardwareSampled(self.hardware.sample(), gpu_holders(jobs))]
+
+    def _close_store(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    def close(self) -> None:
+        self._close_store()
+        if self._owns_hardware and self.hardware is not None:
+            self.hardware.close()
+            self.hardware = None
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return (0, 0)
+    return stat.st_size, stat.st_mtime_ns
+
+
+class MetricsPoller:
+    """The selected job's metrics, polled on a thread of their own: the first read of a long run
+    takes seconds (a million lines, about ten on a busy 2-core box) and must not hold up the table."""
+
+    def __init__(self):
+        self.selection: tuple[int | None, str | None, int] = (None, None, 0)
+        self._posted: tuple | None = None
+        self._metrics: OrderedDict[int, JobMetrics] = OrderedDict()
+
+    def select(self, job_id: int | None, run_dir: str | None) -> None:
+        """Called by the UI thread, as Poller.select."""
+        self.selection = (job_id, run_dir, self.selection[2] + 1)
+
+    def poll(self) -> list:
+        selection = self.selection
+        job_id, run_dir, _ = selection
+        if job_id is None or run_dir is None:
+            return []
+        metrics = self._metrics_of(job_id, run_dir)
+        try:
+            changed = metrics.update()
+        except OSError as error:
+            return [messages.PollFailed(f"{type(error).__name__}: {error}")]
+        if not changed and selection == self._posted:
+            return []
+        self._posted = selection
+        return [messages.MetricsUpdated(job_id, metrics.view())]
+
+    def _metrics_of(self, job_id: int, run_dir: str) -> JobMetrics:
+        metrics = self._metrics.get(job_id)
+        if metrics is None:
+            metrics = self._metrics[job_id] = JobMetrics(run_dir)
+        self._metrics.move_to_end(job_id)
+        while len(self._metrics) > METRICS_KEPT:
+            self._metrics.popitem(last=False)
+        return metrics
+
+    def close(self) -> None:
+        self._metrics.clear()
+
+
+def poll_until_cancelled(poller: Poller | MetricsPoller, post: Callable, *, interval_s: float, wake: threading.Event,
+                         cancelled: Callable[[], bool]) -> None:
+    """The worker thread's loop: poll, post, sleep until the interval passes or the UI wakes it."""
+    try:
+        while not cancelled():
+            for message in poller.poll():
+                if cancelled():
+                    return
+                post(message)
+            wake.wait(interval_s)
+            wake.clear()
+    finally:
+        poller.close()
+

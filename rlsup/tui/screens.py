@@ -1,0 +1,287 @@
+"""The TUI's screens: the main jobs screen, a job's detail screen, and the help, confirm and submit dialogs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Group
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
+
+from rlsup.tui.data import JobRow
+from rlsup.tui.widgets import (PLOT_KINDS, CheckpointsTable, DaemonBanner, EventsLog, HardwareStrip, JobsTable,
+                               LogTail, MetricsPlot, PathSuggester, clock_time, duration, short_count, state_text)
+
+# Shown in the footer of both job screens; the actions live on the app so the palette shares them.
+JOB_BINDINGS = [
+    Binding("p", "app.pause", "Pause"),
+    Binding("r", "app.resume", "Resume"),
+    Binding("k", "app.kill", "Kill"),
+    Binding("e", "app.edit", "Edit"),
+    Binding("s", "app.submit", "Submit"),
+    Binding("D", "app.start_daemon", "Start daemon"),
+    Binding("question_mark", "app.help", "Help"),
+    Binding("q", "app.quit", "Quit"),
+]
+
+HELP = """\
+[b]Jobs[/b]
+  ↑ ↓        move between jobs          enter   the job's detail screen
+  /          filter jobs by name        escape  clear the filter / go back
+  m          next plot (return, loss, steps/s)
+
+[b]Actions on the selected job[/b]
+  p          pause: the worker writes a checkpoint and stops
+  r          resume from the newest checkpoint
+  k          kill: stop without a checkpoint (asks first)
+  e          edit the job file in $EDITOR; the daemon applies or refuses the edit (see Events)
+
+[b]Elsewhere[/b]
+  s          submit a job file          D       start the daemon when it is down
+  ctrl+p     command palette            ?       this help        q   quit
+"""
+
+
+class JobView:
+    """What a screen showing jobs implements; the app calls these on every such screen it has open."""
+
+    def show_daemon(self, running: bool) -> None:
+        pass
+
+    def show_jobs(self, rows: tuple[JobRow, ...]) -> None:
+        pass
+
+    def show_hardware(self, sample, holders: dict[int, str]) -> None:
+        pass
+
+    def show_metrics(self, view) -> None:
+        self._each(MetricsPlot, lambda plot: plot.show(view))
+
+    def show_checkpoints(self, entries, verified: dict[str, str | None]) -> None:
+        self._each(CheckpointsTable, lambda table: table.show(entries, verified))
+
+    def mark_checkpoint(self, path: str, verified: dict[str, str | None]) -> None:
+        self._each(CheckpointsTable, lambda table: table.mark(path, verified))
+
+    def load_events(self, job_id: int | None, events) -> None:
+        self._each(EventsLog, lambda log: log.load(job_id, events))
+
+    def append_events(self, events) -> None:
+        self._each(EventsLog, lambda log: log.append(events))
+
+    def show_log(self, lines: tuple[str, ...]) -> None:
+        self._each(LogTail, lambda log: log.show(lines))
+
+    def _each(self, kind, show) -> None:
+        for widget in self.query(kind):
+            show(widget)
+
+    def on_mount(self) -> None:
+        self.app.model.replay(self)
+
+
+class MainScreen(JobView, Screen):
+    """Jobs table, hardware strip, and the selected job's plot, checkpoints, events and log."""
+
+    BINDINGS = [Binding("slash", "filter", "Filter"),
+                Binding("m", "next_plot", "Plot"), Binding("escape", "clear_filter", "Clear filter", show=False),
+                *JOB_BINDINGS]
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield DaemonBanner(id="banner")
+        yield HardwareStrip(id="hardware")
+        yield Input(placeholder="filter jobs by name (enter to keep, escape to clear)", id="filter")
+        yield JobsTable(id="jobs")
+        with Horizontal(id="panes"):
+            yield MetricsPlot(id="plot")
+            with Vertical(id="side"):
+                yield CheckpointsTable(id="checkpoints")
+                yield EventsLog(id="events")
+                yield LogTail(id="log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for selector, title in (("#checkpoints", "Checkpoints"), ("#events", "Events"), ("#log", "worker.log"),
+                                ("#plot", "Metrics (m: next plot)")):
+            self.query_one(selector).border_title = title
+        self.query_one(JobsTable).focus()
+        super().on_mount()
+
+    def show_daemon(self, running: bool) -> None:
+        self.query_one(DaemonBanner).show(running)
+
+    def show_jobs(self, rows: tuple[JobRow, ...]) -> None:
+        self.query_one(JobsTable).show_rows(rows, self.query_one("#filter", Input).value)
+
+    def show_hardware(self, sample, holders: dict[int, str]) -> None:
+        self.query_one(HardwareStrip).show(sample, holders)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if isinstance(event.data_table, JobsTable) and event.row_key.value is not None:
+            self.app.select_job(int(event.row_key.value))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if isinstance(event.data_table, JobsTable):
+            self.app.action_details()
+
+    def go_to(self, job_id: int) -> None:
+        """Put the cursor on a job, clearing a filter that hides it."""
+        table = self.query_one(JobsTable)
+        if job_id not in table.rows_shown:
+            self.action_clear_filter()
+        if job_id in table.rows_shown:
+            table.move_cursor(row=table.get_row_index(str(job_id)))
+
+    def action_filter(self) -> None:
+        field = self.query_one("#filter", Input)
+        field.add_class("-shown")
+        field.focus()
+
+    def action_clear_filter(self) -> None:
+        field = self.query_one("#filter", Input)
+        field.value = ""
+        field.remove_class("-shown")
+        self.query_one(JobsTable).focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            self.show_jobs(self.app.model.rows)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            event.input.set_class(bool(event.value), "-shown")
+            self.query_one(JobsTable).focus()
+
+    def action_next_plot(self) -> None:
+        plot = self.query_one(MetricsPlot)
+        plot.show_kind(PLOT_KINDS[(PLOT_KINDS.index(plot.kind) + 1) % len(PLOT_KINDS)])
+
+
+class DetailScreen(JobView, Screen):
+    """Everything about the selected job: its fields, all three plots, checkpoints, events and log."""
+
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back"), *JOB_BINDINGS]
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="info")
+        with Horizontal(id="plots"):
+            for kind in PLOT_KINDS:
+                yield MetricsPlot(kind)
+        with Horizontal(id="lower"):
+            yield CheckpointsTable(id="detail-checkpoints")
+            yield EventsLog(id="detail-events")
+            yield LogTail(id="detail-log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for selector, title in (("#detail-checkpoints", "Checkpoints"), ("#detail-events", "Events"),
+                                ("#detail-log", "worker.log"), ("#info", "Job")):
+            self.query_one(selector).border_title = title
+        super().on_mount()
+
+    def show_jobs(self, rows: tuple[JobRow, ...]) -> None:
+        row = next((row for row in rows if row.job.id == self.app.selected_job_id), None)
+        if row is not None:
+            self.query_one("#info", Static).update(job_details(row, self.app.home))
+
+
+def job_details(row: JobRow, home: Path) -> Group:
+    """The job's fields as a grid of label / value pairs, then its reason and paths at full width."""
+    job = row.job
+    stamp = "%Y-%m-%d %H:%M"
+    pairs = [
+        ("Job", f"{job.id} {job.name}"), ("State", state_text(job.state)),
+        ("Algo / env", f"{job.algo} on {job.env}"), ("Wanted", str(job.desired)),
+        ("Step", f"{short_count(row.step)} of {short_count(job.total_steps)}"),
+        ("Steps/s", f"{row.steps_per_second:,.0f}" if row.steps_per_second else "–"),
+        ("ETA", duration(row.eta_s)), ("Mean return", f"{row.mean_return:.2f}" if row.mean_return is not None else "–"),
+        ("Priority", str(job.priority)), ("Restarts", f"{job.restarts} of {job.max_restarts}"),
+        ("GPUs", job.gpus or "none"), ("PID", str(job.pid or "–")),
+        ("Submitted", clock_time(job.submitted, stamp)), ("Started", clock_time(job.started, stamp)),
+        ("Finished", clock_time(job.finished, stamp)),
+    ]
+    return Group(label_grid(pairs, per_row=4),
+                 label_grid([("Reason", job.reason or "–"), ("Job file", job.spec_path),
+                             ("Run dir", home_relative(job.run_dir, home))], per_row=1))
+
+
+def label_grid(pairs: list[tuple[str, object]], per_row: int) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    for _ in range(per_row):
+        grid.add_column(style="bold", min_width=11)
+        grid.add_column()
+    for index in range(0, len(pairs), per_row):
+        grid.add_row(*[cell for pair in pairs[index:index + per_row] for cell in pair])
+    return grid
+
+
+def home_relative(path: str, home: Path) -> str:
+    try:
+        return str(Path(path).relative_to(home))
+    except ValueError:
+        return path
+
+
+class HelpScreen(ModalScreen):
+    """The keys."""
+
+    BINDINGS = [Binding("escape,question_mark,q", "app.pop_screen", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(HELP)
+            yield Label(f"RLSUP_HOME: {self.app.home}", id="help-home")
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes / no question; dismissed with True only on an explicit yes."""
+
+    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
+
+    def __init__(self, question: str, yes: str = "Yes"):
+        super().__init__()
+        self.question, self.yes = question, yes
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(self.question, id="question")
+            with Horizontal(id="buttons"):
+                yield Button(f"{self.yes} (y)", variant="error", id="yes")
+                yield Button("Cancel (n)", id="no")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
+
+
+class SubmitScreen(ModalScreen[str]):
+    """A job file path with completion from the filesystem; dismissed with the path, or "" to cancel."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("tab", "complete", "Complete", priority=True)]
+
+    def __init__(self, start: str):
+        super().__init__()
+        self.start = start
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label("Submit a job file (tab completes, enter submits, escape cancels)")
+            yield Input(value=self.start, suggester=PathSuggester(), select_on_focus=False, id="path")
+
+    def action_complete(self) -> None:
+        field = self.query_one(Input)
+        field.cursor_position = len(field.value)
+        field.action_cursor_right()  # at the end of the text, this accepts the suggestion
+
+    def action_cancel(self) -> None:
+        self.dismiss("")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip())

@@ -1,0 +1,435 @@
+"""The TUI's widgets: jobs table, plots, checkpoints, events, log tail, hardware strip, and their formatting."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from rich.cells import cell_len
+from rich.text import Text
+from textual.binding import Binding
+from textual.suggester import Suggester
+from textual.widgets import DataTable, Log, RichLog, Static
+from textual_plotext import PlotextPlot
+
+from rlsup.checkpoint.manifest import CheckpointEntry
+from rlsup.hardware import Gpu, Sample
+from rlsup.jobstate import State
+from rlsup.store import Event
+from rlsup.tui.data import JobRow, MetricsView
+
+STATE_STYLES = {
+    State.RUNNING: "bold green", State.STARTING: "green", State.PAUSING: "yellow", State.STOPPING: "yellow",
+    State.QUEUED: "cyan", State.PAUSED: "magenta", State.DONE: "blue", State.FAILED: "bold red",
+    State.KILLED: "red",
+}
+EVENT_STYLES = {"state": "", "edit": "green", "refused": "bold red", "intent": "cyan", "signal": "yellow",
+                "daemon": "dim"}
+BAR_WIDTH = 10
+PROBLEM_WIDTH = 24  # a failed verification's reason, cut to fit the checkpoints pane
+EIGHTHS = " ▏▎▍▌▋▊▉█"
+LEVELS = "▁▂▃▄▅▆▇█"
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting
+
+
+def short_count(value: float | None) -> str:
+    """12_345 -> 12.3k, 2_000_000 -> 2M: a step count that fits a narrow column."""
+    if value is None:
+        return "–"
+    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= limit * 0.9995:  # 999,999 rounds to "1M", not "1e+03k"
+            return f"{value / limit:.3g}{suffix}"
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.3g}"
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = int(seconds)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+
+
+def byte_size(count: int | None) -> str:
+    if count is None:
+        return "–"
+    for limit, suffix in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if count >= limit:
+            return f"{count / limit:.1f} {suffix}"
+    return f"{count} B"
+
+
+def clock_time(stamp: float | None, pattern: str = "%H:%M:%S") -> str:
+    return time.strftime(pattern, time.localtime(stamp)) if stamp else "–"
+
+
+def progress(step: int, total: int) -> Text:
+    """A bar in eighths of a cell followed by "step/total"."""
+    fraction = min(1.0, step / total) if total > 0 else 0.0
+    eighths = round(fraction * BAR_WIDTH * 8)
+    bar = "█" * (eighths // 8) + (EIGHTHS[eighths % 8] if eighths % 8 else "")
+    text = Text(bar.ljust(BAR_WIDTH), style="green" if fraction >= 1 else "cyan")
+    text.append(f" {short_count(step)}/{short_count(total)}")
+    return text
+
+
+def width(cell: Text | str) -> int:
+    return cell.cell_len if isinstance(cell, Text) else cell_len(cell)
+
+
+def state_text(state: State) -> Text:
+    return Text(str(state), style=STATE_STYLES.get(state, ""))
+
+
+def level_bar(percent: float | None, width: int) -> Text:
+    """A load bar coloured green / yellow / red as it fills."""
+    value = max(0.0, min(100.0, percent or 0.0))
+    filled = round(value / 100 * width)
+    style = "green" if value < 60 else "yellow" if value < 90 else "red"
+    return Text("█" * filled, style=style) + Text("░" * (width - filled), style="dim")
+
+
+# ---------------------------------------------------------------------------------------------
+# Jobs table
+
+
+JOB_COLUMNS = (("id", "ID"), ("name", "Name"), ("algo", "Algo"), ("env", "Env"), ("state", "State"),
+               ("progress", "Step / total"), ("speed", "Steps/s"), ("return", "Return"), ("eta", "ETA"),
+               ("gpu", "GPU"))
+
+
+def job_cells(row: JobRow) -> tuple:
+    job = row.job
+    return (Text(str(job.id), justify="right"), job.name, job.algo, job.env, state_text(job.state),
+            progress(row.step, job.total_steps),
+            Text(f"{row.steps_per_second:,.0f}" if row.steps_per_second else "–", justify="right"),
+            Text(f"{row.mean_return:.1f}" if row.mean_return is not None else "–", justify="right"),
+            Text(duration(row.eta_s), justify="right"), job.gpus.replace(",", " ") or "–")
+
+
+class JobsTable(DataTable):
+    """Every job, one row each; a refresh redraws only the cells whose text changed."""
+
+    BINDINGS = [Binding("enter", "select_cursor", "Details")]
+
+    def __init__(self, **options):
+        super().__init__(cursor_type="row", zebra_stripes=True, **options)
+        self.rows_shown: dict[int, JobRow] = {}
+        self.cells_shown: dict[int, tuple] = {}
+        self.cells_updated = 0   # counts redrawn cells: the 200-job test checks that idle polls redraw none
+
+    def on_mount(self) -> None:
+        self.ensure_columns()
+
+    def ensure_columns(self) -> None:
+        # The first poll's rows may arrive before this table is mounted.
+        if not self.columns:
+            for key, label in JOB_COLUMNS:
+                self.add_column(label, key=key)
+
+    @property
+    def selected_job_id(self) -> int | None:
+        if not self.row_count:
+            return None
+        return int(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
+
+    def show_rows(self, rows: tuple[JobRow, ...], name_filter: str = "") -> None:
+        """Show rows (already in order) whose name contains name_filter, keeping the cursor's job."""
+        self.ensure_columns()
+        wanted = name_filter.strip().lower()
+        visible = [row for row in rows if wanted in row.job.name.lower()]
+        selected = self.selected_job_id
+        visible_ids = [row.job.id for row in visible]
+        for job_id in set(self.rows_shown) - set(visible_ids):
+            self.remove_row(str(job_id))
+            del self.rows_shown[job_id], self.cells_shown[job_id]
+        widest: dict[str, tuple[int, str, object]] = {}
+        for row in visible:
+            self._show_row(row, widest)
+        # Widen each column once, for its widest new cell: a width check on any narrower cell would
+        # re-measure the whole column, once per cell updated.
+        for column, (_, row_key, cell) in widest.items():
+            self.update_cell(row_key, column, cell, update_width=True)
+        self._order(visible_ids, selected)
+
+    def _show_row(self, row: JobRow, widest: dict) -> None:
+        job_id = row.job.id
+        if self.rows_shown.get(job_id) == row:
+            return
+        self.rows_shown[job_id] = row
+        cells = job_cells(row)
+        old = self.cells_shown.get(job_id)
+        self.cells_shown[job_id] = cells
+        if old is None:
+            self.add_row(*cells, key=str(job_id))
+            return
+        for (column, _), before, after in zip(JOB_COLUMNS, old, cells):
+            if before != after:
+                self.update_cell(str(job_id), column, after)
+                self.cells_updated += 1
+                cell_width = width(after)
+                if cell_width > max(self.columns[column].content_width, widest.get(column, (0,))[0]):
+                    widest[column] = (cell_width, str(job_id), after)
+
+    def _order(self, job_ids: list[int], selected: int | None) -> None:
+        current = [int(row.key.value) for row in self.ordered_rows]
+        if current == job_ids:
+            return
+        position = {job_id: index for index, job_id in enumerate(job_ids)}
+        self.sort("id", key=lambda cell: position[int(cell.plain)])
+        if selected in position:
+            self.move_cursor(row=position[selected], animate=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Plots
+
+
+PLOT_KINDS = ("return", "loss", "speed")
+PLOT_TITLES = {"return": "Episode return", "loss": "Loss", "speed": "Steps per second"}
+
+
+class MetricsPlot(PlotextPlot):
+    """One plot of the selected job's metrics over steps; `kind` picks which."""
+
+    def __init__(self, kind: str = "return", **options):
+        super().__init__(**options)
+        self.kind = kind
+        self.view: MetricsView | None = None
+
+    def show(self, view: MetricsView | None) -> None:
+        self.view = view
+        self._draw()
+
+    def show_kind(self, kind: str) -> None:
+        self.kind = kind
+        self._draw()
+
+    def _draw(self) -> None:
+        plot = self.plt
+        plot.clear_data()
+        plot.clear_figure()
+        plot.xlabel("step")
+        series = [(xs, ys, label, color) for (xs, ys), label, color in self._series() if xs]
+        for xs, ys, label, color in series:
+            if label == "evaluation":  # a few points far apart: a braille dot would vanish
+                plot.scatter(xs, ys, label=label, color=color, marker="◆")
+            else:
+                plot.plot(xs, ys, label=label, color=color, marker="braille")
+        if series:
+            # Points come in step order, so each series' last x is its largest.
+            self._step_ticks(max(xs[-1] for xs, _, _, _ in series))
+        plot.title(self._title(drawn=bool(series)))
+        self.refresh()
+
+    def _title(self, drawn: bool) -> str:
+        title = PLOT_TITLES[self.kind]
+        if self.view is None:
+            return f"{title}: {'no job selected' if self.app.selected_job_id is None else 'reading metrics…'}"
+        return title if drawn else f"{title}: nothing recorded yet"
+
+    def _series(self) -> list:
+        view = self.view
+        if view is None:
+            return []
+        if self.kind == "return":
+            return [(view.episode_return, "episodes", "gray"), (view.smoothed_return, "smoothed", "cyan+"),
+                    (view.evaluation, "evaluation", "orange+")]
+        if self.kind == "loss":
+            return [(view.loss, view.loss_name, "magenta+")]
+        return [(view.steps_per_second, "steps/s", "green+")]
+
+    def _step_ticks(self, last_step: float) -> None:
+        ticks = [last_step * index / 4 for index in range(5)]
+        self.plt.xticks(ticks, [short_count(tick) for tick in ticks])
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints, events, log
+
+
+class CheckpointsTable(DataTable):
+    """The selected job's checkpoints, newest first, with a verification mark filled in as checks finish."""
+
+    COLUMNS = (("step", "Step"), ("newest", ""), ("time", "Time"), ("reason", "Reason"), ("size", "Size"),
+               ("verified", "Verified"))
+
+    def __init__(self, **options):
+        super().__init__(cursor_type="row", show_cursor=False, **options)
+
+    def on_mount(self) -> None:
+        self.ensure_columns()
+
+    def ensure_columns(self) -> None:
+        if not self.columns:
+            for key, label in self.COLUMNS:
+                self.add_column(label, key=key)
+
+    def show(self, entries: tuple[CheckpointEntry, ...], verified: dict[str, str | None]) -> None:
+        self.ensure_columns()
+        self.clear()
+        newest = entries[-1].path if entries else None
+        for entry in reversed(entries):
+            path = str(entry.path)
+            self.add_row(Text(short_count(entry.step), justify="right"),
+                         Text("newest", style="bold") if entry.path == newest else "",
+                         clock_time(entry.time, "%m-%d %H:%M"), entry.reason,
+                         Text(byte_size(entry.bytes), justify="right"),
+                         verified_mark(path, verified), key=path)
+
+    def mark(self, path: str, verified: dict[str, str | None]) -> None:
+        if path in (row.key.value for row in self.ordered_rows):
+            self.update_cell(path, "verified", verified_mark(path, verified), update_width=True)
+
+
+def verified_mark(path: str, verified: dict[str, str | None]) -> Text:
+    if path not in verified:
+        return Text("checking", style="dim")
+    problem = verified[path]
+    if problem is None:
+        return Text("✓ ok", style="green")
+    short = problem if len(problem) <= PROBLEM_WIDTH else problem[:PROBLEM_WIDTH - 1] + "…"
+    return Text(f"✗ {short}", style="bold red")
+
+
+def event_text(event: Event) -> Text:
+    text = Text(clock_time(event.time) + " ", style="dim")
+    if event.kind == "state":
+        text.append(f"{event.from_state or '·'} → ", style="dim")
+        text.append_text(state_text(State(event.to_state)) if event.to_state in State._value2member_map_
+                         else Text(str(event.to_state)))
+        text.append(" ")
+    else:
+        text.append(f"{event.kind} ", style=EVENT_STYLES.get(event.kind, "") or "bold")
+    text.append(event.message, style="red" if event.kind == "refused" else "")
+    return text
+
+
+class EventsLog(RichLog):
+    """State changes, intents, and applied or refused edits of the selected job."""
+
+    def __init__(self, **options):
+        # min_width: RichLog wraps at 78 columns at least, and a narrower pane would crop the rest.
+        super().__init__(wrap=True, markup=False, max_lines=1000, min_width=20, **options)
+        self.job_id: int | None = None
+        self.shown: list[Event] = []
+
+    def load(self, job_id: int | None, events: tuple[Event, ...]) -> None:
+        self.clear()
+        self.job_id, self.shown = job_id, []
+        self.append(events)
+
+    def append(self, events: tuple[Event, ...]) -> None:
+        newest = self.shown[-1].id if self.shown else 0
+        for event in events:
+            # The history of a newly selected job and the live feed overlap: ids tell them apart.
+            if event.job_id == self.job_id and event.id > newest:
+                self.shown.append(event)
+                self.write(event_text(event))
+                newest = event.id
+
+
+class LogTail(Log):
+    """The last lines of the selected job's worker.log."""
+
+    def show(self, lines: tuple[str, ...]) -> None:
+        self.clear()
+        self.write_lines(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hardware strip and daemon banner
+
+
+class HardwareStrip(Static):
+    """CPU per core, RAM, and each GPU with the job holding it."""
+
+    def show(self, sample: Sample, holders: dict[int, str]) -> None:
+        self.update(hardware_text(sample, holders))
+
+
+def hardware_text(sample: Sample, holders: dict[int, str]) -> Text:
+    cores = sample.cpu_percent
+    average = sum(cores) / len(cores) if cores else 0.0
+    text = Text("CPU ", style="bold") + Text(f"{average:3.0f}% ")
+    for percent in cores:
+        style = "green" if percent < 60 else "yellow" if percent < 90 else "red"
+        text.append(LEVELS[min(len(LEVELS) - 1, int(percent / 100 * len(LEVELS)))], style=style)
+    used, total = sample.memory_used_bytes, sample.memory_total_bytes
+    text.append("   RAM ", style="bold")
+    text.append_text(level_bar(100 * used / total if total else 0, 10))
+    text.append(f" {byte_size(used)} / {byte_size(total)}")
+    if not sample.gpus:
+        text.append("\nGPU ", style="bold")
+        text.append("no GPU found (NVML sees none): jobs run on CPU", style="dim")
+    for gpu in sample.gpus:
+        text.append("\n")
+        text.append_text(gpu_text(gpu, holders.get(gpu.index)))
+    return text
+
+
+def gpu_text(gpu: Gpu, holder: str | None) -> Text:
+    text = Text(f"GPU{gpu.index} ", style="bold") + Text(f"{gpu.name[:18]:<18} ", style="dim")
+    text.append_text(level_bar(gpu.utilization_percent, 10))
+    text.append(f" {gpu.utilization_percent:3.0f}%" if gpu.utilization_percent is not None else "   –")
+    if gpu.memory_total_bytes:
+        text.append(f"  mem {byte_size(gpu.memory_used_bytes or 0)} / {byte_size(gpu.memory_total_bytes)}")
+    text.append(f"  {gpu.temperature_c:.0f}°C" if gpu.temperature_c is not None else "  –°C")
+    text.append(f"  {gpu.power_w:.0f} W" if gpu.power_w is not None else "  – W")
+    text.append("  → ", style="dim")
+    text.append(holder or "free", style="bold cyan" if holder else "dim")
+    return text
+
+
+class DaemonBanner(Static):
+    """Says when the daemon is down, and how to start it."""
+
+    def show(self, running: bool) -> None:
+        self.set_class(not running, "-down")
+        self.update("" if running else "The daemon is not running: queued jobs wait and nothing is supervised. "
+                                       "Press D to start it.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Path completion for the submit dialog
+
+
+class PathSuggester(Suggester):
+    """Completes the last part of a path from the filesystem: directories and .toml files."""
+
+    def __init__(self):
+        super().__init__(use_cache=False, case_sensitive=True)
+
+    async def get_suggestion(self, value: str) -> str | None:
+        if not value:
+            return None
+        expanded = Path(os.path.expanduser(value))
+        directory, prefix = (expanded, "") if value.endswith("/") else (expanded.parent, expanded.name)
+        try:
+            names = sorted(completions(directory, prefix))
+        except OSError:
+            return None
+        if not names or names[0] == prefix:
+            return None
+        return value + names[0][len(prefix):]
+
+
+def completions(directory: Path, prefix: str):
+    """Entries of directory starting with prefix: sub-directories (with a slash) and job files."""
+    for entry in os.scandir(directory):
+        hidden = entry.name.startswith(".") and not prefix.startswith(".")
+        if hidden or not entry.name.startswith(prefix):
+            continue
+        if entry.is_dir():
+            yield entry.name + "/"
+        elif entry.name.endswith(".toml"):
+            yield entry.name
