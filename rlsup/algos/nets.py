@@ -1,7 +1,8 @@
-"""Q-networks (MLP for vectors, Nature CNN for pixels) and the parameter fingerprint."""
+"""Q-networks and policy/value networks (MLP for vectors, Nature CNN for pixels) and the parameter fingerprint."""
 from __future__ import annotations
 
 import hashlib
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -57,20 +58,59 @@ class QNetwork(nn.Module):
         return self.head(self.torso(observations))
 
 
+class PolicyValueOutput(NamedTuple):
+    """One forward pass: policy logits [N, A], state values [N] and feature vectors [N, F]."""
+
+    logits: torch.Tensor
+    values: torch.Tensor
+    features: torch.Tensor
+
+
+class PolicyValueNetwork(nn.Module):
+    """A torso, a linear feature head (no activation) and policy and value heads on those features.
+
+    The feature head's outputs are what elite replay compares between the acting and the current network.
+    """
+
+    def __init__(self, torso: nn.Module, num_actions: int, feature_size: int):
+        super().__init__()
+        self.torso = torso
+        self.feature_head = nn.Linear(torso.output_size, feature_size)
+        self.policy_head = nn.Linear(feature_size, num_actions)
+        self.value_head = nn.Linear(feature_size, 1)
+
+    def features(self, observations: torch.Tensor) -> torch.Tensor:
+        return self.feature_head(self.torso(observations))
+
+    def forward(self, observations: torch.Tensor) -> PolicyValueOutput:
+        features = self.features(observations)
+        return PolicyValueOutput(self.policy_head(features), self.value_head(features).squeeze(-1), features)
+
+
 def is_pixel_observation(observation_shape: tuple) -> bool:
     return len(observation_shape) == 3
 
 
-def build_q_network(observation_shape: tuple, num_actions: int, hidden_sizes: list[int]) -> QNetwork:
+def build_torso(observation_shape: tuple, hidden_sizes: list[int]) -> nn.Module:
     """Nature CNN for (stack, 84, 84) frames, an MLP for everything else."""
     if is_pixel_observation(observation_shape):
         if tuple(observation_shape[1:]) != (84, 84):
             raise ValueError(f"the Nature CNN needs 84x84 frames, not {observation_shape}")
-        return QNetwork(NatureTorso(observation_shape[0]), num_actions)
+        return NatureTorso(observation_shape[0])
     input_size = 1
     for size in observation_shape:
         input_size *= size
-    return QNetwork(MlpTorso(input_size, list(hidden_sizes)), num_actions)
+    return MlpTorso(input_size, list(hidden_sizes))
+
+
+def build_q_network(observation_shape: tuple, num_actions: int, hidden_sizes: list[int]) -> QNetwork:
+    """Nature CNN for (stack, 84, 84) frames, an MLP for everything else."""
+    return QNetwork(build_torso(observation_shape, hidden_sizes), num_actions)
+
+
+def build_policy_value_network(observation_shape: tuple, num_actions: int, hidden_sizes: list[int],
+                               feature_size: int) -> PolicyValueNetwork:
+    return PolicyValueNetwork(build_torso(observation_shape, hidden_sizes), num_actions, feature_size)
 
 
 def fingerprint(module: nn.Module) -> str:

@@ -1,0 +1,288 @@
+"""IMPALA: a V-trace learner fed by actors (processes, or inline in serial mode) through replays mixed by ratio."""
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlsup.algos import vtrace
+from rlsup.algos.actors import ActorProcesses, Delivery, SerialActors
+from rlsup.algos.envs import probe_env
+from rlsup.algos.nets import PolicyValueNetwork, build_policy_value_network, fingerprint
+from rlsup.algos.schedules import LinearSchedule
+from rlsup.algos.shared_memory import UnrollLayout
+from rlsup.replay.mixer import ReplayMixer, replay_from_settings
+from rlsup.replay.unrolls import UnrollBatch
+from rlsup.spec import JobSpec, VtraceSection
+
+RECENT_EPISODES = 100
+# How long iterate() waits for actors when there is nothing to train on: short, so a pause is prompt.
+RECEIVE_WAIT_S = 0.1
+# States per forward pass when elite replay asks for the current network's view of stored unrolls.
+FEATURE_CHUNK = 4096
+LOSS_NAMES = ("total_loss", "pg_loss", "baseline_loss", "entropy_loss", "entropy", "mean_value", "mean_rho")
+
+
+class VtraceLearner:
+    """The policy/value network on the job's device, RMSProp, and the V-trace update of one batch."""
+
+    def __init__(self, settings: VtraceSection, network: PolicyValueNetwork, device: torch.device):
+        self.settings = settings
+        self.device = device
+        self.network = network.to(device)
+        self.optimizer = torch.optim.RMSprop(self.network.parameters(), lr=settings.lr, alpha=settings.rmsprop_alpha,
+                                             eps=settings.rmsprop_eps, momentum=settings.rmsprop_momentum)
+        # Absolute steps: a raised budget leaves the learning rate of the steps already taken alone.
+        self.learning_rate = LinearSchedule(settings.lr, 0.0, settings.lr_end_step)
+        self.updates = 0
+
+    def update(self, batch: UnrollBatch, step: int) -> dict[str, float]:
+        """One gradient step on a time-major batch, at the learning rate of absolute step `step`."""
+        settings = self.settings
+        length, size = batch.actions.shape
+        output = self.network(self.as_tensor(batch.observations).flatten(0, 1))
+        logits = output.logits.view(length + 1, size, -1)[:-1]  # the last state only bootstraps
+        values = output.values.view(length + 1, size)
+        actions = self.as_tensor(batch.actions)
+        behaviour = vtrace.action_log_probabilities(self.as_tensor(batch.behaviour_logits), actions)
+        log_rhos = vtrace.action_log_probabilities(logits.detach(), actions) - behaviour
+        discounts = (~self.as_tensor(batch.dones)).float() * settings.gamma
+        returns = vtrace.from_importance_weights(log_rhos, discounts, self.as_tensor(batch.rewards),
+                                                 values[:-1].detach(), values[-1].detach(), settings.rho_clip,
+                                                 settings.pg_rho_clip, settings.c_clip)
+        losses = {"pg_loss": vtrace.policy_gradient_loss(logits, actions, returns.pg_advantages),
+                  "baseline_loss": settings.baseline_cost * vtrace.baseline_loss(returns.vs - values[:-1]),
+                  "entropy_loss": settings.entropy_cost * vtrace.entropy_loss(logits)}
+        total_loss = sum(losses.values())
+        self._step(total_loss, step)
+        with torch.no_grad():
+            entropy = -vtrace.entropy_loss(logits) / (length * size)
+        return {"total_loss": total_loss.item(), **{name: loss.item() for name, loss in losses.items()},
+                "entropy": entropy.item(), "mean_value": values.mean().item(), "mean_rho": log_rhos.exp().mean().item()}
+
+    def _step(self, loss: torch.Tensor, step: int) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.learning_rate(step)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.settings.max_grad_norm > 0:
+            nn.utils.clip_grad_norm_(self.network.parameters(), self.settings.max_grad_norm)
+        self.optimizer.step()
+        self.updates += 1
+
+    @torch.no_grad()
+    def greedy_actions(self, observations: np.ndarray) -> np.ndarray:
+        return self.network(self.as_tensor(observations)).logits.argmax(dim=1).cpu().numpy()
+
+    def as_tensor(self, array: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(array).to(self.device, non_blocking=True)
+
+    def state_dict(self) -> dict:
+        return {"network": self.network.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "updates": self.updates}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.network.load_state_dict(state["network"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates = int(state["updates"])
+
+
+class LearnerFeatures:
+    """Elite replay's FeatureSource: the learner network's current view of stored unrolls."""
+
+    def __init__(self, learner: VtraceLearner):
+        self.learner = learner
+
+    def current_features(self, storage, indices: np.ndarray) -> np.ndarray:
+        """[n, (T+1)·F]: feature-head outputs for every state of each unroll, flattened like storage.features."""
+        features = self._forward(storage, indices, lambda output: output.features)
+        return features.reshape(len(indices), -1)
+
+    def current_logits(self, storage, indices: np.ndarray) -> np.ndarray:
+        """[n, T, A]: policy logits for the acting states of each unroll, shaped like storage.logits."""
+        logits = self._forward(storage, indices, lambda output: output.logits)
+        return logits[:, :-1]
+
+    @torch.no_grad()
+    def _forward(self, storage, indices: np.ndarray, pick: Callable) -> np.ndarray:
+        observations = storage.observations[np.asarray(indices, np.int64)]  # [n, T+1, *obs]
+        flat = observations.reshape(-1, *observations.shape[2:])
+        outputs = [pick(self.learner.network(self.learner.as_tensor(flat[start:start + FEATURE_CHUNK]))).cpu()
+                   for start in range(0, len(flat), FEATURE_CHUNK)]
+        return torch.cat(outputs).numpy().astype(np.float32).reshape(*observations.shape[:2], -1)
+
+
+def build_unroll_replays(spec: JobSpec, layout: UnrollLayout) -> ReplayMixer:
+    """One unroll storage and sampler per [[replay]] table, each sampler with its own random stream."""
+    seeds = np.random.SeedSequence(spec.job.seed).spawn(len(spec.replay))
+    replays = [replay_from_settings(settings, generator=np.random.Generator(np.random.PCG64(seed)), item="unrolls",
+                                    unroll_length=layout.unroll_length, observation_shape=layout.observation_shape,
+                                    observation_dtype=layout.observation_dtype, num_actions=layout.num_actions,
+                                    feature_size=layout.feature_size)
+               for settings, seed in zip(spec.replay, seeds)]
+    return ReplayMixer(replays, spec.vtrace.batch_size)
+
+
+class VtraceTrainer:
+    """Moves actors' unrolls into the replays, trains on batches mixed by ratio, and publishes the weights.
+
+    `step` counts the env steps the learner has consumed (unroll_length × batch_size per update), so
+    budgets, schedules and checkpoints fall on update boundaries.
+    """
+
+    def __init__(self, spec: JobSpec, device: torch.device):
+        self.spec = spec
+        settings = spec.vtrace
+        observation_shape, observation_dtype, num_actions, _ = probe_env(spec.env)
+        self.layout = UnrollLayout(settings.envs_per_actor, settings.unroll_length, tuple(observation_shape),
+                                   np.dtype(observation_dtype), num_actions, settings.feature_size)
+        torch.manual_seed(spec.job.seed)
+        network = build_policy_value_network(observation_shape, num_actions, settings.hidden_sizes,
+                                             settings.feature_size)
+        self.learner = VtraceLearner(settings, network, device)
+        self.feature_source = LearnerFeatures(self.learner)
+        self.replays = build_unroll_replays(spec, self.layout)
+        self.step = 0
+        self.episodes = 0
+        self.unrolls = 0
+        self.recent_returns: deque[float] = deque(maxlen=RECENT_EPISODES)
+        self.loss_sums = dict.fromkeys(LOSS_NAMES, 0.0)
+        self.loss_count = 0
+        # Rounds received but not yet all in the replays (a full queue), and how far into the first one.
+        self.pending: deque[Delivery] = deque()
+        self.pending_position = 0
+        # Serial actors are part of the run's state; processes start at the first iterate, after a restore.
+        self.actors = SerialActors(spec, self.layout, self.learner.network) if settings.serial else None
+
+    # -- training ----------------------------------------------------------------------------
+
+    def iterate(self) -> list[dict]:
+        """Take the actors' finished rounds, fill the replays, and make one update when they are ready."""
+        actors = self._started_actors()
+        wait = 0.0 if self.replays.ready() else RECEIVE_WAIT_S
+        records = [record for delivery in actors.receive(wait) for record in self._accept(delivery)]
+        self._insert_pending()
+        if self.replays.ready():
+            self._update()
+        # Serial mode leaves nothing in flight between iterations: a checkpoint then holds the whole run.
+        while self.spec.vtrace.serial and self.pending:
+            self._update()
+            self._insert_pending()
+        return records
+
+    def _started_actors(self):
+        if self.actors is None:
+            # Seeded by the update count too, so a resumed run's actors do not replay the first episodes.
+            self.actors = ActorProcesses(self.spec, self.layout, self.learner.network, generation=self.learner.updates)
+            self.actors.start()
+        return self.actors
+
+    def _accept(self, delivery: Delivery) -> list[dict]:
+        self.pending.append(delivery)
+        records = []
+        for episode in delivery.episodes:
+            self.episodes += 1
+            self.recent_returns.append(float(episode["return"]))
+            records.append({**episode, "step": self.step})
+        return records
+
+    def _insert_pending(self) -> None:
+        """Unrolls into every replay in arrival order, until done or a queue is full and ready to sample."""
+        while self.pending:
+            delivery = self.pending[0]
+            arrays = self.actors.arrays(delivery.group)
+            while self.pending_position < self.layout.envs:
+                if self.replays.free() == 0:
+                    if self.replays.ready():
+                        return  # back-pressure: the actors wait on free slots until an update drains the queue
+                    drop_oldest_queued(self.replays)
+                self.replays.add_unroll(**arrays.unroll(self.pending_position), feature_source=self.feature_source)
+                self.pending_position += 1
+                self.unrolls += 1
+            self.pending.popleft()
+            self.pending_position = 0
+            self.actors.release(delivery.group)
+
+    def _update(self) -> None:
+        settings = self.spec.vtrace
+        batch = self.replays.sample(settings.batch_size, features=self.feature_source)
+        metrics = self.learner.update(batch, self.step)
+        self.step += settings.unroll_length * settings.batch_size
+        self.actors.weights.publish(self.learner.network)
+        for name in LOSS_NAMES:
+            self.loss_sums[name] += metrics[name]
+        self.loss_count += 1
+
+    # -- the trainer protocol ----------------------------------------------------------------
+
+    def train_metrics(self) -> dict:
+        """Averages since the previous call, for a `train` line of metrics.jsonl."""
+        metrics = {"lr": self.learner.learning_rate(self.step), "updates": self.learner.updates,
+                   "episodes": self.episodes, "unrolls": self.unrolls, "mean_return": self.mean_return()}
+        for number, replay in enumerate(self.replays.replays):
+            metrics[f"replay{number}_size"] = len(replay.storage)
+            if hasattr(replay.sampler, "lambda_value"):
+                metrics[f"replay{number}_lambda"] = replay.sampler.lambda_value
+        if self.loss_count:
+            metrics.update({name: total / self.loss_count for name, total in self.loss_sums.items()})
+        self.loss_sums, self.loss_count = dict.fromkeys(LOSS_NAMES, 0.0), 0
+        return metrics
+
+    def mean_return(self) -> float | None:
+        return float(np.mean(self.recent_returns)) if self.recent_returns else None
+
+    def greedy_policy(self) -> Callable[[np.ndarray], np.ndarray]:
+        return self.learner.greedy_actions
+
+    def fingerprint(self) -> str:
+        return fingerprint(self.learner.network)
+
+    def state_dict(self, *, include_replay: bool = True) -> dict:
+        """Learner, counters and replays; actors only in serial mode.
+
+        In parallel mode the actors' envs and the rounds not yet in a replay are left out and lost
+        on resume: the actor count may change then, and asynchronous actors are not reproducible anyway.
+        """
+        state = {
+            "learner": self.learner.state_dict(),
+            "counters": {"step": self.step, "episodes": self.episodes, "unrolls": self.unrolls},
+            "metrics": {"recent_returns": list(self.recent_returns), "loss_sums": dict(self.loss_sums),
+                        "loss_count": self.loss_count},
+        }
+        if include_replay:
+            state["replay"] = self.replays.state_dict()
+        if isinstance(self.actors, SerialActors):
+            state["actors"] = self.actors.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.learner.load_state_dict(state["learner"])
+        counters, metrics = state["counters"], state["metrics"]
+        self.step, self.episodes, self.unrolls = (int(counters[name]) for name in ("step", "episodes", "unrolls"))
+        self.recent_returns = deque((float(value) for value in metrics["recent_returns"]), maxlen=RECENT_EPISODES)
+        self.loss_sums = {name: float(metrics["loss_sums"][name]) for name in LOSS_NAMES}
+        self.loss_count = int(metrics["loss_count"])
+        if "replay" in state:
+            self.replays.load_state_dict(state["replay"])
+        if isinstance(self.actors, SerialActors):
+            if "actors" in state:
+                self.actors.load_state_dict(state["actors"])
+            self.actors.weights.publish(self.learner.network)
+
+    def close(self) -> None:
+        if self.actors is not None:
+            self.actors.close()
+
+
+def drop_oldest_queued(replays: ReplayMixer) -> None:
+    """Warm-up: a full queue gives up its oldest unroll while another replay is still filling.
+
+    Every unroll goes to all replays, and a queue that refused them until, say, an elite replay
+    reached its minimum would never let that replay fill. The dropped unroll is in the others.
+    """
+    for replay in replays.replays:
+        if replay.free() == 0:
+            replay.sampler.sample(replay.storage, 1)

@@ -1,0 +1,129 @@
+"""Unroll slots and a weights buffer that actor processes and the learner share without copying through pipes."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.utils import parameters_to_vector
+
+# How long a publish waits for an actor to finish reading the weights before giving up: an actor
+# killed while it held the lock would otherwise hang the learner for ever.
+LOCK_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class UnrollLayout:
+    """Shapes of one actor round: one unroll of unroll_length steps for each of envs environments."""
+
+    envs: int
+    unroll_length: int
+    observation_shape: tuple
+    observation_dtype: np.dtype
+    num_actions: int
+    feature_size: int
+
+
+@dataclass(frozen=True)
+class UnrollArrays:
+    """One round's unrolls, env-major: index [env, time]. Views into the slot memory, written in place."""
+
+    observations: np.ndarray       # [E, T+1, *obs]
+    actions: np.ndarray            # [E, T] int64
+    rewards: np.ndarray            # [E, T] float32
+    dones: np.ndarray              # [E, T] bool: the step ended the episode or a life (no bootstrap through it)
+    behaviour_logits: np.ndarray   # [E, T, A] float32
+    features: np.ndarray           # [E, T+1, F] float32
+
+    def unroll(self, env: int) -> dict[str, np.ndarray]:
+        """One env's unroll, keyed as UnrollStorage.add takes it."""
+        return {name: getattr(self, name)[env] for name in UNROLL_FIELDS}
+
+
+UNROLL_FIELDS = tuple(UnrollArrays.__dataclass_fields__)
+
+
+class UnrollGroups:
+    """groups × envs unroll slots; one group is what one actor fills in one round.
+
+    With shared=True the tensors live in shared memory and travel to spawned actors as file
+    descriptors, so an actor writes a round straight where the learner reads it.
+    """
+
+    def __init__(self, layout: UnrollLayout, groups: int, *, shared: bool):
+        envs, length = layout.envs, layout.unroll_length
+        observation_dtype = torch.from_numpy(np.zeros(0, layout.observation_dtype)).dtype
+        self.layout = layout
+        self.groups = groups
+        self.tensors = {
+            "observations": torch.zeros((groups, envs, length + 1, *layout.observation_shape),
+                                        dtype=observation_dtype),
+            "actions": torch.zeros((groups, envs, length), dtype=torch.int64),
+            "rewards": torch.zeros((groups, envs, length), dtype=torch.float32),
+            "dones": torch.zeros((groups, envs, length), dtype=torch.bool),
+            "behaviour_logits": torch.zeros((groups, envs, length, layout.num_actions), dtype=torch.float32),
+            "features": torch.zeros((groups, envs, length + 1, layout.feature_size), dtype=torch.float32),
+        }
+        if shared:
+            for tensor in self.tensors.values():
+                tensor.share_memory_()
+
+    def group(self, index: int) -> UnrollArrays:
+        return UnrollArrays(**{name: tensor[index].numpy() for name, tensor in self.tensors.items()})
+
+
+class WeightsBuffer:
+    """The learner's newest parameters as one flat float32 buffer and a version number.
+
+    The learner publishes after every update; an actor copies the buffer into its own network
+    between unrolls when the version moved. The lock keeps an actor from reading half a publish.
+    """
+
+    def __init__(self, network: nn.Module, *, lock=None, shared: bool):
+        self.flat = parameters_to_vector(network.parameters()).detach().to("cpu", torch.float32).clone()
+        self.version = torch.zeros(1, dtype=torch.int64)
+        if shared:
+            self.flat.share_memory_()
+            self.version.share_memory_()
+        self.lock = lock if lock is not None else threading.Lock()
+
+    def publish(self, network: nn.Module) -> None:
+        # One flatten on the learner's device and one transfer, not one small copy per tensor.
+        flat = parameters_to_vector(network.parameters()).detach().to("cpu", torch.float32)
+        with _held(self.lock):
+            self.flat.copy_(flat)
+            self.version += 1
+
+    def load_into(self, network: nn.Module, known_version: int) -> int:
+        """Copy the weights into network if newer than known_version; returns the version it now holds."""
+        version = int(self.version[0])
+        if version == known_version:
+            return known_version
+        with _held(self.lock), torch.no_grad():
+            version = int(self.version[0])
+            # Copies, not views (vector_to_parameters makes views): the next publish must not
+            # change an actor's weights in the middle of its unroll.
+            offset = 0
+            for parameter in network.parameters():
+                size = parameter.numel()
+                parameter.copy_(self.flat[offset:offset + size].view_as(parameter))
+                offset += size
+        return version
+
+
+class _held:
+    """A lock acquired with a deadline, so a peer that died holding it fails loudly instead of hanging."""
+
+    def __init__(self, lock):
+        self.lock = lock
+
+    def __enter__(self):
+        if not self.lock.acquire(timeout=LOCK_TIMEOUT_S):
+            raise RuntimeError(f"the weights lock was not released within {LOCK_TIMEOUT_S:.0f} s: "
+                               "an actor probably died while reading the weights")
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.lock.release()

@@ -1,0 +1,252 @@
+"""V-trace in real processes: serial bit-exact resume, parallel pause/resume with replays intact, no orphan actors."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+import torch
+
+from rlsup import runfiles
+from rlsup.algos.impala import VtraceTrainer
+from rlsup.algos.nets import build_policy_value_network, fingerprint
+from rlsup.algos.shared_memory import WeightsBuffer
+from rlsup.checkpoint.manifest import latest_verified
+from rlsup.checkpoint.store import load_checkpoint
+from rlsup.jobstate import State
+from worker_helpers import (final_fingerprint, metric_steps, pause_when, rlsup_command, run_rlsup, start_rlsup,
+                            wait_for)
+
+EXIT_PAUSED = 75
+JOBS = Path(__file__).parents[2] / "jobs"
+STEPS_PER_UPDATE = 10 * 8  # unroll_length × batch_size below
+
+SMALL_VTRACE = """
+[job]
+algo = "vtrace"
+seed = 5
+total_steps = {total_steps}
+device = "cpu"
+threads = 1
+
+[env]
+id = "CartPole-v1"
+
+[vtrace]
+actors = 2
+envs_per_actor = 2
+unroll_length = 10
+batch_size = 8
+lr = 2e-3
+lr_end_step = 1_000_000
+hidden_sizes = [32, 32]
+feature_size = 16
+serial = {serial}
+
+[[replay]]
+kind = "queue"
+capacity = 4
+ratio = 0.5
+
+[[replay]]
+kind = "elite"
+capacity = 64
+ratio = 0.5
+min_size = 16
+lambda_batch_multiplier = 3.0
+anneal_steps = 40
+
+[checkpoint]
+every_steps = 0
+keep = 3
+
+[log]
+every_steps = 400
+"""
+
+
+def vtrace_job(directory: Path, *, total_steps: int, serial: bool, name: str = "vtrace") -> Path:
+    path = directory / f"{name}.toml"
+    path.write_text(SMALL_VTRACE.format(total_steps=total_steps, serial=str(serial).lower()))
+    return path
+
+
+def start_in_own_session(*arguments: str) -> subprocess.Popen:
+    """`rlsup ARGS` as the leader of its own process group, so a test can Ctrl-C the whole group."""
+    return subprocess.Popen(rlsup_command(*arguments), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=os.environ.copy(), start_new_session=True)
+
+
+def actor_pids(run_dir: Path) -> list[int]:
+    """Actor pids as the newest worker logged them."""
+    found = re.findall(r"V-trace actor processes \(pids ([\d ]+)\)", (run_dir / "worker.log").read_text())
+    return [int(pid) for pid in found[-1].split()] if found else []
+
+
+def alive(pid: int) -> bool:
+    with contextlib.suppress(psutil.NoSuchProcess):
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    return False
+
+
+def wait_for_training(run_dir: Path, process: subprocess.Popen | None, past_step: int) -> None:
+    def trained() -> bool:
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"the worker exited early: {process.communicate()}")
+        return any(step > past_step for step in metric_steps(run_dir, "train"))
+    wait_for(trained, timeout=120, what=f"a train record past step {past_step}")
+
+
+def replay_checksums(tree, where: str = "") -> dict[str, str]:
+    """sha256 of every array (dtype, shape, bytes) and the value of every scalar in a replay state tree."""
+    if isinstance(tree, dict):
+        return {key: value for name, item in tree.items()
+                for key, value in replay_checksums(item, f"{where}/{name}").items()}
+    if isinstance(tree, (np.ndarray, torch.Tensor)):
+        array = np.ascontiguousarray(np.asarray(tree))
+        digest = hashlib.sha256(f"{array.dtype}{array.shape}".encode() + array.tobytes()).hexdigest()
+        return {where: digest}
+    return {where: repr(tree)}
+
+
+# ---- weights publishing -----------------------------------------------------------------------------
+
+
+def test_actors_copy_published_weights_and_keep_them_until_the_next_load() -> None:
+    learner = build_policy_value_network((4,), 2, [8], 4)
+    actor = build_policy_value_network((4,), 2, [8], 4)
+    weights = WeightsBuffer(learner, shared=True)
+    version = weights.load_into(actor, known_version=-1)
+    assert fingerprint(actor) == fingerprint(learner)
+    with torch.no_grad():
+        for parameter in learner.parameters():
+            parameter.add_(1.0)
+    weights.publish(learner)
+    before = fingerprint(actor)
+    assert fingerprint(actor) != fingerprint(learner), "an actor's weights must not change under its feet"
+    assert weights.load_into(actor, known_version=version + 1) == version + 1 and fingerprint(actor) == before
+    assert weights.load_into(actor, known_version=version) == version + 1
+    assert fingerprint(actor) == fingerprint(learner)
+
+
+# ---- serial mode ------------------------------------------------------------------------------------
+
+
+def test_serial_pause_then_resume_is_bit_exact(tmp_path: Path) -> None:
+    total = 200 * STEPS_PER_UPDATE
+    job = vtrace_job(tmp_path, total_steps=total, serial=True)
+    straight = tmp_path / "straight"
+    result = run_rlsup("run", job, "--run-dir", straight)
+    assert result.returncode == 0, result.stderr
+
+    run_dir = tmp_path / "paused"
+    process = start_rlsup("run", job, "--run-dir", run_dir)
+    pause_when(process, run_dir, train_step=total // 4)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == EXIT_PAUSED, stderr
+    paused_step = runfiles.read_exit(run_dir)["step"]
+    assert total // 4 <= paused_step < total
+
+    result = run_rlsup("run", "--resume", run_dir)
+    assert result.returncode == 0, result.stderr
+    assert runfiles.read_exit(run_dir)["step"] == total
+    assert final_fingerprint(run_dir) == final_fingerprint(straight)
+
+
+# ---- parallel mode ----------------------------------------------------------------------------------
+
+
+def test_parallel_pause_and_resume_under_the_daemon(harness) -> None:
+    total = 600 * STEPS_PER_UPDATE  # far enough for the pause to land mid-run on a fast machine
+    harness.start_daemon()
+    job = harness.submit(vtrace_job(harness.jobs_directory, total_steps=total, serial=False))
+    harness.wait_step(job.id, 30 * STEPS_PER_UPDATE)
+    run_dir = Path(harness.job(job.id).run_dir)
+    first_actors = actor_pids(run_dir)
+    assert len(first_actors) == 2
+
+    code, _, _ = harness.cli("pause", str(job.id))
+    assert code == 0
+    harness.wait_state(job.id, State.PAUSED, timeout=60)
+    assert runfiles.read_exit(run_dir)["code"] == EXIT_PAUSED
+    wait_for(lambda: not any(map(alive, first_actors)), timeout=10, what="the actors to exit with their learner")
+    paused_step = runfiles.read_exit(run_dir)["step"]
+    paused = [record for record in runfiles.read_metrics(run_dir) if record["kind"] == "train"][-1]
+    assert_replays_round_trip(run_dir)
+
+    code, _, _ = harness.cli("resume", str(job.id))
+    assert code == 0
+    harness.wait_state(job.id, State.DONE, timeout=120)
+    assert runfiles.read_exit(run_dir)["step"] == total
+    resumed = [record for record in runfiles.read_metrics(run_dir)
+               if record["kind"] == "train" and record["step"] > paused_step]
+    assert resumed, "no training after the resume"
+    # The counters went on from the checkpoint, and the new actors trained the same network further.
+    assert resumed[0]["episodes"] >= paused["episodes"] and resumed[-1]["updates"] == total // STEPS_PER_UPDATE
+    assert resumed[-1]["unrolls"] > paused["unrolls"]
+    assert set(actor_pids(run_dir)).isdisjoint(first_actors)
+
+
+def assert_replays_round_trip(run_dir: Path) -> None:
+    """The pause checkpoint's replays (queue and elite, with sample counts and lambda) load back unchanged."""
+    entry = latest_verified(run_dir)
+    assert entry is not None and entry.reason == "pause"
+    _, state = load_checkpoint(entry.path)
+    saved = state["trainer"]["replay"]
+    assert all(part["storage"]["size"] > 0 for part in saved.values()), "the replays were still empty"
+    trainer = VtraceTrainer(runfiles.read_run_spec(run_dir), torch.device("cpu"))
+    try:
+        trainer.load_state_dict(state["trainer"])
+        assert trainer.step == entry.step
+        assert replay_checksums(trainer.replays.state_dict()) == replay_checksums(saved)
+    finally:
+        trainer.close()
+
+
+def test_actors_ignore_ctrl_c_and_never_outlive_their_learner(tmp_path: Path) -> None:
+    job = vtrace_job(tmp_path, total_steps=10_000_000, serial=False)
+    run_dir = tmp_path / "run"
+    process = start_in_own_session("run", job, "--run-dir", run_dir)
+    try:
+        wait_for_training(run_dir, process, past_step=10 * STEPS_PER_UPDATE)
+        actors = actor_pids(run_dir)
+        assert len(actors) == 2 and set(actors) <= {child.pid for child in psutil.Process(process.pid).children()}
+        assert all(psutil.Process(pid).name().startswith("rlsup-actor") for pid in actors)
+        # A terminal's Ctrl-C reaches the whole group: the actors must leave the pause to the learner.
+        os.killpg(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == EXIT_PAUSED, stderr
+        assert "Traceback" not in stderr, stderr
+        wait_for(lambda: not any(map(alive, actors)), timeout=10, what="the actors to exit after the pause")
+
+        process = start_in_own_session("run", "--resume", run_dir)
+        wait_for_training(run_dir, process, past_step=runfiles.read_exit(run_dir)["step"])
+        actors = actor_pids(run_dir)
+        assert all(map(alive, actors))
+        process.kill()  # SIGKILL: the learner gets no chance to tell anyone
+        process.communicate(timeout=30)
+        wait_for(lambda: not any(map(alive, actors)), timeout=5, what="the actors to die with their learner")
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate(timeout=30)
+
+
+# ---- the example job learns -------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_cartpole_vtrace_job_solves_cartpole(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    result = run_rlsup("run", JOBS / "cartpole-vtrace.toml", "--run-dir", run_dir, timeout=280)
+    assert result.returncode == 0, result.stderr
+    returns = [record["mean_return"] for record in runfiles.read_metrics(run_dir)
+               if record["kind"] == "train" and record["mean_return"] is not None]
+    assert max(returns) >= 475, f"mean returns over the run: {returns}"
