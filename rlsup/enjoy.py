@@ -35,7 +35,6 @@ def load_policy(run_dir: Path, which: str = "latest") -> tuple[Callable[[np.ndar
     import torch
 
     from rlsup.algos.envs import probe_env
-    from rlsup.algos.nets import build_q_network
     from rlsup.checkpoint.manifest import resolve
     from rlsup.checkpoint.store import load_checkpoint
 
@@ -43,15 +42,27 @@ def load_policy(run_dir: Path, which: str = "latest") -> tuple[Callable[[np.ndar
     entry = resolve(run_dir, which)
     _, state = load_checkpoint(entry.path)
     observation_shape, _, num_actions, _ = probe_env(spec.env)
-    network = build_q_network(observation_shape, num_actions, spec.dqn.hidden_sizes)
-    network.load_state_dict(state["trainer"]["learner"]["online"])
+    network, weights, scores = greedy_network(spec, observation_shape, num_actions, state["trainer"]["learner"])
+    network.load_state_dict(weights)
     network.eval()
 
     @torch.no_grad()
     def policy(observations: np.ndarray) -> np.ndarray:
-        return network(torch.as_tensor(observations)).argmax(dim=1).numpy()
+        return scores(network(torch.as_tensor(observations))).argmax(dim=1).numpy()
 
     return policy, entry
+
+
+def greedy_network(spec, observation_shape: tuple, num_actions: int, learner_state: dict):
+    """The network, its saved weights, and what to take the argmax of: Q-values or policy logits."""
+    from rlsup.algos.nets import build_policy_value_network, build_q_network
+
+    if spec.job.algo == "vtrace":
+        network = build_policy_value_network(observation_shape, num_actions, spec.vtrace.hidden_sizes,
+                                             spec.vtrace.feature_size)
+        return network, learner_state["network"], lambda output: output.logits
+    network = build_q_network(observation_shape, num_actions, spec.dqn.hidden_sizes)
+    return network, learner_state["online"], lambda values: values
 
 
 def enjoy(run_dir: Path, *, which: str = "latest", episodes: int = 5, seed: int | None = None,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,7 @@ def test_example_job_runs_shrunk(job_file: Path, tmp_path: Path) -> None:
     assert runfiles.read_exit(run_dir)["step"] >= spec.job.total_steps
     kinds = {record["kind"] for record in runfiles.read_metrics(run_dir)}
     assert {"train", "checkpoint"} <= kinds
+    if spec.env.preset == "classic":  # an untrained greedy Atari policy can idle until the time limit
+        played = run_rlsup("enjoy", run_dir, "--episodes", "1", "--json")
+        assert played.returncode == 0, played.stderr
+        assert len(json.loads(played.stdout)["returns"]) == 1
