@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import nn
-from torch.nn.utils import parameters_to_vector
 
 # How long a publish waits for an actor to finish reading the weights before giving up: an actor
 # killed while it held the lock would otherwise hang the learner for ever.
@@ -82,7 +81,7 @@ class WeightsBuffer:
     """
 
     def __init__(self, network: nn.Module, *, lock=None, shared: bool):
-        self.flat = parameters_to_vector(network.parameters()).detach().to("cpu", torch.float32).clone()
+        self.flat = flatten_parameters(network).detach().to("cpu", torch.float32).clone()
         self.version = torch.zeros(1, dtype=torch.int64)
         if shared:
             self.flat.share_memory_()
@@ -91,7 +90,7 @@ class WeightsBuffer:
 
     def publish(self, network: nn.Module) -> None:
         # One flatten on the learner's device and one transfer, not one small copy per tensor.
-        flat = parameters_to_vector(network.parameters()).detach().to("cpu", torch.float32)
+        flat = flatten_parameters(network).detach().to("cpu", torch.float32)
         with _held(self.lock):
             self.flat.copy_(flat)
             self.version += 1
@@ -127,3 +126,9 @@ class _held:
 
     def __exit__(self, *exc_info) -> None:
         self.lock.release()
+
+
+def flatten_parameters(network: torch.nn.Module) -> torch.Tensor:
+    """Every parameter in one vector, in logical order whatever its memory format (channels_last
+    convolutions cannot be viewed flat, which is what torch's parameters_to_vector does)."""
+    return torch.cat([parameter.detach().reshape(-1) for parameter in network.parameters()])
