@@ -19,7 +19,7 @@ from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup.daemon import client
 from rlsup.jobstate import State
 from rlsup.store import Job, Store
-from worker_helpers import cartpole_job, cartpole_text
+from rlsup_testing import cartpole_job, cartpole_text
 
 FAST_SETTINGS = {"debounce_s": 0.3, "restart_backoff_s": 0.2, "tick_s": 0.05, "hardware_sample_s": 1.0}
 

@@ -8,7 +8,7 @@ import numpy as np
 from rlsup import runfiles
 from rlsup.checkpoint.manifest import latest_verified
 from rlsup.checkpoint.store import load_checkpoint
-from worker_helpers import cartpole_job, checkpoint_reasons, final_fingerprint, pause_when, run_rlsup, start_rlsup
+from rlsup_testing import cartpole_job, checkpoint_reasons, final_fingerprint, pause_when, run_rlsup, start_rlsup
 
 EXIT_PAUSED = 75
 STEPS = 2_000

@@ -9,7 +9,7 @@ import pytest
 
 from rlsup import runfiles
 from rlsup import spec as specs
-from worker_helpers import run_rlsup
+from rlsup_testing import run_rlsup
 
 JOBS = sorted((Path(__file__).parents[2] / "jobs").glob("*.toml"))
 

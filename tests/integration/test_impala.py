@@ -21,7 +21,7 @@ from rlsup.algos.shared_memory import WeightsBuffer
 from rlsup.checkpoint.manifest import latest_verified
 from rlsup.checkpoint.store import load_checkpoint
 from rlsup.jobstate import State
-from worker_helpers import (final_fingerprint, metric_steps, pause_when, rlsup_command, run_rlsup, start_rlsup,
+from rlsup_testing import (final_fingerprint, metric_steps, pause_when, rlsup_command, run_rlsup, start_rlsup,
                             wait_for)
 
 EXIT_PAUSED = 75

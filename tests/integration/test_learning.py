@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rlsup import runfiles
-from worker_helpers import run_rlsup
+from rlsup_testing import run_rlsup
 
 JOBS = Path(__file__).parents[2] / "jobs"
 SOLVED = 475

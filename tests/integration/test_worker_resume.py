@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rlsup import runfiles
-from worker_helpers import (breakout_job, cartpole_job, checkpoint_reasons, final_fingerprint, metric_steps,
+from rlsup_testing import (breakout_job, cartpole_job, checkpoint_reasons, final_fingerprint, metric_steps,
                             pause_when, run_rlsup, start_rlsup)
 
 EXIT_PAUSED = 75

@@ -10,6 +10,7 @@ from typing import Callable
 
 import psutil
 import pytest
+from rlsup_testing import cartpole_job
 
 from rlsup import paths
 from rlsup.daemon import client
@@ -24,37 +25,6 @@ hardware_sample_s = 5.0
 """
 
 # Small and slow to finish: still running whenever a test pauses it.
-CARTPOLE = """\
-[job]
-name = "{name}"
-seed = 3
-total_steps = {total_steps}
-device = "cpu"
-threads = 1
-
-[env]
-id = "CartPole-v1"
-
-[dqn]
-batch_size = 32
-learning_starts = 200
-train_every = 8
-gradient_steps = 1
-target_update_every = 100
-hidden_sizes = [32, 32]
-epsilon_end_step = 1_000
-
-[[replay]]
-capacity = 5_000
-
-[checkpoint]
-every_steps = 100_000
-
-[log]
-every_steps = 250
-"""
-
-
 @pytest.fixture
 def daemon_home(rlsup_home: Path):
     """RLSUP_HOME with fast daemon settings; whatever daemon and workers the test started are killed after it."""
@@ -68,9 +38,7 @@ def daemon_home(rlsup_home: Path):
 @pytest.fixture
 def job_file(tmp_path: Path) -> Callable[..., Path]:
     def make(name: str = "cartpole", total_steps: int = 200_000) -> Path:
-        path = tmp_path / f"{name}.toml"
-        path.write_text(CARTPOLE.format(name=name, total_steps=total_steps))
-        return path
+        return cartpole_job(tmp_path, name=name, total_steps=total_steps, seed=3, checkpoint_every=100_000)
     return make
 
 

@@ -1,4 +1,4 @@
-"""Running real `rlsup run` processes and reading what they leave behind."""
+"""Small job files, real `rlsup` processes, and readers of what they leave behind, for every suite."""
 from __future__ import annotations
 
 import os
