@@ -90,6 +90,19 @@ def actor_pids(run_dir: Path) -> list[int]:
     return [int(pid) for pid in found[-1].split()] if found else []
 
 
+def process_name(pid: int) -> str:
+    with contextlib.suppress(psutil.NoSuchProcess):
+        return psutil.Process(pid).name()
+    return ""
+
+
+def wait_for_actors_set_up(actors: list[int]) -> None:
+    """Training can pass a step on one actor's unrolls while another still imports under load: wait
+    until every actor has named itself, which it does together with asking for PDEATHSIG."""
+    wait_for(lambda: all(process_name(pid).startswith("rlsup-actor") for pid in actors), timeout=60,
+             what="every actor to name itself")
+
+
 def alive(pid: int) -> bool:
     with contextlib.suppress(psutil.NoSuchProcess):
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -218,7 +231,7 @@ def test_actors_ignore_ctrl_c_and_never_outlive_their_learner(tmp_path: Path) ->
         wait_for_training(run_dir, process, past_step=10 * STEPS_PER_UPDATE)
         actors = actor_pids(run_dir)
         assert len(actors) == 2 and set(actors) <= {child.pid for child in psutil.Process(process.pid).children()}
-        assert all(psutil.Process(pid).name().startswith("rlsup-actor") for pid in actors)
+        wait_for_actors_set_up(actors)
         # A terminal's Ctrl-C reaches the whole group: the actors must leave the pause to the learner.
         os.killpg(process.pid, signal.SIGINT)
         _, stderr = process.communicate(timeout=60)
@@ -230,6 +243,7 @@ def test_actors_ignore_ctrl_c_and_never_outlive_their_learner(tmp_path: Path) ->
         wait_for_training(run_dir, process, past_step=runfiles.read_exit(run_dir)["step"])
         actors = actor_pids(run_dir)
         assert all(map(alive, actors))
+        wait_for_actors_set_up(actors)  # a still-importing actor has not asked for PDEATHSIG yet
         process.kill()  # SIGKILL: the learner gets no chance to tell anyone
         process.communicate(timeout=30)
         wait_for(lambda: not any(map(alive, actors)), timeout=5, what="the actors to die with their learner")
