@@ -9,6 +9,8 @@ from pathlib import Path
 
 from rlsup import paths, runfiles, spec as specs
 from rlsup.daemon import client
+from rlsup.daemon.scheduler import gpu_shortage
+from rlsup.hardware import Hardware
 from rlsup.jobstate import ACTIVE, Desired, State
 from rlsup.store import Job, Store
 
@@ -60,12 +62,26 @@ def command_submit(args: argparse.Namespace) -> int:
         return 2
     print(job.id)
     print(f"queued {job.name} as job {job.id}; run directory {job.run_dir}", file=sys.stderr)
+    warn_if_gpus_missing(job)
     try:
         client.ensure_daemon()
     except client.DaemonError as error:
         print(f"rlsup: job {job.id} is queued, but {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def warn_if_gpus_missing(job: Job) -> None:
+    """Say at once when a job asks for more GPUs than exist, rather than leave it queued in silence."""
+    if job.gpus_wanted == 0:
+        return
+    hardware = Hardware()
+    try:
+        available = len(hardware.gpu_indices())
+    finally:
+        hardware.close()
+    if job.gpus_wanted > available:
+        print(f"rlsup: warning: job {job.id} {gpu_shortage(job.gpus_wanted, available)}", file=sys.stderr)
 
 
 def command_intent(args: argparse.Namespace) -> int:

@@ -110,8 +110,7 @@ def place(candidates: list[Candidate], *, active_gpu_sets: list[tuple[int, ...]]
             else:
                 waiting[candidate.job_id] = f"waiting for a CPU slot ({settings.cpu_jobs} in use)"
         elif candidate.gpus_wanted > len(gpu_indices):
-            waiting[candidate.job_id] = (f"needs {candidate.gpus_wanted} GPUs; this machine has "
-                                         f"{len(gpu_indices)}")
+            waiting[candidate.job_id] = gpu_shortage(candidate.gpus_wanted, len(gpu_indices))
         elif blocked_by is not None:
             waiting[candidate.job_id] = f"waiting behind job {blocked_by} for GPUs"
         else:
@@ -132,3 +131,9 @@ def _free_gpus(load: dict[int, int], wanted: int, jobs_per_gpu: int) -> tuple[in
     if len(free) < wanted:
         return None
     return tuple(sorted(index for _, index in free[:wanted]))
+
+
+def gpu_shortage(wanted: int, available: int) -> str:
+    """Why a job waits for GPUs this machine does not have, and how to run it anyway."""
+    return (f"needs {wanted} GPU{'s' if wanted != 1 else ''}; this machine has {available} "
+            f"(set [job] gpus = {available} to run it{' on the CPU' if available == 0 else ''})")

@@ -64,3 +64,13 @@ def test_priority_slots_and_gpus(harness) -> None:
         harness.cli("kill", str(job.id))
     for job in (low, second, third):
         harness.wait_state(job.id, State.KILLED, timeout=30)
+
+
+def test_submit_warns_at_once_when_the_machine_lacks_the_gpus(harness, monkeypatch) -> None:
+    monkeypatch.setenv("RLSUP_FAKE_GPUS", "0")
+    harness.extra_environment["RLSUP_FAKE_GPUS"] = "0"
+    code, out, err = harness.cli("submit", harness.job_file("greedy", gpus=1))
+    assert code == 0 and out.strip().isdigit()
+    assert "warning" in err and "needs 1 GPU; this machine has 0 (set [job] gpus = 0 to run it on the CPU)" in err
+    job = harness.job(int(out))
+    assert harness.wait_state(job.id, State.QUEUED).state == State.QUEUED

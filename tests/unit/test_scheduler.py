@@ -156,3 +156,10 @@ def test_fake_hardware_is_deterministic():
     machine = hardware.FakeHardware(cores=2, gpus=1)
     assert machine.sample() == machine.sample()
     assert machine.gpu_indices() == (0,) and machine.sample().gpus[0].temperature_c == 60.0
+
+
+def test_gpu_shortage_says_how_to_run_anyway() -> None:
+    from rlsup.daemon.scheduler import gpu_shortage
+
+    assert gpu_shortage(1, 0) == "needs 1 GPU; this machine has 0 (set [job] gpus = 0 to run it on the CPU)"
+    assert gpu_shortage(4, 2) == "needs 4 GPUs; this machine has 2 (set [job] gpus = 2 to run it)"
