@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import copy
-from collections import deque
 from typing import Callable
 
 import numpy as np
@@ -11,6 +10,7 @@ from torch import nn
 from torch.nn import functional
 
 from rlsup.algos.envs import TrainingEnv, make_env
+from rlsup.algos.episodes import EpisodeReturns
 from rlsup.algos.nets import build_q_network, fingerprint
 from rlsup.algos.schedules import LinearSchedule, crossed
 from rlsup.checkpoint.rng import generator_state, restore_generator
@@ -18,7 +18,6 @@ from rlsup.replay.mixer import ReplayMixer, replay_from_settings
 from rlsup.replay.storage import TransitionBatch, TransitionStorage
 from rlsup.spec import DqnSection, JobSpec, ReplaySection
 
-RECENT_EPISODES = 100
 # Replay kinds that score items with the Q-network's penultimate features.
 SCORED_KINDS = ("elite", "attentive")
 
@@ -168,8 +167,7 @@ class DqnTrainer:
         self.exploration = np.random.Generator(np.random.PCG64(exploration_seed))
         self.epsilon = LinearSchedule(settings.epsilon_start, settings.epsilon_end, settings.epsilon_end_step)
         self.step = 0
-        self.episodes = 0
-        self.recent_returns: deque[float] = deque(maxlen=RECENT_EPISODES)
+        self.returns = EpisodeReturns()
         self.loss_sum, self.q_sum, self.loss_count = 0.0, 0.0, 0
         self.observations = [env.reset() for env in self.envs]
         self.first = [True] * len(self.envs)
@@ -216,8 +214,7 @@ class DqnTrainer:
         self.replays.add_final(index, env.newest_frame(result.observation))
         self.observations[index] = env.reset()
         self.first[index] = True
-        self.episodes += 1
-        self.recent_returns.append(result.episode.raw_return)
+        self.returns.add(result.episode.raw_return)
         return {"kind": "episode", "step": self.step + index + 1, "return": result.episode.raw_return,
                 "length": result.episode.length}
 
@@ -248,8 +245,12 @@ class DqnTrainer:
         self.loss_sum, self.q_sum, self.loss_count = 0.0, 0.0, 0
         return metrics
 
+    @property
+    def episodes(self) -> int:
+        return self.returns.count
+
     def mean_return(self) -> float | None:
-        return float(np.mean(self.recent_returns)) if self.recent_returns else None
+        return self.returns.mean()
 
     def greedy_policy(self) -> Callable[[np.ndarray], np.ndarray]:
         return self.learner.greedy_actions
@@ -261,8 +262,9 @@ class DqnTrainer:
         state = {
             "learner": self.learner.state_dict(),
             "exploration": generator_state(self.exploration),
-            "counters": {"step": self.step, "episodes": self.episodes},
-            "metrics": {"recent_returns": list(self.recent_returns), "loss_sum": self.loss_sum,
+            "counters": {"step": self.step},
+            "episodes": self.returns.state_dict(),
+            "metrics": {"loss_sum": self.loss_sum,
                         "q_sum": self.q_sum, "loss_count": self.loss_count},
             "envs": {str(index): env.state_dict() for index, env in enumerate(self.envs)},
             "observations": np.stack(self.observations),
@@ -276,9 +278,8 @@ class DqnTrainer:
         self.learner.load_state_dict(state["learner"])
         self.exploration = restore_generator(state["exploration"])
         self.step = int(state["counters"]["step"])
-        self.episodes = int(state["counters"]["episodes"])
+        self.returns.load_state_dict(state["episodes"])
         metrics = state["metrics"]
-        self.recent_returns = deque((float(value) for value in metrics["recent_returns"]), maxlen=RECENT_EPISODES)
         self.loss_sum, self.q_sum = float(metrics["loss_sum"]), float(metrics["q_sum"])
         self.loss_count = int(metrics["loss_count"])
         for index, env in enumerate(self.envs):

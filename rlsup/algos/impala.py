@@ -11,6 +11,7 @@ from torch import nn
 from rlsup.algos import vtrace
 from rlsup.algos.actors import ActorProcesses, Delivery, SerialActors
 from rlsup.algos.envs import probe_env
+from rlsup.algos.episodes import EpisodeReturns
 from rlsup.algos.nets import PolicyValueNetwork, build_policy_value_network, fingerprint
 from rlsup.algos.schedules import LinearSchedule
 from rlsup.algos.shared_memory import UnrollLayout
@@ -18,7 +19,6 @@ from rlsup.replay.mixer import ReplayMixer, replay_from_settings
 from rlsup.replay.unrolls import UnrollBatch
 from rlsup.spec import JobSpec, VtraceSection
 
-RECENT_EPISODES = 100
 # How long iterate() waits for actors when there is nothing to train on: short, so a pause is prompt.
 RECEIVE_WAIT_S = 0.1
 # States per forward pass when elite replay asks for the current network's view of stored unrolls.
@@ -146,9 +146,8 @@ class VtraceTrainer:
         self.feature_source = LearnerFeatures(self.learner)
         self.replays = build_unroll_replays(spec, self.layout)
         self.step = 0
-        self.episodes = 0
+        self.returns = EpisodeReturns()
         self.unrolls = 0
-        self.recent_returns: deque[float] = deque(maxlen=RECENT_EPISODES)
         self.loss_sums = dict.fromkeys(LOSS_NAMES, 0.0)
         self.loss_count = 0
         # Rounds received but not yet all in the replays (a full queue), and how far into the first one.
@@ -184,8 +183,7 @@ class VtraceTrainer:
         self.pending.append(delivery)
         records = []
         for episode in delivery.episodes:
-            self.episodes += 1
-            self.recent_returns.append(float(episode["return"]))
+            self.returns.add(episode["return"])
             records.append({**episode, "step": self.step})
         return records
 
@@ -231,8 +229,12 @@ class VtraceTrainer:
         self.loss_sums, self.loss_count = dict.fromkeys(LOSS_NAMES, 0.0), 0
         return metrics
 
+    @property
+    def episodes(self) -> int:
+        return self.returns.count
+
     def mean_return(self) -> float | None:
-        return float(np.mean(self.recent_returns)) if self.recent_returns else None
+        return self.returns.mean()
 
     def greedy_policy(self) -> Callable[[np.ndarray], np.ndarray]:
         return self.learner.greedy_actions
@@ -248,8 +250,9 @@ class VtraceTrainer:
         """
         state = {
             "learner": self.learner.state_dict(),
-            "counters": {"step": self.step, "episodes": self.episodes, "unrolls": self.unrolls},
-            "metrics": {"recent_returns": list(self.recent_returns), "loss_sums": dict(self.loss_sums),
+            "counters": {"step": self.step, "unrolls": self.unrolls},
+            "episodes": self.returns.state_dict(),
+            "metrics": {"loss_sums": dict(self.loss_sums),
                         "loss_count": self.loss_count},
         }
         if include_replay:
@@ -261,8 +264,8 @@ class VtraceTrainer:
     def load_state_dict(self, state: dict) -> None:
         self.learner.load_state_dict(state["learner"])
         counters, metrics = state["counters"], state["metrics"]
-        self.step, self.episodes, self.unrolls = (int(counters[name]) for name in ("step", "episodes", "unrolls"))
-        self.recent_returns = deque((float(value) for value in metrics["recent_returns"]), maxlen=RECENT_EPISODES)
+        self.step, self.unrolls = int(counters["step"]), int(counters["unrolls"])
+        self.returns.load_state_dict(state["episodes"])
         self.loss_sums = {name: float(metrics["loss_sums"][name]) for name in LOSS_NAMES}
         self.loss_count = int(metrics["loss_count"])
         if "replay" in state:
