@@ -40,7 +40,8 @@ def load_policy(run_dir: Path, which: str = "latest") -> tuple[Callable[[np.ndar
 
     spec = runfiles.read_run_spec(run_dir)
     entry = resolve(run_dir, which)
-    _, state = load_checkpoint(entry.path)
+    # `latest` resolves to a checkpoint that has just been checksummed; a step or a path has not.
+    _, state = load_checkpoint(entry.path, verify=which != "latest")
     observation_shape, _, num_actions, _ = probe_env(spec.env)
     network, weights, scores = greedy_network(spec, observation_shape, num_actions, state["trainer"]["learner"])
     network.load_state_dict(weights)

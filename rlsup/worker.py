@@ -166,7 +166,8 @@ class Worker:
         if entry is None:
             runfiles.truncate_metrics(self.run_dir, 0)
             return
-        manifest, state = load_checkpoint(entry.path)
+        # latest_verified has just checksummed every file: a second pass would read a large replay twice.
+        manifest, state = load_checkpoint(entry.path, verify=False)
         trainer.load_state_dict(state["trainer"])
         restore_global_rng_state(state["rng"])
         runfiles.truncate_metrics(self.run_dir, int(manifest["metrics_bytes"]))
