@@ -112,11 +112,11 @@ def command_checkpoints(args: argparse.Namespace) -> int:
 
 
 def print_checkpoint_table(rows: list[dict]) -> None:
-    print(f"{'step':>12}  {'time':19}  {'reason':8}  {'size':>9}  {'fingerprint':12}  verified")
+    print(f"{'step':>12}  {'time':19}  {'reason':16}  {'size':>9}  {'fingerprint':12}  verified")
     for row in rows:
         mark = {True: "yes", False: "NO", None: "-"}[row["verified"]]
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["time"]))
-        print(f"{row['step']:>12,}  {when}  {row['reason']:8}  {format_bytes(row['bytes']):>9}  "
+        print(f"{row['step']:>12,}  {when}  {row['label']:16}  {format_bytes(row['bytes']):>9}  "
               f"{row['fingerprint'][:12]:12}  {mark}" + (f"  ({row['problem']})" if row["problem"] else ""))
 
 
@@ -142,11 +142,11 @@ def command_enjoy(args: argparse.Namespace) -> int:
     video = Path(args.video) if args.render == "video" else None
     if args.render == "video" and not args.video:
         video = run_dir / f"enjoy-{time.strftime('%Y%m%d-%H%M%S')}.mp4"
-    returns = enjoy(run_dir, which=args.checkpoint, episodes=args.episodes, seed=args.seed, video=video,
-                    report=report)
+    returns, entry = enjoy(run_dir, which=args.checkpoint, episodes=args.episodes, seed=args.seed, video=video,
+                           report=report)
     mean = sum(returns) / len(returns)
     if args.json:
-        print(json.dumps({"returns": returns, "mean": mean}))
+        print(json.dumps({"returns": returns, "mean": mean, "checkpoint": entry.path.name, "step": entry.step}))
     else:
         print(f"mean return {mean:g} over {len(returns)} episodes" + (f"; video: {video}" if video else ""))
     return 0
@@ -182,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     enjoy = commands.add_parser("enjoy", help="play a trained policy")
     enjoy.add_argument("run", metavar="RUN")
-    enjoy.add_argument("--checkpoint", default="latest", help="latest, a step, or a checkpoint path")
+    enjoy.add_argument("--checkpoint", default="latest", help="latest, best (the best evaluation so far), a step, or a checkpoint path")
     enjoy.add_argument("--episodes", type=int, default=5)
     enjoy.add_argument("--seed", type=int, default=None)
     enjoy.add_argument("--render", choices=["none", "video"], default="none")

@@ -40,8 +40,8 @@ def load_policy(run_dir: Path, which: str = "latest") -> tuple[Callable[[np.ndar
 
     spec = runfiles.read_run_spec(run_dir)
     entry = resolve(run_dir, which)
-    # `latest` resolves to a checkpoint that has just been checksummed; a step or a path has not.
-    _, state = load_checkpoint(entry.path, verify=which != "latest")
+    # `latest` and `best` resolve to a checkpoint that has just been checksummed; a step or a path has not.
+    _, state = load_checkpoint(entry.path, verify=which not in ("latest", "best"))
     observation_shape, _, num_actions, _ = probe_env(spec.env)
     network, weights, scores = greedy_network(spec, observation_shape, num_actions, state["trainer"]["learner"])
     network.load_state_dict(weights)
@@ -67,8 +67,8 @@ def greedy_network(spec, observation_shape: tuple, num_actions: int, learner_sta
 
 
 def enjoy(run_dir: Path, *, which: str = "latest", episodes: int = 5, seed: int | None = None,
-          video: Path | None = None, report: Callable[[str], None] = print) -> list[float]:
-    """Play episodes and report each return; returns the unclipped scores."""
+          video: Path | None = None, report: Callable[[str], None] = print) -> tuple[list[float], object]:
+    """Play episodes and report each return; returns the unclipped scores and the checkpoint played."""
     from rlsup.algos.evaluate import play_episodes
 
     spec = runfiles.read_run_spec(run_dir)
@@ -80,8 +80,9 @@ def enjoy(run_dir: Path, *, which: str = "latest", episodes: int = 5, seed: int 
         report(f"episode {number}: return {score:g} ({length} steps)")
 
     try:
-        return play_episodes(policy, spec.env, seed=spec.job.seed if seed is None else seed, episodes=episodes,
-                             on_episode=on_episode, on_frame=recorder)
+        returns = play_episodes(policy, spec.env, seed=spec.job.seed if seed is None else seed,
+                                episodes=episodes, on_episode=on_episode, on_frame=recorder)
+        return returns, entry
     finally:
         if recorder:
             recorder.close()

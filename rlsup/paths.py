@@ -59,5 +59,7 @@ def new_run_dir(name: str, home: Path | None = None) -> Path:
             continue
 
 
-def checkpoint_name(step: int) -> str:
-    return f"step-{step:012d}"
+def checkpoint_name(step: int, reason: str = "") -> str:
+    # A best checkpoint gets a name of its own: an interval or final checkpoint at the same step
+    # would otherwise replace it.
+    return f"step-{step:012d}-best" if reason == "best" else f"step-{step:012d}"

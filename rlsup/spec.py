@@ -81,7 +81,11 @@ class EnvSection:
 class DqnSection:
     """[dqn]: Deep Q-learning (double, n-step)."""
 
-    lr: float = setting(1e-4, "Adam learning rate.", IDENTITY, minimum=0.0, exclusive_minimum=True)
+    lr: float = setting(1e-4, "Adam learning rate at step 0.", IDENTITY, minimum=0.0, exclusive_minimum=True)
+    lr_end: float = setting(0.0, "Learning rate reached at lr_end_step, and kept after it.", IDENTITY,
+                            minimum=0.0)
+    lr_end_step: int = setting(0, "Absolute step at which the learning rate has moved linearly from lr to "
+                                  "lr_end (0: lr throughout).", IDENTITY, minimum=0)
     gamma: float = setting(0.99, "Discount factor.", IDENTITY, minimum=0.0, maximum=1.0)
     batch_size: int = setting(32, "Transitions per gradient step.", IDENTITY, minimum=1)
     learning_starts: int = setting(80_000, "Step at which gradient updates begin.", IDENTITY, minimum=0)
@@ -144,8 +148,10 @@ class VtraceSection:
     unroll_length: int = setting(20, "Steps per unroll (T).", IDENTITY, minimum=1)
     batch_size: int = setting(32, "Unrolls per learner batch.", IDENTITY, minimum=1)
     lr: float = setting(6e-4, "RMSProp learning rate at step 0.", IDENTITY, minimum=0.0, exclusive_minimum=True)
-    lr_end_step: int = setting(50_000_000, "Absolute step at which the learning rate has decayed linearly to 0.",
-                               IDENTITY, minimum=1)
+    lr_end: float = setting(0.0, "Learning rate reached at lr_end_step, and kept after it.", IDENTITY,
+                            minimum=0.0)
+    lr_end_step: int = setting(50_000_000, "Absolute step at which the learning rate has moved linearly from lr "
+                                           "to lr_end.", IDENTITY, minimum=1)
     gamma: float = setting(0.99, "Discount factor.", IDENTITY, minimum=0.0, maximum=1.0)
     rmsprop_alpha: float = setting(0.99, "RMSProp smoothing constant.", IDENTITY, minimum=0.0, maximum=1.0)
     rmsprop_eps: float = setting(0.01, "RMSProp epsilon.", IDENTITY, minimum=0.0, exclusive_minimum=True)

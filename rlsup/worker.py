@@ -109,6 +109,8 @@ class Worker:
         self.metrics: runfiles.MetricsWriter | None = None
         self.last_checkpoint: str | None = None
         self.last_checkpoint_step: int | None = None
+        # The best evaluation mean of this trajectory so far; beating it writes a best checkpoint.
+        self.best_evaluation: float | None = None
         self.progress = ProgressLine(enabled=foreground and sys.stderr.isatty())
         self.tensorboard = None
 
@@ -171,6 +173,9 @@ class Worker:
         trainer.load_state_dict(state["trainer"])
         restore_global_rng_state(state["rng"])
         runfiles.truncate_metrics(self.run_dir, int(manifest["metrics_bytes"]))
+        # Read after the cut: evaluations of a discarded future do not count.
+        self.best_evaluation = max((record["mean"] for record in runfiles.read_metrics(self.run_dir)
+                                    if record["kind"] == "eval"), default=None)
         self.last_checkpoint, self.last_checkpoint_step = str(entry.path), entry.step
         if "replay" not in state["trainer"]:
             log.warning("checkpoint %s holds no replay ([checkpoint] replay = false): "
@@ -246,8 +251,11 @@ class Worker:
         mean = sum(returns) / len(returns)
         self._write_metric({"kind": "eval", "step": step, "mean": mean, "returns": returns})
         log.info("evaluation at step %d: mean return %.2f over %d episodes", step, mean, len(returns))
+        if self.best_evaluation is None or mean > self.best_evaluation:
+            self.best_evaluation = mean
+            self._checkpoint("best", evaluation_mean=mean)
 
-    def _checkpoint(self, reason: str) -> None:
+    def _checkpoint(self, reason: str, evaluation_mean: float | None = None) -> None:
         from rlsup.checkpoint.rng import global_rng_state
         from rlsup.checkpoint.store import write_checkpoint
 
@@ -258,13 +266,17 @@ class Worker:
         self._write_metric({"kind": "checkpoint", "step": trainer.step, "reason": reason,
                             "fingerprint": fingerprint})
         self.metrics.sync()
-        state = {"trainer": trainer.state_dict(include_replay=spec.checkpoint.replay),
+        best = reason == "best"
+        # A best checkpoint is for playing, never for resuming: the replay would only make it slow.
+        state = {"trainer": trainer.state_dict(include_replay=spec.checkpoint.replay and not best),
                  "rng": global_rng_state()}
+        extra = {"algo": spec.job.algo, **({"evaluation_mean": evaluation_mean} if best else {})}
         entry = write_checkpoint(self.run_dir, state, step=trainer.step, episodes=trainer.episodes,
                                  reason=reason, fingerprint=fingerprint, spec_sha256=spec.sha256(),
                                  metrics_bytes=self.metrics.byte_length(), keep=spec.checkpoint.keep,
-                                 extra={"algo": spec.job.algo})
-        self.last_checkpoint, self.last_checkpoint_step = str(entry.path), entry.step
+                                 extra=extra)
+        if not best:
+            self.last_checkpoint, self.last_checkpoint_step = str(entry.path), entry.step
         log.info("checkpoint %s (%s, %.1f MB, fingerprint %s)", entry.path.name, reason, entry.bytes / 1e6,
                  fingerprint[:12])
 

@@ -40,6 +40,9 @@ class DqnLearner:
         self.target = copy.deepcopy(self.online).requires_grad_(False)
         # The fused kernel is about twice as fast per step as the default loop over tensors.
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=settings.lr, fused=True)
+        # Absolute steps: a raised budget leaves the learning rate of the steps already taken alone.
+        self.learning_rate = (LinearSchedule(settings.lr, settings.lr_end, settings.lr_end_step)
+                              if settings.lr_end_step > 0 else LinearSchedule(settings.lr, settings.lr, 1))
         self.updates = 0
 
     @torch.no_grad()
@@ -54,7 +57,8 @@ class DqnLearner:
         values = self.online.head(features)
         return features.float().cpu().numpy(), values.float().cpu().numpy()
 
-    def update(self, batch: TransitionBatch) -> dict[str, float]:
+    def update(self, batch: TransitionBatch, step: int) -> dict[str, float]:
+        """One gradient step at the learning rate of absolute env step `step`."""
         observations = self._tensor(batch.observations)
         next_observations = self._tensor(batch.next_observations)
         actions = self._tensor(batch.actions).long().unsqueeze(1)
@@ -69,6 +73,8 @@ class DqnLearner:
                                  self.target(next_observations), next_online_q)
         chosen = q_values.gather(1, actions).squeeze(1)
         loss = self._loss(chosen, targets)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.learning_rate(step)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.settings.max_grad_norm > 0:
@@ -228,7 +234,7 @@ class DqnTrainer:
             for _ in range(settings.gradient_steps):
                 batch = self.replays.sample(settings.batch_size, settings.n_step, settings.gamma,
                                             self.feature_source)
-                result = self.learner.update(batch)
+                result = self.learner.update(batch, self.step)
                 self.loss_sum += result["loss"]
                 self.q_sum += result["q_mean"]
                 self.loss_count += 1
@@ -237,7 +243,7 @@ class DqnTrainer:
 
     def train_metrics(self) -> dict:
         """Averages since the previous call, for a `train` line of metrics.jsonl."""
-        metrics = {"epsilon": self.epsilon(self.step), "updates": self.learner.updates,
+        metrics = {"epsilon": self.epsilon(self.step), "lr": self.learner.learning_rate(self.step), "updates": self.learner.updates,
                    "episodes": self.episodes, "mean_return": self.mean_return()}
         if self.loss_count:
             metrics["loss"] = self.loss_sum / self.loss_count

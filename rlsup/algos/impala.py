@@ -36,7 +36,7 @@ class VtraceLearner:
         self.optimizer = torch.optim.RMSprop(self.network.parameters(), lr=settings.lr, alpha=settings.rmsprop_alpha,
                                              eps=settings.rmsprop_eps, momentum=settings.rmsprop_momentum)
         # Absolute steps: a raised budget leaves the learning rate of the steps already taken alone.
-        self.learning_rate = LinearSchedule(settings.lr, 0.0, settings.lr_end_step)
+        self.learning_rate = LinearSchedule(settings.lr, settings.lr_end, settings.lr_end_step)
         self.updates = 0
 
     def update(self, batch: UnrollBatch, step: int) -> dict[str, float]:

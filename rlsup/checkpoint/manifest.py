@@ -13,7 +13,10 @@ from rlsup.runfiles import read_json
 FORMAT_VERSION = 1
 MANIFEST_FILE = "manifest.json"
 STATE_FILE = "state.json"
-REASONS = ("interval", "pause", "final", "preempt")
+REASONS = ("interval", "pause", "final", "preempt", "best")
+# A best checkpoint holds the networks of the best evaluation so far, without the replay: it is for
+# playing and exporting, so resuming and "latest" never pick it.
+BEST = "best"
 
 # crc32, not sha256, by measurement on the 2-core box this was built on (about 700 MB of arrays,
 # written then fsynced): a plain write ran at 0.8-1.2 GB/s, crc32 alone at 2.9 GB/s, sha256 at 1.1 GB/s.
@@ -81,12 +84,25 @@ class CheckpointEntry:
                    metrics_bytes=int(manifest.get("metrics_bytes", 0)),
                    spec_sha256=str(manifest.get("spec_sha256", "")), manifest=manifest)
 
+    @property
+    def evaluation_mean(self) -> float | None:
+        """The evaluation that made a best checkpoint best; None for other checkpoints."""
+        value = (self.manifest.get("extra") or {}).get("evaluation_mean")
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    @property
+    def label(self) -> str:
+        """The reason as listings show it: a best checkpoint with the evaluation that made it best."""
+        mean = self.evaluation_mean
+        return f"best (eval {mean:g})" if self.reason == BEST and mean is not None else self.reason
+
     def to_json(self) -> dict:
         return {"step": self.step, "reason": self.reason, "path": str(self.path), "bytes": self.bytes,
                 "fingerprint": self.fingerprint, "time": self.time, "episodes": self.episodes,
                 "metrics_bytes": self.metrics_bytes, "spec_sha256": self.spec_sha256,
                 "format": self.manifest.get("format"), "rlsup_version": self.manifest.get("rlsup_version"),
-                "extra": self.manifest.get("extra", {})}
+                "extra": self.manifest.get("extra", {}), "evaluation_mean": self.evaluation_mean,
+                "label": self.label}
 
 
 def checkpoints_dir(run_dir: Path) -> Path:
@@ -202,18 +218,30 @@ def verify(checkpoint_dir: Path) -> str | None:
 
 
 def latest_verified(run_dir: Path) -> CheckpointEntry | None:
-    """The newest checkpoint that verifies, falling back past corrupt or unreadable ones."""
+    """The newest checkpoint to resume from that verifies, falling back past corrupt or unreadable ones."""
     for entry in reversed(list_checkpoints(run_dir)):
-        if verify(entry.path) is None:
+        if entry.reason != BEST and verify(entry.path) is None:
             return entry
     return None
 
 
+def best_entries(entries: list[CheckpointEntry]) -> list[CheckpointEntry]:
+    """Best checkpoints, the best first: highest evaluation mean, then the newest step.
+
+    Within one trajectory each best beats every earlier one, so the first is also the newest; after a
+    resume from an older checkpoint, a best written by the discarded future may still rank first.
+    """
+    bests = [entry for entry in entries if entry.reason == BEST and entry.evaluation_mean is not None]
+    return sorted(bests, key=lambda entry: (entry.evaluation_mean, entry.step, entry.time), reverse=True)
+
+
 def resolve(run_dir: Path, which: str) -> CheckpointEntry:
-    """The checkpoint named by "latest", a step number, or a path to a checkpoint directory."""
+    """The checkpoint named by "latest", "best", a step number, or a path to a checkpoint directory."""
     which = str(which).strip()
     if which == "latest":
         return _resolve_latest(run_dir)
+    if which == BEST:
+        return _resolve_best(run_dir)
     if which.isdigit():
         return _resolve_step(run_dir, int(which))
     return _resolve_path(run_dir, which)
@@ -230,9 +258,22 @@ def _resolve_latest(run_dir: Path) -> CheckpointEntry:
     raise CheckpointNotFound(f"no checkpoint of {run_dir} verifies ({reasons})")
 
 
+def _resolve_best(run_dir: Path) -> CheckpointEntry:
+    bests = best_entries(list_checkpoints(run_dir))
+    for entry in bests:
+        if verify(entry.path) is None:
+            return entry
+    if bests:
+        reasons = "; ".join(f"step {entry.step}: {verify(entry.path)}" for entry in bests)
+        raise CheckpointNotFound(f"no best checkpoint of {run_dir} verifies ({reasons})")
+    raise CheckpointNotFound(f"{run_dir} has no best checkpoint yet: one is written when an evaluation beats "
+                             "every earlier one ([eval] every_steps > 0)")
+
+
 def _resolve_step(run_dir: Path, step: int) -> CheckpointEntry:
     entries = list_checkpoints(run_dir)
-    for entry in entries:
+    # At a step that has both, the resumable checkpoint answers; a best one holds the same networks.
+    for entry in sorted(entries, key=lambda entry: entry.reason == BEST):
         if entry.step == step:
             return entry
     available = ", ".join(str(entry.step) for entry in entries) or "none"
@@ -247,4 +288,5 @@ def _resolve_path(run_dir: Path, which: str) -> CheckpointEntry:
             if entry is None:
                 raise CheckpointNotFound(f"{candidate} is not a checkpoint (no valid {MANIFEST_FILE})")
             return entry
-    raise CheckpointNotFound(f"no checkpoint {which!r}: expected 'latest', a step number or a checkpoint directory")
+    raise CheckpointNotFound(f"no checkpoint {which!r}: expected 'latest', 'best', a step number or a checkpoint "
+                             "directory")

@@ -346,7 +346,7 @@ def write_checkpoint(run_dir: Path, state: dict, *, step: int, episodes: int, re
     extra = json.loads(json.dumps(extra or {}))
     parent = _checkpoints_parent(run_dir)
     _clean_leftovers(parent)
-    final = parent / paths.checkpoint_name(step)
+    final = parent / paths.checkpoint_name(step, reason)
     temporary = parent / f"{TEMPORARY_PREFIX}{final.name}-{os.getpid()}-{secrets.token_hex(4)}"
     temporary.mkdir(mode=0o700)
     try:
@@ -388,7 +388,8 @@ def _install(temporary: Path, final: Path) -> None:
 
 
 def rotate(run_dir: Path, keep: int) -> list[Path]:
-    """Delete all but the newest keep checkpoints, never the newest one that verifies; returns the deleted."""
+    """Delete all but the newest keep checkpoints, never the newest one that verifies, and all best
+    checkpoints but the last written and the highest-scoring; returns the deleted."""
     return _rotate(run_dir, keep, known_verified=None)
 
 
@@ -398,13 +399,18 @@ def _rotate(run_dir: Path, keep: int, known_verified: Path | None) -> list[Path]
         return []
     _clean_leftovers(parent)
     entries = manifests.list_checkpoints(run_dir)
-    doomed = entries[:max(len(entries) - keep, 0)]
-    if not doomed:
-        return []
-    protected = _newest_verified(entries, known_verified)
+    resumable = [entry for entry in entries if entry.reason != manifests.BEST]
+    doomed = resumable[:max(len(resumable) - keep, 0)]
+    # Verifying reads every byte (a whole replay): only worth it when something may be deleted.
+    protected = {_newest_verified(resumable, known_verified)} if doomed else set()
+    bests = manifests.best_entries(entries)
+    if bests:
+        newest_best = max(bests, key=lambda entry: entry.time)  # written last: the current trajectory's
+        protected.update({bests[0].path, newest_best.path})
+        doomed += bests
     deleted = []
     for entry in doomed:
-        if entry.path != protected:
+        if entry.path not in protected:
             _delete_directory(entry.path)
             deleted.append(entry.path)
     return deleted

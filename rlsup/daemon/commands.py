@@ -228,7 +228,7 @@ def checkpoint_lines(run_dir: Path) -> list[str]:
     entries = list_checkpoints(run_dir)
     if not entries:
         return ["none yet"]
-    return [f"{entry.step:>12,}  {_clock(entry.time)}  {entry.reason:8}  {entry.bytes / 1e6:8.1f} MB  "
+    return [f"{entry.step:>12,}  {_clock(entry.time)}  {entry.label:16}  {entry.bytes / 1e6:8.1f} MB  "
             f"{entry.fingerprint[:12]}" for entry in entries]
 
 

@@ -12,7 +12,7 @@ from textual.suggester import Suggester
 from textual.widgets import DataTable, Log, RichLog, Static
 from textual_plotext import PlotextPlot
 
-from rlsup.checkpoint.manifest import CheckpointEntry
+from rlsup.checkpoint.manifest import BEST, CheckpointEntry, best_entries
 from rlsup.hardware import Gpu, Sample
 from rlsup.jobstate import State
 from rlsup.store import Event
@@ -277,18 +277,29 @@ class CheckpointsTable(DataTable):
     def show(self, entries: tuple[CheckpointEntry, ...], verified: dict[str, str | None]) -> None:
         self.ensure_columns()
         self.clear()
-        newest = entries[-1].path if entries else None
+        resumable = [entry for entry in entries if entry.reason != BEST]
+        newest = resumable[-1].path if resumable else None
+        bests = best_entries(list(entries))
+        best = bests[0].path if bests else None
         for entry in reversed(entries):
             path = str(entry.path)
-            self.add_row(Text(short_count(entry.step), justify="right"),
-                         Text("newest", style="bold") if entry.path == newest else "",
-                         clock_time(entry.time, "%m-%d %H:%M"), entry.reason,
+            self.add_row(Text(short_count(entry.step), justify="right"), checkpoint_mark(entry.path, newest, best),
+                         clock_time(entry.time, "%m-%d %H:%M"), entry.label,
                          Text(byte_size(entry.bytes), justify="right"),
                          verified_mark(path, verified), key=path)
 
     def mark(self, path: str, verified: dict[str, str | None]) -> None:
         if path in (row.key.value for row in self.ordered_rows):
             self.update_cell(path, "verified", verified_mark(path, verified), update_width=True)
+
+
+def checkpoint_mark(path: Path, newest: Path | None, best: Path | None) -> Text | str:
+    """"newest" on the checkpoint a resume starts from, "★ best" on the one `enjoy --checkpoint best` plays."""
+    if path == newest:
+        return Text("newest", style="bold")
+    if path == best:
+        return Text("★ best", style="bold yellow")
+    return ""
 
 
 def verified_mark(path: str, verified: dict[str, str | None]) -> Text:

@@ -102,6 +102,22 @@ def test_live_fields_never_bend_training(tmp_path: Path, straight_runs: dict[int
     assert result.returncode == 0, result.stderr
     assert metric_steps(run_dir, "eval") == [1000, 2000, 3000, 4000, 5000, 6000]
     assert final_fingerprint(run_dir) == final_fingerprint(straight_runs[STEPS])
+    assert_best_checkpoint_is_the_best_evaluation(run_dir)
+
+
+def assert_best_checkpoint_is_the_best_evaluation(run_dir: Path) -> None:
+    """The best checkpoint holds the first evaluation that beat every earlier one, and enjoy plays it."""
+    evaluations = [(record["step"], record["mean"]) for record in runfiles.read_metrics(run_dir)
+                   if record["kind"] == "eval"]
+    best_mean = max(mean for _, mean in evaluations)
+    best_step = next(step for step, mean in evaluations if mean == best_mean)
+    listing = json.loads(run_rlsup("checkpoints", run_dir, "--json", "--verify").stdout)
+    bests = [row for row in listing if row["reason"] == "best"]
+    assert [(row["step"], row["evaluation_mean"], row["verified"]) for row in bests][-1] == (best_step, best_mean, True)
+    assert f"best (eval {best_mean:g})" in run_rlsup("checkpoints", run_dir).stdout
+    played = run_rlsup("enjoy", run_dir, "--checkpoint", "best", "--episodes", "1", "--json")
+    assert played.returncode == 0, played.stderr
+    assert json.loads(played.stdout)["checkpoint"] == f"step-{best_step:012d}-best"
 
 
 def test_a_second_run_into_the_same_directory_is_refused(tmp_path: Path, straight_runs: dict[int, Path]) -> None:

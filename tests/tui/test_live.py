@@ -6,6 +6,8 @@ import contextlib
 import sys
 from pathlib import Path
 
+from rlsup_testing import cartpole_job
+
 from rlsup import paths, runfiles
 from rlsup.daemon import client
 from rlsup.hardware import FakeHardware
@@ -117,3 +119,30 @@ def test_banner_while_the_daemon_is_down_and_D_starts_it(daemon_home, wait_until
 
     asyncio.run(scenario())
 
+
+
+def checkpoint_marks(app: RlsupApp) -> dict[str, str]:
+    """The reason of each checkpoint row that carries a mark ("newest", "★ best")."""
+    table = app.screen.query_one(CheckpointsTable)
+    cells = [(str(table.get_cell(row.key, "newest")), str(table.get_cell(row.key, "reason")))
+             for row in table.ordered_rows]
+    return {mark: reason for mark, reason in cells if mark}
+
+
+def test_best_checkpoint_is_marked_beside_the_newest(daemon_home, tmp_path, wait_until):
+    job = client.submit(cartpole_job(tmp_path, seed=3, total_steps=200_000, checkpoint_every=100_000,
+                                     eval_every=500), home=daemon_home)
+
+    async def scenario():
+        app = RlsupApp(daemon_home, hardware=FakeHardware())
+        async with app.run_test(size=SIZE) as pilot:
+            explain = lambda: report(daemon_home, job.id) + f"\nmarks: {checkpoint_marks(app)}"  # noqa: E731
+            await wait_until(pilot, lambda: checkpoint_marks(app).get("★ best", "").startswith("best (eval "),
+                             what="a best checkpoint marked in the pane", report=explain)
+            await pilot.press("p")
+            # The pause checkpoint is where a resume starts; the best keeps its own mark beside it.
+            await wait_until(pilot, lambda: checkpoint_marks(app).get("newest") == "pause"
+                             and "★ best" in checkpoint_marks(app), what="newest on the pause checkpoint, best kept",
+                             report=explain)
+
+    asyncio.run(scenario())

@@ -348,6 +348,50 @@ def test_write_after_a_fallback_protects_itself_not_a_newer_corrupt_one(tmp_path
     assert latest_verified(tmp_path).step == 150
 
 
+def write_best(run_dir: Path, step: int, mean: float, *, keep: int = 2):
+    return write(run_dir, small_state(step % 256), step, keep=keep, reason="best", evaluation_mean=mean)
+
+
+def test_best_checkpoints_live_beside_the_newest_and_never_serve_a_resume(tmp_path):
+    write(tmp_path, small_state(1), 100, keep=2)
+    first_best = write_best(tmp_path, 100, 20.0)  # same step as an interval checkpoint: both stay
+    write(tmp_path, small_state(2), 200, keep=2)
+    write_best(tmp_path, 250, 35.5)
+    write(tmp_path, small_state(3), 300, keep=2)
+    write(tmp_path, small_state(4), 400, keep=2)
+    names = [entry.path.name for entry in list_checkpoints(tmp_path)]
+    # keep = 2 counts resumable checkpoints only; of the bests only the newest (and highest) stays.
+    assert names == ["step-000000000250-best", "step-000000000300", "step-000000000400"]
+    assert not first_best.path.exists()
+    assert latest_verified(tmp_path).step == 400
+    assert resolve(tmp_path, "latest").step == 400
+    best = resolve(tmp_path, "best")
+    assert (best.step, best.reason, best.evaluation_mean, best.label) == (250, "best", 35.5, "best (eval 35.5)")
+    assert resolve(tmp_path, "250").reason == "best"
+
+
+def test_rotation_keeps_the_highest_best_even_beside_a_newer_one(tmp_path):
+    """After a resume from an older checkpoint, a new best may score below one of the discarded future."""
+    write_best(tmp_path, 500, 90.0)
+    write_best(tmp_path, 300, 80.0)
+    write_best(tmp_path, 400, 85.0)
+    assert [entry.step for entry in list_checkpoints(tmp_path)] == [400, 500]  # 400: the last written
+    assert resolve(tmp_path, "best").step == 500
+
+
+def test_resolve_best_says_why_there_is_none(tmp_path):
+    write(tmp_path, small_state(1), 100)
+    with pytest.raises(CheckpointNotFound, match="no best checkpoint yet"):
+        resolve(tmp_path, "best")
+    write_best(tmp_path, 300, 12.0)
+    write_best(tmp_path, 200, 10.0)  # written after a resume from step 100: both are kept
+    flip_last_byte(tmp_path / "checkpoints" / "step-000000000300-best" / "arrays" / "frames.npy")
+    assert resolve(tmp_path, "best").step == 200  # falls back to an older best that verifies
+    flip_last_byte(tmp_path / "checkpoints" / "step-000000000200-best" / "arrays" / "frames.npy")
+    with pytest.raises(CheckpointNotFound, match="no best checkpoint .* verifies"):
+        resolve(tmp_path, "best")
+
+
 def test_same_step_rewrite_replaces_the_old_checkpoint(tmp_path):
     write(tmp_path, small_state(1), 50, reason="interval")
     write(tmp_path, small_state(2), 50, reason="pause")

@@ -1,0 +1,214 @@
+"""An example job over many seeds, two at a time: final greedy mean, best evaluation, steps to solve, wall time.
+
+Each seed is a whole `rlsup run` process on a copy of the job file with only `[job] seed` changed, as a
+user would run it; the final greedy mean is `rlsup enjoy` of the final checkpoint over 20 episodes on
+seeds no training or evaluation stream used. With --baseline, stable-baselines3 trains the same
+settings in its own process per seed (DQN only: stable-baselines3 has no V-trace learner).
+
+    pip install -e '.[bench]'
+    python bench/learning_seeds.py jobs/cartpole-dqn.toml --seeds 1-20 [--baseline] [--parallel 2]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlsup import runfiles
+from rlsup import spec as specs
+
+FINAL_EPISODES = 20
+# Enjoy's seeds sit far from any job seed, so the final check plays starts no evaluation saw.
+FINAL_SEED_OFFSET = 1_000_000
+SEED_LINE = re.compile(r"^seed\s*=.*$", re.MULTILINE)
+
+
+@dataclass
+class SeedResult:
+    learner: str
+    seed: int
+    final_mean: float | None
+    best_evaluation: float | None
+    first_solved_step: int | None
+    wall_s: float
+    problem: str = ""
+
+
+def parse_seeds(text: str) -> list[int]:
+    """'1-20', '1,4,9' or a mix: '1-3,7'."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        seeds.extend(range(int(low), int(high or low) + 1))
+    return seeds
+
+
+def job_text_with_seed(job: Path, seed: int) -> str:
+    text = job.read_text()
+    if not SEED_LINE.search(text):
+        text = text.replace("[job]", f"[job]\nseed = {seed}", 1)
+    return SEED_LINE.sub(f"seed = {seed}", text, count=1)
+
+
+def run_rlsup_seed(job: Path, seed: int, directory: Path, solved: float) -> SeedResult:
+    """One whole `rlsup run` process (start-up and checkpoints included), then `rlsup enjoy` of its end."""
+    job_copy = directory / f"seed-{seed}.toml"
+    job_copy.write_text(job_text_with_seed(job, seed))
+    run_dir = directory / f"run-{seed}"
+    environment = {**os.environ, "RLSUP_HOME": str(directory / "home")}
+    started = time.perf_counter()
+    trained = subprocess.run([sys.executable, "-m", "rlsup.cli", "run", str(job_copy), "--run-dir", str(run_dir)],
+                             capture_output=True, text=True, env=environment)
+    wall = time.perf_counter() - started
+    evaluations = [record for record in runfiles.read_metrics(run_dir) if record["kind"] == "eval"]
+    best, first = evaluation_summary([(record["step"], record["mean"]) for record in evaluations], solved)
+    if trained.returncode != 0:
+        return SeedResult("rlsup", seed, None, best, first, wall, trained.stderr.strip().splitlines()[-1:][0])
+    played = subprocess.run([sys.executable, "-m", "rlsup.cli", "enjoy", str(run_dir), "--episodes",
+                             str(FINAL_EPISODES), "--seed", str(FINAL_SEED_OFFSET + seed), "--json"],
+                            capture_output=True, text=True, env=environment)
+    final = json.loads(played.stdout)["mean"] if played.returncode == 0 else None
+    return SeedResult("rlsup", seed, final, best, first, wall, "" if final is not None else played.stderr[-200:])
+
+
+def evaluation_summary(evaluations: list[tuple[int, float]], solved: float) -> tuple[float | None, int | None]:
+    best = max((mean for _, mean in evaluations), default=None)
+    first = next((step for step, mean in evaluations if mean >= solved), None)
+    return best, first
+
+
+BASELINE_SCRIPT = r"""
+import json, sys, time
+import numpy as np, torch, gymnasium as gym
+from stable_baselines3 import DQN
+from stable_baselines3.common.callbacks import BaseCallback
+
+settings = json.loads(sys.argv[1])
+torch.set_num_threads(settings["threads"])
+
+def greedy_mean(model, seed, episodes):
+    env, returns = gym.make(settings["env"]), []
+    for episode in range(episodes):
+        observation, _ = env.reset(seed=seed + episode)
+        done, total = False, 0.0
+        while not done:
+            action, _ = model.predict(observation, deterministic=True)
+            observation, reward, terminated, truncated, _ = env.step(int(action))
+            total += reward
+            done = terminated or truncated
+        returns.append(total)
+    return float(np.mean(returns))
+
+class Evaluate(BaseCallback):
+    def __init__(self):
+        super().__init__()
+        self.evaluations = []
+    def _on_step(self):
+        if settings["eval_every"] and self.num_timesteps % settings["eval_every"] == 0:
+            seed = settings["seed"] * 7919 + self.num_timesteps
+            self.evaluations.append((self.num_timesteps, greedy_mean(self.model, seed, settings["eval_episodes"])))
+        return True
+
+dqn = settings["dqn"]
+lr, lr_end, lr_end_step, total = dqn["lr"], dqn.get("lr_end"), dqn.get("lr_end_step"), settings["total_steps"]
+def learning_rate(progress_remaining):
+    # SB3 passes the fraction of the budget left; rlsup's schedule is in absolute steps.
+    if lr_end is None:
+        return lr
+    fraction = min((1.0 - progress_remaining) * total / lr_end_step, 1.0)
+    return lr + fraction * (lr_end - lr)
+
+model = DQN("MlpPolicy", gym.make(settings["env"]), learning_rate=learning_rate, buffer_size=settings["capacity"],
+            learning_starts=dqn["learning_starts"], batch_size=dqn["batch_size"], tau=dqn["tau"],
+            gamma=dqn["gamma"], train_freq=dqn["train_every"], gradient_steps=dqn["gradient_steps"],
+            target_update_interval=dqn["target_update_every"],
+            exploration_fraction=dqn["epsilon_end_step"] / total, exploration_initial_eps=dqn["epsilon_start"],
+            exploration_final_eps=dqn["epsilon_end"], max_grad_norm=dqn["max_grad_norm"] or 1e9,
+            policy_kwargs={"net_arch": dqn["hidden_sizes"]}, seed=settings["seed"], device="cpu")
+callback = Evaluate()
+model.learn(total_timesteps=total, callback=callback)
+final = greedy_mean(model, settings["final_seed"], settings["final_episodes"])
+print(json.dumps({"evaluations": callback.evaluations, "final": final}))
+"""
+
+
+def run_baseline_seed(job: Path, seed: int, solved: float) -> SeedResult:
+    """stable-baselines3's DQN with the job's settings, in a process of its own, timed whole."""
+    spec = specs.load(job)
+    settings = {"env": spec.env.id, "seed": seed, "threads": spec.job.threads, "total_steps": spec.job.total_steps,
+                "capacity": spec.replay[0].capacity, "dqn": dataclass_dict(spec.dqn),
+                "eval_every": spec.eval.every_steps, "eval_episodes": spec.eval.episodes,
+                "final_seed": FINAL_SEED_OFFSET + seed, "final_episodes": FINAL_EPISODES}
+    started = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", BASELINE_SCRIPT, json.dumps(settings)],
+                            capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if result.returncode != 0:
+        return SeedResult("sb3", seed, None, None, None, wall, result.stderr.strip().splitlines()[-1])
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    best, first = evaluation_summary([tuple(pair) for pair in outcome["evaluations"]], solved)
+    return SeedResult("sb3", seed, outcome["final"], best, first, wall)
+
+
+def dataclass_dict(section) -> dict:
+    return {name: getattr(section, name) for name in section.__dataclass_fields__}
+
+
+def print_table(results: list[SeedResult], solved: float) -> None:
+    print(f"{'learner':8} {'seed':>4} {'final mean':>10} {'best eval':>9} {'first >= %g' % solved:>14} {'wall s':>7}")
+    for result in sorted(results, key=lambda row: (row.learner, row.seed)):
+        print(f"{result.learner:8} {result.seed:>4} {show(result.final_mean):>10} {show(result.best_evaluation):>9} "
+              f"{result.first_solved_step if result.first_solved_step is not None else '-':>14} "
+              f"{result.wall_s:>7.1f}  {result.problem}")
+    for learner in sorted({result.learner for result in results}):
+        rows = [result for result in results if result.learner == learner]
+        finals = [result.final_mean for result in rows if result.final_mean is not None]
+        solved_count = sum(final >= solved for final in finals)
+        print(f"{learner}: final >= {solved:g} on {solved_count}/{len(rows)} seeds; "
+              f"median final {statistics.median(finals) if finals else float('nan'):.1f}; "
+              f"median wall {statistics.median(result.wall_s for result in rows):.1f} s")
+
+
+def show(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("job", type=Path)
+    parser.add_argument("--seeds", default="1-20", help="e.g. 1-20 or 1,4,9")
+    parser.add_argument("--parallel", type=int, default=2, help="seeds trained at once")
+    parser.add_argument("--solved", type=float, default=475.0, help="the mean return that counts as solved")
+    parser.add_argument("--baseline", action="store_true", help="also stable-baselines3, where the algorithm exists")
+    parser.add_argument("--json", type=Path, help="also write every row here")
+    arguments = parser.parse_args()
+    seeds = parse_seeds(arguments.seeds)
+    algorithm = specs.load(arguments.job).job.algo
+    with tempfile.TemporaryDirectory(prefix="rlsup-seeds-") as directory, \
+            ThreadPoolExecutor(arguments.parallel) as pool:
+        tasks = [pool.submit(run_rlsup_seed, arguments.job, seed, Path(directory), arguments.solved)
+                 for seed in seeds]
+        if arguments.baseline and algorithm == "dqn":
+            tasks += [pool.submit(run_baseline_seed, arguments.job, seed, arguments.solved) for seed in seeds]
+        results = []
+        for task in tasks:
+            results.append(task.result())
+            row = results[-1]
+            print(f"  {row.learner} seed {row.seed}: final {show(row.final_mean)}, best {show(row.best_evaluation)}, "
+                  f"{row.wall_s:.0f} s", file=sys.stderr, flush=True)
+    print_table(results, arguments.solved)
+    if arguments.json:
+        arguments.json.write_text(json.dumps([result.__dict__ for result in results], indent=1))
+
+
+if __name__ == "__main__":
+    main()
