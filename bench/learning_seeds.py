@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlsup import runfiles
@@ -41,6 +41,7 @@ class SeedResult:
     first_solved_step: int | None
     wall_s: float
     problem: str = ""
+    evaluations: list = field(default_factory=list)  # (step, mean) of every evaluation
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -70,14 +71,16 @@ def run_rlsup_seed(job: Path, seed: int, directory: Path, solved: float) -> Seed
                              capture_output=True, text=True, env=environment)
     wall = time.perf_counter() - started
     evaluations = [record for record in runfiles.read_metrics(run_dir) if record["kind"] == "eval"]
-    best, first = evaluation_summary([(record["step"], record["mean"]) for record in evaluations], solved)
+    curve = [(record["step"], record["mean"]) for record in evaluations]
+    best, first = evaluation_summary(curve, solved)
     if trained.returncode != 0:
-        return SeedResult("rlsup", seed, None, best, first, wall, trained.stderr.strip().splitlines()[-1:][0])
+        return SeedResult("rlsup", seed, None, best, first, wall, trained.stderr.strip().splitlines()[-1:][0], curve)
     played = subprocess.run([sys.executable, "-m", "rlsup.cli", "enjoy", str(run_dir), "--episodes",
                              str(FINAL_EPISODES), "--seed", str(FINAL_SEED_OFFSET + seed), "--json"],
                             capture_output=True, text=True, env=environment)
     final = json.loads(played.stdout)["mean"] if played.returncode == 0 else None
-    return SeedResult("rlsup", seed, final, best, first, wall, "" if final is not None else played.stderr[-200:])
+    return SeedResult("rlsup", seed, final, best, first, wall, "" if final is not None else played.stderr[-200:],
+                      curve)
 
 
 def evaluation_summary(evaluations: list[tuple[int, float]], solved: float) -> tuple[float | None, int | None]:
@@ -155,8 +158,9 @@ def run_baseline_seed(job: Path, seed: int, solved: float) -> SeedResult:
     if result.returncode != 0:
         return SeedResult("sb3", seed, None, None, None, wall, result.stderr.strip().splitlines()[-1])
     outcome = json.loads(result.stdout.strip().splitlines()[-1])
-    best, first = evaluation_summary([tuple(pair) for pair in outcome["evaluations"]], solved)
-    return SeedResult("sb3", seed, outcome["final"], best, first, wall)
+    curve = [tuple(pair) for pair in outcome["evaluations"]]
+    best, first = evaluation_summary(curve, solved)
+    return SeedResult("sb3", seed, outcome["final"], best, first, wall, evaluations=curve)
 
 
 def dataclass_dict(section) -> dict:

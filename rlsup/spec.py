@@ -75,6 +75,9 @@ class EnvSection:
     frame_stack: int = setting(4, "Atari: frames stacked into one observation.", IDENTITY, minimum=1)
     max_episode_steps: int = setting(0, "Truncate episodes after this many steps (0: env default).",
                                      IDENTITY, minimum=0)
+    fire_reset: bool = setting(True, "Atari: press FIRE after a reset and after a lost life, in games whose "
+                                     "actions include FIRE (FireResetEnv of CleanRL and stable-baselines3).",
+                               IDENTITY)
 
 
 @dataclass(frozen=True)
@@ -130,10 +133,11 @@ class ReplaySection:
     p: float = setting(2.0, "The norm's p for distance = ln_norm.", IDENTITY, minimum=0.0, exclusive_minimum=True)
     lambda_batch_multiplier: float = setting(6.0, "Candidates per sampled item at the start (lambda_0).",
                                              IDENTITY, minimum=1.0)
-    alfa_annealing_factor: float = setting(2.0, "Lambda falls by (lambda_0 - 1) / (anneal_steps * alfa) per "
-                                                "sample call.", IDENTITY, minimum=0.0, exclusive_minimum=True)
-    anneal_steps: int = setting(100_000, "Sample calls over which lambda anneals (scaled by alfa).", IDENTITY,
-                                minimum=1)
+    alfa_annealing_factor: float = setting(2.0, "Stretches lambda's horizon: lambda reaches 1 at environment step "
+                                                "anneal_steps * alfa.", IDENTITY, minimum=0.0,
+                                           exclusive_minimum=True)
+    anneal_steps: int = setting(1_000_000, "Environment steps (the unit of total_steps) over which lambda falls "
+                                           "linearly to 1, times alfa.", IDENTITY, minimum=1)
     elite_insertion: bool = setting(False, "Once full, overwrite the farthest of some candidates, not the "
                                            "oldest.", IDENTITY)
     insertion_candidates: int = setting(32, "Candidates drawn for elite insertion.", IDENTITY, minimum=1)

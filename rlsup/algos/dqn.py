@@ -233,7 +233,7 @@ class DqnTrainer:
         if crossed(previous_step, self.step, settings.train_every) and self.replays.ready(minimums, settings.n_step):
             for _ in range(settings.gradient_steps):
                 batch = self.replays.sample(settings.batch_size, settings.n_step, settings.gamma,
-                                            self.feature_source)
+                                            self.feature_source, self.step)
                 result = self.learner.update(batch, self.step)
                 self.loss_sum += result["loss"]
                 self.q_sum += result["q_mean"]

@@ -15,6 +15,7 @@ from gymnasium.envs.classic_control import AcrobotEnv, CartPoleEnv, MountainCarE
 from gymnasium.spaces import Box, Discrete
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, OrderEnforcing, TimeLimit
 
+from rlsup.algos.fire_reset import FireReset, needs_fire
 from rlsup.checkpoint.rng import generator_state, restore_generator
 from rlsup.spec import EnvSection
 
@@ -25,7 +26,7 @@ ATARI_SCREEN_SIZE = 84
 ATARI_ENTRY_POINT = "ale_py.env:AtariEnv"
 # Settings that change what a captured state means; num_envs does not, so it may differ.
 STATE_SETTINGS = ("id", "preset", "sticky_actions", "clip_rewards", "episodic_life", "noop_max",
-                  "frame_skip", "frame_stack", "max_episode_steps")
+                  "frame_skip", "frame_stack", "max_episode_steps", "fire_reset")
 
 
 class EnvError(ValueError):
@@ -117,6 +118,8 @@ def _make_atari(env: EnvSection, render_mode: str | None) -> gym.Env:
     preprocessed = AtariPreprocessing(game, noop_max=env.noop_max, frame_skip=env.frame_skip,
                                       screen_size=ATARI_SCREEN_SIZE, grayscale_obs=True, scale_obs=False,
                                       terminal_on_life_loss=False)
+    if env.fire_reset and needs_fire(game):
+        preprocessed = FireReset(preprocessed)
     # "reset" padding: the replay rebuilds stacks after a reset by repeating the reset frame.
     return FrameStackObservation(preprocessed, env.frame_stack, padding_type="reset")
 
@@ -404,6 +407,7 @@ CAPTURERS: dict[type, Capturer] = {
     AtariPreprocessing: Capturer(_capture_atari_preprocessing, _restore_atari_preprocessing),
     FrameStackObservation: Capturer(_capture_frame_stack, _restore_frame_stack),
     AtariEnv: Capturer(_capture_ale, _restore_ale),
+    FireReset: Capturer(lambda layer: {}, lambda layer, state: None),  # stateless between steps
     CartPoleEnv: _classic_capturer("state", "steps_beyond_terminated"),
     MountainCarEnv: _classic_capturer("state"),
     AcrobotEnv: _classic_capturer("state"),

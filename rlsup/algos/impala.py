@@ -206,7 +206,7 @@ class VtraceTrainer:
 
     def _update(self) -> None:
         settings = self.spec.vtrace
-        batch = self.replays.sample(settings.batch_size, features=self.feature_source)
+        batch = self.replays.sample(settings.batch_size, features=self.feature_source, step=self.step)
         metrics = self.learner.update(batch, self.step)
         self.step += settings.unroll_length * settings.batch_size
         self.actors.weights.publish(self.learner.network)

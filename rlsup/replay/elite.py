@@ -14,16 +14,18 @@ COSINE_FLOOR = 1e-12
 # -- lambda annealing ---------------------------------------------------------------------------
 
 
-def annealed_lambda(initial: float, alfa: float, anneal_steps: int, calls: int) -> float:
-    """λ on sample call `calls` (0-based): λ₀ less (λ₀ − 1)/(anneal_steps·α) per earlier call, floor 1.
+def annealed_lambda(initial: float, alfa: float, anneal_steps: int, step: int) -> float:
+    """λ at environment step `step`: λ₀ falling linearly to 1 at step anneal_steps·α, then 1.
 
-    Computed from the call count rather than by repeated subtraction, so no rounding drift
-    accumulates and λ is exactly 1 from call anneal_steps·α on.
+    Environment steps, like every schedule of a job (total_steps, lr_end_step), so a user can set the
+    horizon against the budget. The reference implementation counts learner updates, which for
+    V-trace is steps / (unroll_length × batch_size) and made its Breakout horizon 6 times the budget.
+    A pure function of the step: no rounding drift, and a resume continues it exactly.
     """
     horizon = anneal_steps * alfa
-    if calls >= horizon or initial <= 1.0:
+    if step >= horizon or initial <= 1.0:
         return 1.0
-    return max(1.0, initial - (initial - 1.0) * (calls / horizon))
+    return max(1.0, initial - (initial - 1.0) * (step / horizon))
 
 
 def candidate_count(lambda_value: float, count: int) -> int:

@@ -196,12 +196,13 @@ class ReplayMixer:
         return all(replay.available(n_step) >= minimum for replay, minimum in zip(self.replays, minimums))
 
     def sample(self, batch_size: int, n_step: int = 1, gamma: float = 1.0,
-               features: FeatureSource | None = None) -> Batch:
-        """A batch made of each replay's share, concatenated in replay order (n_step, gamma: transitions)."""
+               features: FeatureSource | None = None, step: int = 0) -> Batch:
+        """A batch made of each replay's share, concatenated in replay order (n_step, gamma: transitions;
+        step: the job's environment step, which anneals elite and attentive λ)."""
         shares = self.shares if batch_size == self.batch_size else batch_shares(self.replays, batch_size)
         batches = []
         for replay, share in zip(self.replays, shares):
-            indices = replay.sampler.sample(replay.storage, share, n_step, features)
+            indices = replay.sampler.sample(replay.storage, share, n_step, features, step)
             batches.append(replay.storage.gather(indices, n_step, gamma))
         return concatenate_batches(batches)
 

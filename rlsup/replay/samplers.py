@@ -24,10 +24,10 @@ class FeatureSource(Protocol):
 
 
 class Sampler(Protocol):
-    """What every sampler offers the mixer and the checkpoint store."""
+    """What every sampler offers the mixer and the checkpoint store; `step` is the job's environment step."""
 
     def sample(self, storage: Any, count: int, n_step: int = 1,
-               features: FeatureSource | None = None) -> np.ndarray: ...
+               features: FeatureSource | None = None, step: int = 0) -> np.ndarray: ...
 
     def state_dict(self) -> dict: ...
 
@@ -83,7 +83,7 @@ class UniformSampler(GeneratorState):
         self.generator = np.random.default_rng(generator)
 
     def sample(self, storage: Any, count: int, n_step: int = 1,
-               features: FeatureSource | None = None) -> np.ndarray:
+               features: FeatureSource | None = None, step: int = 0) -> np.ndarray:
         return draw_uniform(storage, self.generator, count, n_step)
 
     def state_dict(self) -> dict:
@@ -109,7 +109,7 @@ class FifoSampler:
         return storage.capacity - self.pending(storage)
 
     def sample(self, storage: Any, count: int, n_step: int = 1,
-               features: FeatureSource | None = None) -> np.ndarray:
+               features: FeatureSource | None = None, step: int = 0) -> np.ndarray:
         pending = self.pending(storage)
         if pending == 0:
             raise ValueError("cannot sample from an empty replay: the queue holds no unconsumed unrolls")
@@ -146,20 +146,25 @@ class ScoredSampler(GeneratorState):
         if self.settings.distance not in elite.DISTANCES or self.settings.strategy not in elite.STRATEGIES:
             raise ValueError(f"{self.kind} replay: unknown distance {self.settings.distance!r} or strategy "
                              f"{self.settings.strategy!r}")
-        self.calls = 0  # sample calls so far: λ is a function of this count
+        self.calls = 0  # sample calls so far, for whoever reads a checkpoint
+        self.step = 0  # the environment step of the latest call: λ is a function of it
+
+    def lambda_at(self, step: int) -> float:
+        settings = self.settings
+        return elite.annealed_lambda(settings.lambda_batch_multiplier, settings.alfa_annealing_factor,
+                                     settings.anneal_steps, step)
 
     @property
     def lambda_value(self) -> float:
-        """λ for the next sample call."""
-        settings = self.settings
-        return elite.annealed_lambda(settings.lambda_batch_multiplier, settings.alfa_annealing_factor,
-                                     settings.anneal_steps, self.calls)
+        """λ of the latest sample call (λ₀ before the first)."""
+        return self.lambda_at(self.step)
 
     def sample(self, storage: Any, count: int, n_step: int = 1,
-               features: FeatureSource | None = None) -> np.ndarray:
+               features: FeatureSource | None = None, step: int = 0) -> np.ndarray:
         self.check_source(features)
         self.check_storage(storage)
-        lambda_value = self.lambda_value
+        self.step = step
+        lambda_value = self.lambda_at(step)
         self.calls += 1
         bucket = draw_uniform(storage, self.generator, elite.candidate_count(lambda_value, count), n_step)
         if lambda_value == 1.0:
@@ -199,12 +204,13 @@ class ScoredSampler(GeneratorState):
         raise NotImplementedError
 
     def state_dict(self) -> dict:
-        # λ is saved for whoever reads the checkpoint; loading recomputes it from the call count.
-        return {**self.generator_state(), "calls": self.calls, "lambda": self.lambda_value}
+        # λ is saved for whoever reads the checkpoint; loading recomputes it from the step.
+        return {**self.generator_state(), "calls": self.calls, "step": self.step, "lambda": self.lambda_value}
 
     def load_state_dict(self, state: dict) -> None:
         self.load_generator_state(state)
         self.calls = int(state["calls"])
+        self.step = int(state.get("step", 0))
 
 
 class EliteSampler(ScoredSampler):

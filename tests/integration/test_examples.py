@@ -18,7 +18,7 @@ def shrink(spec: specs.JobSpec) -> specs.JobSpec:
     """The same job with a budget of a few hundred steps and replays of a few hundred items."""
     small_replays = tuple(dataclasses.replace(replay, capacity=min(replay.capacity, 300),
                                               min_size=min(replay.min_size, 20) if replay.min_size else 0,
-                                              anneal_steps=min(replay.anneal_steps, 50))
+                                              anneal_steps=min(replay.anneal_steps, 200))
                           for replay in spec.replay)
     spec = dataclasses.replace(spec, replay=small_replays)
     spec = spec.replace("job", total_steps=min(spec.job.total_steps, 400), device="cpu", gpus=0)

@@ -61,7 +61,7 @@ capacity = 64
 ratio = 0.5
 min_size = 16
 lambda_batch_multiplier = 3.0
-anneal_steps = 40
+anneal_steps = 3_200  # environment steps: λ is 1 from update 80 (alfa 2)
 
 [checkpoint]
 every_steps = 0

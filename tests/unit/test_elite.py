@@ -94,15 +94,15 @@ def test_unknown_distance_and_strategy_are_refused():
 # -- lambda annealing --------------------------------------------------------------------------
 
 
-def test_lambda_falls_by_its_step_per_call_and_is_exactly_one_after_anneal_steps_times_alfa():
+def test_lambda_falls_linearly_in_env_steps_and_is_exactly_one_from_anneal_steps_times_alfa():
     initial, alfa, anneal_steps = 6.0, 2.0, 5
     decrement = (initial - 1) / (anneal_steps * alfa)
-    values = [elite.annealed_lambda(initial, alfa, anneal_steps, calls) for calls in range(14)]
-    np.testing.assert_allclose(values[:10], [initial - calls * decrement for calls in range(10)], rtol=1e-12)
+    values = [elite.annealed_lambda(initial, alfa, anneal_steps, step) for step in range(14)]
+    np.testing.assert_allclose(values[:10], [initial - step * decrement for step in range(10)], rtol=1e-12)
     assert values[9] > 1.0
     assert values[10:] == [1.0, 1.0, 1.0, 1.0]
-    # A horizon that is not a whole number of calls: never below 1, 1 from the first call past it.
-    fractional = [elite.annealed_lambda(3.0, 0.5, 3, calls) for calls in range(4)]
+    # A horizon that is not a whole number of steps: never below 1, 1 from the first step past it.
+    fractional = [elite.annealed_lambda(3.0, 0.5, 3, step) for step in range(4)]
     assert fractional[:2] == [3.0, 3.0 - 2.0 / 1.5] and fractional[2:] == [1.0, 1.0]
 
 
@@ -227,15 +227,15 @@ def test_elite_sampler_becomes_the_uniform_sampler_once_lambda_reaches_one():
     storage = unroll_storage(30, 30)
     settings = elite_settings(lambda_batch_multiplier=3.0, alfa_annealing_factor=0.5, anneal_steps=6)
     sampler = EliteSampler(5, settings)
-    for _ in range(3):  # calls 0, 1, 2 anneal; the horizon is 6 · 0.5 = 3 calls
+    for step in range(3):  # steps 0, 1, 2 anneal; the horizon is 6 · 0.5 = 3 environment steps
+        sampler.sample(storage, 8, features=DriftedFeatures(), step=step)
         assert sampler.lambda_value > 1.0
-        sampler.sample(storage, 8, features=DriftedFeatures())
-    assert sampler.lambda_value == 1.0
     uniform = UniformSampler()
     uniform.load_state_dict(sampler.state_dict())
-    for _ in range(3):
-        np.testing.assert_array_equal(sampler.sample(storage, 8, features=DriftedFeatures()),
+    for step in range(3, 6):
+        np.testing.assert_array_equal(sampler.sample(storage, 8, features=DriftedFeatures(), step=step),
                                       uniform.sample(storage, 8))
+        assert sampler.lambda_value == 1.0
 
 
 def test_elite_sampler_needs_a_feature_source_and_attentive_does_not():

@@ -1,6 +1,7 @@
 """Training envs: a state captured mid-episode, stored as JSON and .npy, continues bit for bit."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from pathlib import Path
@@ -166,12 +167,41 @@ def test_breakout_captured_after_a_lost_life_continues_across_game_over(tmp_path
     before += run(original, random.integers(original.num_actions, size=15))
     state = original.state_dict()
     assert 0 < state["episode"]["lives"] < 5 and not state["episode"]["needs_reset"]
+    assert "FireReset" in state["chain"] and state["settings"]["fire_reset"] is True
     copy = restored(original, BREAKOUT, tmp_path)
     after = step_both(original, copy, random.integers(original.num_actions, size=700))
     # The game ended and a no-op reset drew from the restored RNG, then play went on identically.
     assert sum(step.done for step in after) >= 2
     original.close()
     copy.close()
+
+
+def noop_play(settings: EnvSection, steps: int) -> list[EnvStep]:
+    env = make_env(settings, seed=5)
+    env.reset()
+    played = []
+    while len(played) < steps and not (played and played[-1].done):
+        played.append(env.step(0))
+    env.close()
+    return played
+
+
+def test_fire_reset_launches_the_ball_after_reset_and_after_each_lost_life():
+    """A policy that never presses FIRE: with fire_reset the game goes on and ends, without it Breakout
+    waits for ever with the ball held."""
+    fired = noop_play(BREAKOUT, 5_000)
+    assert fired[-1].done and fired[-1].terminal and not fired[-1].truncated
+    assert sum(step.terminal and not step.done for step in fired) == 4  # every life was served
+    held = noop_play(dataclasses.replace(BREAKOUT, fire_reset=False), 2_000)
+    assert len(held) == 2_000 and not any(step.terminal for step in held)
+
+
+def test_fire_reset_wraps_only_games_that_have_fire():
+    assert "FireReset" in make_env(BREAKOUT, seed=0).state_dict()["chain"]
+    freeway = EnvSection(id="ALE/Freeway-v5", preset="atari")  # actions NOOP, UP, DOWN
+    assert "FireReset" not in make_env(freeway, seed=0).state_dict()["chain"]
+    no_fire = dataclasses.replace(BREAKOUT, fire_reset=False)
+    assert "FireReset" not in make_env(no_fire, seed=0).state_dict()["chain"]
 
 
 def test_breakout_with_sticky_actions_and_a_time_limit_continues(tmp_path):

@@ -168,8 +168,8 @@ class CountingSampler:
     def __init__(self, inner) -> None:
         self.inner, self.calls = inner, []
 
-    def sample(self, storage, count, n_step=1, features=None):
-        indices = self.inner.sample(storage, count, n_step, features)
+    def sample(self, storage, count, n_step=1, features=None, step=0):
+        indices = self.inner.sample(storage, count, n_step, features, step)
         self.calls.append((count, indices))
         return indices
 
@@ -400,8 +400,8 @@ def test_transition_replays_restore_identical_draws_through_a_checkpoint(tmp_pat
 
     mixer = build(0)
     fill([mixer], layout, 2, 120)
-    for _ in range(3):
-        mixer.sample(8, 2, GAMMA, LEARNER)
+    for step in range(3):  # λ anneals from 3 to 1 over steps 0-5 (anneal_steps 3, alfa 2)
+        mixer.sample(8, 2, GAMMA, LEARNER, step)
     entry = write_checkpoint(tmp_path, {"replay": mixer.state_dict()}, step=1, episodes=0, reason="pause",
                              fingerprint="-", spec_sha256="-", metrics_bytes=0, keep=1)
     loaded = load_checkpoint(entry.path)[1]["replay"]
@@ -410,7 +410,8 @@ def test_transition_replays_restore_identical_draws_through_a_checkpoint(tmp_pat
     restored.load_state_dict(loaded)
     assert checksums(restored.state_dict()) == checksums(mixer.state_dict())
     for round_number in range(3):  # the same draws now and after both take the same further steps
-        expected, actual = mixer.sample(8, 2, GAMMA, LEARNER), restored.sample(8, 2, GAMMA, LEARNER)
+        step = 3 + round_number
+        expected, actual = mixer.sample(8, 2, GAMMA, LEARNER, step), restored.sample(8, 2, GAMMA, LEARNER, step)
         for name in expected.__dataclass_fields__:
             np.testing.assert_array_equal(getattr(expected, name), getattr(actual, name))
         for sink in (mixer, restored):

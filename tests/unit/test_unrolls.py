@@ -197,22 +197,22 @@ def test_state_round_trip_restores_draws_and_bookkeeping(tmp_path, kind, distanc
     mixer, generator = build(0), np.random.default_rng(0)
     source = DriftedFeatures()
 
-    def advance(target: ReplayMixer, unroll_generator: np.random.Generator) -> UnrollBatch:
+    def advance(target: ReplayMixer, unroll_generator: np.random.Generator, step: int) -> UnrollBatch:
         # Five in, four out: a queue grows by one a round; the others fill, then insert by elite insertion.
         for _ in range(5):
             target.add_unroll(**random_unroll(unroll_generator), feature_source=source)
-        return target.sample(4, features=source)
+        return target.sample(4, features=source, step=step)
 
-    for _ in range(4):
-        advance(mixer, generator)
+    for step in range(4):  # λ anneals from 3 to 1 over steps 0-7 (anneal_steps 4, alfa 2)
+        advance(mixer, generator, step)
     loaded = round_trip(tmp_path, mixer.state_dict())
     assert isinstance(loaded["0"]["storage"]["observations"], np.memmap)
     restored = build(99)
     restored.load_state_dict(loaded)
     assert checksums(restored.state_dict()) == checksums(mixer.state_dict())
     for round_number in range(4):  # identical draws, insertions and bookkeeping from here on
-        expected = advance(mixer, np.random.default_rng(round_number))
-        actual = advance(restored, np.random.default_rng(round_number))
+        expected = advance(mixer, np.random.default_rng(round_number), 4 + round_number)
+        actual = advance(restored, np.random.default_rng(round_number), 4 + round_number)
         for name in UnrollBatch.__dataclass_fields__:
             np.testing.assert_array_equal(getattr(expected, name), getattr(actual, name))
     assert checksums(restored.state_dict()) == checksums(mixer.state_dict())
