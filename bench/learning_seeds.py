@@ -41,6 +41,7 @@ class SeedResult:
     first_solved_step: int | None
     wall_s: float
     problem: str = ""
+    best_checkpoint_mean: float | None = None  # enjoy --checkpoint best, over the same 20 episodes
     evaluations: list = field(default_factory=list)  # (step, mean) of every evaluation
 
 
@@ -75,12 +76,19 @@ def run_rlsup_seed(job: Path, seed: int, directory: Path, solved: float) -> Seed
     best, first = evaluation_summary(curve, solved)
     if trained.returncode != 0:
         return SeedResult("rlsup", seed, None, best, first, wall, trained.stderr.strip().splitlines()[-1:][0], curve)
-    played = subprocess.run([sys.executable, "-m", "rlsup.cli", "enjoy", str(run_dir), "--episodes",
-                             str(FINAL_EPISODES), "--seed", str(FINAL_SEED_OFFSET + seed), "--json"],
+    final, problem = enjoy_mean(run_dir, "latest", seed, environment)
+    best_checkpoint, _ = enjoy_mean(run_dir, "best", seed, environment)
+    return SeedResult("rlsup", seed, final, best, first, wall, problem, best_checkpoint, curve)
+
+
+def enjoy_mean(run_dir: Path, checkpoint: str, seed: int, environment: dict) -> tuple[float | None, str]:
+    """`rlsup enjoy` of one checkpoint over the final episodes: (mean, "") or (None, the error)."""
+    played = subprocess.run([sys.executable, "-m", "rlsup.cli", "enjoy", str(run_dir), "--checkpoint", checkpoint,
+                             "--episodes", str(FINAL_EPISODES), "--seed", str(FINAL_SEED_OFFSET + seed), "--json"],
                             capture_output=True, text=True, env=environment)
-    final = json.loads(played.stdout)["mean"] if played.returncode == 0 else None
-    return SeedResult("rlsup", seed, final, best, first, wall, "" if final is not None else played.stderr[-200:],
-                      curve)
+    if played.returncode != 0:
+        return None, played.stderr.strip()[-200:]
+    return json.loads(played.stdout)["mean"], ""
 
 
 def evaluation_summary(evaluations: list[tuple[int, float]], solved: float) -> tuple[float | None, int | None]:
@@ -168,16 +176,20 @@ def dataclass_dict(section) -> dict:
 
 
 def print_table(results: list[SeedResult], solved: float) -> None:
-    print(f"{'learner':8} {'seed':>4} {'final mean':>10} {'best eval':>9} {'first >= %g' % solved:>14} {'wall s':>7}")
+    print(f"{'learner':8} {'seed':>4} {'final mean':>10} {'best eval':>9} {'best ckpt':>9} "
+          f"{'first >= %g' % solved:>14} {'wall s':>7}")
     for result in sorted(results, key=lambda row: (row.learner, row.seed)):
         print(f"{result.learner:8} {result.seed:>4} {show(result.final_mean):>10} {show(result.best_evaluation):>9} "
+              f"{show(result.best_checkpoint_mean):>9} "
               f"{result.first_solved_step if result.first_solved_step is not None else '-':>14} "
               f"{result.wall_s:>7.1f}  {result.problem}")
     for learner in sorted({result.learner for result in results}):
         rows = [result for result in results if result.learner == learner]
         finals = [result.final_mean for result in rows if result.final_mean is not None]
         solved_count = sum(final >= solved for final in finals)
-        print(f"{learner}: final >= {solved:g} on {solved_count}/{len(rows)} seeds; "
+        bests = [result.best_checkpoint_mean for result in rows if result.best_checkpoint_mean is not None]
+        best_note = f"best checkpoint on {sum(best >= solved for best in bests)}/{len(rows)}; " if bests else ""
+        print(f"{learner}: final >= {solved:g} on {solved_count}/{len(rows)} seeds; {best_note}"
               f"median final {statistics.median(finals) if finals else float('nan'):.1f}; "
               f"median wall {statistics.median(result.wall_s for result in rows):.1f} s")
 

@@ -41,7 +41,15 @@ def test_example_job_runs_shrunk(job_file: Path, tmp_path: Path) -> None:
     assert runfiles.read_exit(run_dir)["step"] >= spec.job.total_steps
     kinds = {record["kind"] for record in runfiles.read_metrics(run_dir)}
     assert {"train", "checkpoint"} <= kinds
-    if spec.env.preset == "classic":  # an untrained greedy Atari policy can idle until the time limit
-        played = run_rlsup("enjoy", run_dir, "--episodes", "1", "--json")
-        assert played.returncode == 0, played.stderr
-        assert len(json.loads(played.stdout)["returns"]) == 1
+    # An untrained greedy policy ends its game too: fire_reset serves Breakout's ball after every life.
+    played = run_rlsup("enjoy", run_dir, "--episodes", "1", "--json")
+    assert played.returncode == 0, played.stderr
+    assert len(json.loads(played.stdout)["returns"]) == 1
+
+
+@pytest.mark.parametrize("job_file", JOBS, ids=lambda path: path.stem)
+def test_example_elite_lambda_anneals_within_its_budget(job_file: Path) -> None:
+    spec = specs.load(job_file)
+    for replay in spec.replay:
+        if replay.kind in ("elite", "attentive"):
+            assert replay.anneal_steps * replay.alfa_annealing_factor <= spec.job.total_steps, replay

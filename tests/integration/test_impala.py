@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import psutil
-import pytest
 import torch
 
 from rlsup import runfiles
@@ -25,7 +24,6 @@ from rlsup_testing import (final_fingerprint, metric_steps, pause_when, rlsup_co
                             wait_for)
 
 EXIT_PAUSED = 75
-JOBS = Path(__file__).parents[2] / "jobs"
 STEPS_PER_UPDATE = 10 * 8  # unroll_length × batch_size below
 
 SMALL_VTRACE = """
@@ -251,16 +249,3 @@ def test_actors_ignore_ctrl_c_and_never_outlive_their_learner(tmp_path: Path) ->
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.communicate(timeout=30)
-
-
-# ---- the example job learns -------------------------------------------------------------------------
-
-
-@pytest.mark.slow
-def test_cartpole_vtrace_job_solves_cartpole(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    result = run_rlsup("run", JOBS / "cartpole-vtrace.toml", "--run-dir", run_dir, timeout=280)
-    assert result.returncode == 0, result.stderr
-    returns = [record["mean_return"] for record in runfiles.read_metrics(run_dir)
-               if record["kind"] == "train" and record["mean_return"] is not None]
-    assert max(returns) >= 475, f"mean returns over the run: {returns}"
