@@ -171,10 +171,14 @@ class Worker:
     def _start(self):
         from rlsup.algos.envs import EnvError
         from rlsup.algos.memory import check_replays_fit
-        from rlsup.checkpoint.manifest import require_usable
+        from rlsup.checkpoint.manifest import NoUsableCheckpoint, require_usable
 
         # Refuse a run that cannot resume before anything is built: nothing of it may change.
-        self.choice = require_usable(self.run_dir)
+        try:
+            self.choice = require_usable(self.run_dir)
+        except NoUsableCheckpoint as error:
+            raise UsageError(f"{error}. Nothing was changed; to train this run again from step 0, with these "
+                             f"checkpoints moved aside: rlsup run --resume {self.run_dir} --from-scratch") from None
         device = select_device(self.spec.job.device)
         make_cuda_deterministic(device)
         try:

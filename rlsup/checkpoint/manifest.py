@@ -369,10 +369,15 @@ def resolve(run_dir: Path, which: str) -> CheckpointEntry:
 
 
 def _resolve_latest(run_dir: Path) -> CheckpointEntry:
-    entry = require_usable(run_dir).entry
-    if entry is None:
+    return latest_choice(run_dir).entry
+
+
+def latest_choice(run_dir: Path) -> Choice:
+    """What "latest" names, with the newer checkpoints it falls back past; raises when there is none."""
+    choice = require_usable(run_dir)
+    if choice.entry is None:
         raise CheckpointNotFound(f"{run_dir} has no checkpoints")
-    return entry
+    return choice
 
 
 def _resolve_step(run_dir: Path, step: int) -> CheckpointEntry:
