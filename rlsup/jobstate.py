@@ -112,6 +112,9 @@ class Outcome:
     state: State
     reason: str
     restart: bool = False  # a crash restart: count it and wait for the backoff
+    # The intent the job must now rest with: a pause the daemon decided (a full disk) holds until a
+    # client resumes it, instead of the standing "running" intent re-queueing it at once.
+    desired: Desired | None = None
 
 
 def exit_outcome(ended: Exit, *, desired: Desired, total_steps: int, restarts: int,
@@ -121,7 +124,8 @@ def exit_outcome(ended: Exit, *, desired: Desired, total_steps: int, restarts: i
     if desired is Desired.KILLED:
         return Outcome(State.KILLED, "killed on request")
     if ended.code == EXIT_NO_SPACE:
-        return Outcome(State.PAUSED, f"{ended.reason or 'no space left on device'}; free some space, then resume")
+        return Outcome(State.PAUSED, f"{ended.reason or 'no space left on device'}; free some space, then resume",
+                       desired=Desired.PAUSED)
     if ended.code == EXIT_DONE:
         if ended.step is not None and ended.step < total_steps:
             # total_steps was raised while the worker was finishing: carry on.

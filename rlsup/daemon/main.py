@@ -374,6 +374,8 @@ class Daemon:
         if ended.step is not None:
             columns["step"] = ended.step
         reason = outcome.reason
+        if outcome.desired is not None:
+            columns["desired"] = outcome.desired
         if outcome.restart:
             delay = jobstate.restart_backoff(job.restarts, self.settings.restart_backoff_s)
             columns.update(restarts=job.restarts + 1, not_before=time.time() + delay)

@@ -145,6 +145,7 @@ def test_a_full_disk_pauses_with_its_reason_instead_of_burning_restarts():
     for desired in (Desired.RUNNING, Desired.PAUSED):
         result = outcome(Exit(code=jobstate.EXIT_NO_SPACE, reason=reason), desired, restarts=0, max_restarts=3)
         assert result.state is P and not result.restart and reason in result.reason
+        assert result.desired is Desired.PAUSED  # rests paused until a client resumes it
 
 
 def test_unknown_exit_of_an_adopted_worker_is_a_crash():
