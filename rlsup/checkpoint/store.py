@@ -1,7 +1,6 @@
 """Writing and loading checkpoints: state trees of tensors, arrays and bytes, written atomically with checksums."""
 from __future__ import annotations
 
-import errno
 import io
 import json
 import os
@@ -20,7 +19,7 @@ from numpy.lib import format as npy_format
 
 import rlsup
 from rlsup import paths
-from rlsup.checkpoint import manifest as manifests
+from rlsup.checkpoint import manifest as manifests, space
 from rlsup.checkpoint.manifest import (CHECKSUM_ALGORITHM, FORMAT_VERSION, MANIFEST_FILE, REASONS, STATE_FILE,
                                        CheckpointEntry, Checksum, NoSpace)
 from rlsup.runfiles import fsync_directory
@@ -348,7 +347,7 @@ def write_checkpoint(run_dir: Path, state: dict, *, step: int, episodes: int, re
     parent = _checkpoints_parent(run_dir)
     _clean_leftovers(parent)
     needed = _bytes_needed(encoder, state_text)
-    _require_space(parent, needed)
+    space.require(parent, needed)
     final = parent / paths.checkpoint_name(step)
     temporary = parent / f"{TEMPORARY_PREFIX}{final.name}-{os.getpid()}-{secrets.token_hex(4)}"
     temporary.mkdir(mode=0o700)
@@ -363,8 +362,8 @@ def write_checkpoint(run_dir: Path, state: dict, *, step: int, episodes: int, re
         fsync_directory(temporary)
     except BaseException as error:
         shutil.rmtree(temporary, ignore_errors=True)
-        if _out_of_space(error, parent, needed):
-            raise NoSpace(_no_space_message(parent, needed)) from None
+        if space.ran_out(error, parent, needed):
+            raise NoSpace(space.message(parent, needed)) from None
         raise
     _install(temporary, final)
     _rotate(run_dir, keep, known_verified=final)
@@ -377,33 +376,6 @@ def _bytes_needed(encoder: _Encoder, state_text: bytes) -> int:
     arrays = sum(array.nbytes for _, array in encoder.arrays)
     blobs = sum(len(data) for _, data in encoder.blobs)
     return tensors + arrays + blobs + len(state_text)
-
-
-def _require_space(parent: Path, needed: int) -> None:
-    """Refuse before writing a byte when the filesystem cannot hold the checkpoint."""
-    if shutil.disk_usage(parent).free < needed:
-        raise NoSpace(_no_space_message(parent, needed))
-
-
-def _out_of_space(error: BaseException | None, parent: Path, needed: int) -> bool:
-    """Whether a failed write failed for lack of space: ENOSPC itself (perhaps wrapped by torch), or
-    torch's zip writer reporting the short write ("enforce fail at inline_container.cc ... unexpected pos")."""
-    if not isinstance(error, (OSError, RuntimeError)):
-        return False  # an interrupt, a refused state: never a space problem
-    while error is not None:
-        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        if isinstance(error, RuntimeError) and ("unexpected pos" in str(error) or "No space left" in str(error)):
-            return True
-        error = error.__cause__ or error.__context__
-    try:
-        return shutil.disk_usage(parent).free < needed
-    except OSError:
-        return False
-
-
-def _no_space_message(parent: Path, needed: int) -> str:
-    return f"no space left on device: needed about {max(needed / 1e6, 0.1):.1f} MB in {parent}"
 
 
 def _checkpoints_parent(run_dir: Path) -> Path:

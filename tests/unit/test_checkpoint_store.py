@@ -506,11 +506,11 @@ def test_an_unreadable_checkpoints_directory_is_an_error_not_an_empty_run(tmp_pa
                          ids=["array", "tensor"])
 @pytest.mark.parametrize("checked_first", [True, False], ids=["checked-before", "hit-while-writing"])
 def test_a_full_disk_is_named_and_leaves_the_previous_checkpoint(tmp_path, monkeypatch, state, checked_first):
-    from rlsup.checkpoint import store
+    from rlsup.checkpoint import space
     from rlsup_testing import small_filesystem
 
     if not checked_first:  # the space check passed, then the disk filled while writing
-        monkeypatch.setattr(store, "_require_space", lambda parent, needed: None)
+        monkeypatch.setattr(space, "require", lambda parent, needed: None)
     with small_filesystem(tmp_path / "disk", "256k") as run_dir:
         first = write(run_dir, small_state(1), 1)
         with pytest.raises(manifests.NoSpace, match=r"^no space left on device: needed about 1\.0 MB in .*checkpoints$"):
