@@ -1,17 +1,33 @@
 """The rlsup command: an argparse front whose every command is a thin call into the modules."""
 from __future__ import annotations
 
-import argparse
-import json
+import os
+import signal
 import sys
-import time
-from pathlib import Path
 
-from rlsup import __version__, paths, runfiles
-from rlsup import spec as specs
-from rlsup.checkpoint.manifest import CheckpointNotFound
-from rlsup.daemon import client
-from rlsup.daemon.commands import register as register_daemon_commands
+
+def leave_on_early_interrupt(signum: int, frame) -> None:
+    """Ctrl-C while Python is still importing rlsup: nothing has been written yet, so leave at once."""
+    os.write(2, b"rlsup: interrupted\n")
+    os._exit(130)
+
+
+# Before the imports below (a tenth of a second): a Ctrl-C during them would print a traceback. Only
+# when this is the program (`rlsup`, `python -m rlsup.cli`), never when a test or tool imports it.
+if __name__ == "__main__" or os.path.basename(sys.argv[0] if sys.argv else "") == "rlsup":
+    signal.signal(signal.SIGINT, leave_on_early_interrupt)
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from rlsup import __version__, paths, runfiles  # noqa: E402
+from rlsup import spec as specs  # noqa: E402
+from rlsup.checkpoint.manifest import CheckpointProblem  # noqa: E402
+from rlsup.daemon import client  # noqa: E402
+from rlsup.daemon.commands import register as register_daemon_commands  # noqa: E402
 
 
 class CliError(Exception):
@@ -58,6 +74,8 @@ def command_schema(args: argparse.Namespace) -> int:
 
 
 def command_run(args: argparse.Namespace) -> int:
+    if args.from_scratch and not args.resume:
+        raise CliError("--from-scratch goes with --resume RUN: it restarts an existing run from step 0")
     if args.resume:
         run_dir = resolve_run(args.resume)
         if args.job:
@@ -69,7 +87,7 @@ def command_run(args: argparse.Namespace) -> int:
     print(run_dir, flush=True)
     from rlsup import worker
 
-    worker.exit_now(worker.run(run_dir, foreground=True))
+    worker.exit_now(worker.run(run_dir, foreground=True, from_scratch=args.from_scratch))
 
 
 def start_run(spec: specs.JobSpec, requested: str | None) -> Path:
@@ -94,21 +112,28 @@ def apply_resume_edit(run_dir: Path, edited: specs.JobSpec) -> None:
 
 
 def command_checkpoints(args: argparse.Namespace) -> int:
-    from rlsup.checkpoint.manifest import list_checkpoints, verify
+    from rlsup.checkpoint.manifest import scan_checkpoints, verify
 
     run_dir = resolve_run(args.run)
+    entries, invalid = scan_checkpoints(run_dir, strict=True)
     rows = []
-    for entry in list_checkpoints(run_dir):
+    for entry in entries:
         row = entry.to_json()
         problem = verify(entry.path) if args.verify else None
         row["verified"] = (problem is None) if args.verify else None
         row["problem"] = problem
         rows.append(row)
+    # A directory whose manifest is missing or broken is no checkpoint, but it must not go unseen.
+    broken = [{"step": refused.step, "path": str(refused.path), "verified": False, "problem": refused.problem}
+              for refused in invalid]
+    code = 1 if any(row["verified"] is False for row in rows + broken) else 0
     if args.json:
-        print(json.dumps(rows, indent=1))
-        return 0
+        print(json.dumps(rows + broken, indent=1))
+        return code
     print_checkpoint_table(rows)
-    return 1 if any(row["verified"] is False for row in rows) else 0
+    for row in broken:
+        print(f"{Path(row['path']).name}: not a usable checkpoint ({row['problem']})")
+    return code
 
 
 def print_checkpoint_table(rows: list[dict]) -> None:
@@ -172,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("job", metavar="JOB.toml", nargs="?", help="the job file (with --resume: an edited spec)")
     run.add_argument("--run-dir", help="where to put the run (default: under $RLSUP_HOME/runs/)")
     run.add_argument("--resume", metavar="RUN", help="continue RUN from its newest verified checkpoint")
+    run.add_argument("--from-scratch", action="store_true",
+                     help="with --resume: train RUN again from step 0, moving its checkpoints and metrics "
+                          "aside (never deleted)")
     run.set_defaults(handler=command_run)
 
     checkpoints = commands.add_parser("checkpoints", help="list a run's checkpoints")
@@ -198,19 +226,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        args.handler = command_tui
     try:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # each command handles Ctrl-C itself
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            args.handler = command_tui
         return args.handler(args)
     except specs.SpecError as error:
         print(error, file=sys.stderr)
         return 2
-    except (CliError, CheckpointNotFound) as error:
+    except (CliError, CheckpointProblem) as error:
         print(f"rlsup: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        print("rlsup: interrupted", file=sys.stderr)
         return 130
 
 

@@ -30,16 +30,26 @@ class VideoRecorder:
             self.writer.release()
 
 
-def load_policy(run_dir: Path, which: str = "latest") -> tuple[Callable[[np.ndarray], np.ndarray], object]:
-    """The greedy policy of a checkpoint, built from the run's own job.toml (works on a copied run)."""
+def load_policy(run_dir: Path, which: str = "latest", report: Callable[[str], None] = lambda line: None,
+                ) -> tuple[Callable[[np.ndarray], np.ndarray], object]:
+    """The greedy policy of a checkpoint, built from the run's own job.toml (works on a copied run).
+
+    report hears which newer checkpoints `latest` fell back past, and why.
+    """
     import torch
 
     from rlsup.algos.envs import probe_env
-    from rlsup.checkpoint.manifest import resolve
+    from rlsup.checkpoint.manifest import latest_choice, resolve
     from rlsup.checkpoint.store import load_checkpoint
 
     spec = runfiles.read_run_spec(run_dir)
-    entry = resolve(run_dir, which)
+    if which == "latest":
+        choice = latest_choice(run_dir)
+        entry = choice.entry
+        if choice.skipped_message():
+            report(choice.skipped_message())
+    else:
+        entry = resolve(run_dir, which)
     # `latest` and `best` resolve to a checkpoint that has just been checksummed; a step or a path has not.
     _, state = load_checkpoint(entry.path, verify=which not in ("latest", "best"))
     observation_shape, _, num_actions, _ = probe_env(spec.env)
@@ -72,7 +82,7 @@ def enjoy(run_dir: Path, *, which: str = "latest", episodes: int = 5, seed: int 
     from rlsup.algos.evaluate import play_episodes
 
     spec = runfiles.read_run_spec(run_dir)
-    policy, entry = load_policy(run_dir, which)
+    policy, entry = load_policy(run_dir, which, report)
     report(f"{entry.path.name}: step {entry.step}, fingerprint {entry.fingerprint[:12]}")
     recorder = VideoRecorder(video, fps=30.0) if video else None
 

@@ -75,8 +75,10 @@ def check(old: State, new: State) -> None:
 
 EXIT_DONE = 0
 EXIT_ERROR = 1
-EXIT_SPEC = 2
+EXIT_SPEC = 2        # spec or usage error, or a run that cannot resume as it is: never retried
+EXIT_NO_SPACE = 74   # the disk is full: paused, since a restart would only fill it again
 EXIT_PAUSED = 75
+EXIT_ABORTED = 130   # a second interrupt: stopped at once, the previous checkpoint kept
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class Exit:
     code: int | None = None
     signal: int | None = None
     step: int | None = None
+    reason: str | None = None  # the worker's own sentence, from exit.json
 
     def describe(self) -> str:
         if self.signal is not None:
@@ -109,6 +112,9 @@ class Outcome:
     state: State
     reason: str
     restart: bool = False  # a crash restart: count it and wait for the backoff
+    # The intent the job must now rest with: a pause the daemon decided (a full disk) holds until a
+    # client resumes it, instead of the standing "running" intent re-queueing it at once.
+    desired: Desired | None = None
 
 
 def exit_outcome(ended: Exit, *, desired: Desired, total_steps: int, restarts: int,
@@ -117,6 +123,9 @@ def exit_outcome(ended: Exit, *, desired: Desired, total_steps: int, restarts: i
     desired = Desired(desired)
     if desired is Desired.KILLED:
         return Outcome(State.KILLED, "killed on request")
+    if ended.code == EXIT_NO_SPACE:
+        return Outcome(State.PAUSED, f"{ended.reason or 'no space left on device'}; free some space, then resume",
+                       desired=Desired.PAUSED)
     if ended.code == EXIT_DONE:
         if ended.step is not None and ended.step < total_steps:
             # total_steps was raised while the worker was finishing: carry on.
@@ -134,7 +143,7 @@ def exit_outcome(ended: Exit, *, desired: Desired, total_steps: int, restarts: i
     if desired is Desired.PAUSED:
         return Outcome(State.PAUSED, f"{ended.describe()} while pausing; resumes from the previous checkpoint")
     if ended.code == EXIT_SPEC:
-        return Outcome(State.FAILED, f"{ended.describe()}: spec or usage error (never retried)")
+        return Outcome(State.FAILED, f"{ended.describe()}: {ended.reason or 'spec or usage error'} (never retried)")
     if restarts < max_restarts:
         return Outcome(State.QUEUED, f"{ended.describe()}; restart {restarts + 1} of {max_restarts} "
                                      "from the newest verified checkpoint", restart=True)

@@ -16,6 +16,7 @@ METRICS_FILE = "metrics.jsonl"
 LOG_FILE = "worker.log"
 EXIT_FILE = "exit.json"
 CHECKPOINTS = "checkpoints"
+WORKER_LOCK = "worker.lock"     # held by the run's one worker for its whole life
 
 # Files of RLSUP_HOME.
 DATABASE = "rlsup.db"
@@ -36,10 +37,20 @@ def rlsup_home() -> Path:
 
 
 def ensure_private_dir(path: Path) -> Path:
-    """Create path (and parents) readable by its owner alone."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if path.stat().st_mode & 0o077:
-        path.chmod(0o700)
+    """Create path and its missing parents, each readable by its owner alone.
+
+    A directory that already exists keeps its permissions: it may be shared on purpose (a 1777
+    scratch directory given as --run-dir), and only what rlsup creates is rlsup's to make private.
+    """
+    path = Path(path)
+    missing = [directory for directory in (path, *path.parents) if not directory.exists()]
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=0o700)  # the umask can only remove bits, never add them to 0700
+        except FileExistsError:
+            pass  # made meanwhile by another process: not ours to change
+    if not path.is_dir():
+        raise NotADirectoryError(f"{path} exists and is not a directory")
     return path
 
 

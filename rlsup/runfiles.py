@@ -101,6 +101,25 @@ class MetricsWriter:
         self.handle.close()
 
 
+def discard_history(run_dir: Path) -> list[Path]:
+    """Move checkpoints/ and metrics.jsonl aside (NAME.discarded-TIME), so the run can train again from
+    step 0 with nothing of its past deleted; returns where they went."""
+    run_dir = Path(run_dir)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    moved = []
+    for name in (paths.CHECKPOINTS, paths.METRICS_FILE):
+        source = run_dir / name
+        if not os.path.lexists(source):
+            continue
+        stem, dot, suffix = name.partition(".")
+        target = run_dir / f"{stem}.discarded-{stamp}{dot}{suffix}"
+        os.rename(source, target)  # one rename: a crash leaves it either in place or aside, never half
+        moved.append(target)
+    if moved:
+        fsync_directory(run_dir)
+    return moved
+
+
 def truncate_metrics(run_dir: Path, length: int) -> None:
     """Cut metrics.jsonl back to a checkpoint's recorded length, dropping a future that was thrown away."""
     path = Path(run_dir) / paths.METRICS_FILE

@@ -5,13 +5,16 @@ import dataclasses
 import difflib
 import hashlib
 import json
-import math
 import re
 import sys
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+import tomli_w
+
+from rlsup.fieldcheck import CAPACITY_MAX, COUNT_MAX, INT64_MAX, STEPS_MAX, check_value
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -42,17 +45,20 @@ class JobSection:
 
     name: str = setting("", "Job name; defaults to the file's stem.", LIVE)
     algo: Literal["dqn", "vtrace"] = setting("dqn", "Training algorithm: dqn, or vtrace (IMPALA).", IDENTITY)
-    seed: int = setting(0, "Seed of every random stream of the run.", IDENTITY, minimum=0)
+    seed: int = setting(0, "Seed of every random stream of the run.", IDENTITY, minimum=0,
+                   maximum=INT64_MAX)
     total_steps: int = setting(100_000, "Environment steps to train for; raise it to extend a run.",
-                               LIVE, minimum=1)
+                               LIVE, minimum=1, maximum=STEPS_MAX)
     device: Literal["auto", "cpu", "cuda"] = setting(
         "auto", "Where the learner runs: auto picks cuda when a GPU is visible.", RESUME)
     gpus: int = setting(0, "GPUs the daemon reserves for this job (CUDA_VISIBLE_DEVICES).", RESUME,
-                        minimum=0)
+                        minimum=0, maximum=1024)
     threads: int = setting(1, "Torch CPU threads of the worker; results are bit-exact for a fixed count.",
-                           RESUME, minimum=1)
-    priority: int = setting(0, "Higher runs first; ties go by submission order.", LIVE)
-    max_restarts: int = setting(3, "Restarts from the latest checkpoint after a crash.", LIVE, minimum=0)
+                           RESUME, minimum=1, maximum=4096)
+    priority: int = setting(0, "Higher runs first; ties go by submission order.", LIVE, minimum=-(2 ** 31),
+                            maximum=2 ** 31 - 1)
+    max_restarts: int = setting(3, "Restarts from the latest checkpoint after a crash.", LIVE, minimum=0,
+                           maximum=10_000)
     stop_grace_s: float = setting(60.0, "Seconds a pausing worker gets before SIGKILL.", LIVE, minimum=0)
 
 
@@ -63,18 +69,22 @@ class EnvSection:
     id: str = setting("CartPole-v1", "Gymnasium id, e.g. CartPole-v1 or ALE/Pong-v5.", IDENTITY)
     preset: Literal["classic", "atari"] = setting(
         "classic", "classic: the env as registered; atari: DeepMind preprocessing.", IDENTITY)
-    num_envs: int = setting(1, "Environments stepped side by side by the worker.", IDENTITY, minimum=1)
+    num_envs: int = setting(1, "Environments stepped side by side by the worker.", IDENTITY, minimum=1,
+                           maximum=COUNT_MAX)
     sticky_actions: float = setting(0.0, "Atari repeat_action_probability (0.25 for sticky actions).",
                                     IDENTITY, minimum=0.0, maximum=1.0)
     clip_rewards: bool = setting(False, "Clip learning rewards to their sign (game scores stay raw).",
                                  IDENTITY)
     episodic_life: bool = setting(False, "A lost life ends the episode for learning, not the game.",
                                   IDENTITY)
-    noop_max: int = setting(30, "Atari: at most this many no-ops after a reset.", IDENTITY, minimum=0)
-    frame_skip: int = setting(4, "Atari: frames each action is repeated for.", IDENTITY, minimum=1)
-    frame_stack: int = setting(4, "Atari: frames stacked into one observation.", IDENTITY, minimum=1)
+    noop_max: int = setting(30, "Atari: at most this many no-ops after a reset.", IDENTITY, minimum=0,
+                           maximum=100_000)
+    frame_skip: int = setting(4, "Atari: frames each action is repeated for.", IDENTITY, minimum=1,
+                             maximum=1000)
+    frame_stack: int = setting(4, "Atari: frames stacked into one observation.", IDENTITY, minimum=1,
+                              maximum=1000)
     max_episode_steps: int = setting(0, "Truncate episodes after this many steps (0: env default).",
-                                     IDENTITY, minimum=0)
+                                     IDENTITY, minimum=0, maximum=STEPS_MAX)
     fire_reset: bool = setting(True, "Atari: press FIRE after a reset and after a lost life, in games whose "
                                      "actions include FIRE (FireResetEnv of CleanRL and stable-baselines3).",
                                IDENTITY)
@@ -88,21 +98,25 @@ class DqnSection:
     lr_end: float = setting(0.0, "Learning rate reached at lr_end_step, and kept after it.", IDENTITY,
                             minimum=0.0)
     lr_end_step: int = setting(0, "Absolute step at which the learning rate has moved linearly from lr to "
-                                  "lr_end (0: lr throughout).", IDENTITY, minimum=0)
+                                  "lr_end (0: lr throughout).", IDENTITY, minimum=0, maximum=STEPS_MAX)
     gamma: float = setting(0.99, "Discount factor.", IDENTITY, minimum=0.0, maximum=1.0)
-    batch_size: int = setting(32, "Transitions per gradient step.", IDENTITY, minimum=1)
-    learning_starts: int = setting(80_000, "Step at which gradient updates begin.", IDENTITY, minimum=0)
+    batch_size: int = setting(32, "Transitions per gradient step.", IDENTITY, minimum=1,
+                             maximum=COUNT_MAX)
+    learning_starts: int = setting(80_000, "Step at which gradient updates begin.", IDENTITY, minimum=0,
+                                  maximum=STEPS_MAX)
     train_every: int = setting(4, "Environment steps between rounds of gradient steps.", IDENTITY,
-                               minimum=1)
-    gradient_steps: int = setting(1, "Gradient steps per round.", IDENTITY, minimum=1)
+                               minimum=1, maximum=STEPS_MAX)
+    gradient_steps: int = setting(1, "Gradient steps per round.", IDENTITY, minimum=1,
+                                 maximum=COUNT_MAX)
     target_update_every: int = setting(1000, "Environment steps between target-network updates.",
-                                       IDENTITY, minimum=1)
+                                       IDENTITY, minimum=1, maximum=STEPS_MAX)
     tau: float = setting(1.0, "Target update weight: 1 copies, below 1 is Polyak averaging.", IDENTITY,
                          minimum=0.0, maximum=1.0, exclusive_minimum=True)
     double: bool = setting(True, "Double DQN: the online network picks the next action.", IDENTITY)
-    n_step: int = setting(1, "Steps of reward summed into each target.", IDENTITY, minimum=1)
+    n_step: int = setting(1, "Steps of reward summed into each target.", IDENTITY, minimum=1,
+                         maximum=100_000)
     hidden_sizes: list[int] = setting([256, 256], "Widths of the MLP's hidden layers (vector obs).",
-                                      IDENTITY)
+                                      IDENTITY, minimum=1, maximum=COUNT_MAX)
     loss: Literal["huber", "mse"] = setting("huber", "Temporal-difference loss.", IDENTITY)
     max_grad_norm: float = setting(10.0, "Clip the gradient's norm to this (0: no clipping).", IDENTITY,
                                    minimum=0.0)
@@ -110,7 +124,7 @@ class DqnSection:
     epsilon_end: float = setting(0.01, "Exploration rate from epsilon_end_step on.", IDENTITY,
                                  minimum=0.0, maximum=1.0)
     epsilon_end_step: int = setting(1_000_000, "Absolute step at which epsilon reaches epsilon_end.",
-                                    IDENTITY, minimum=1)
+                                    IDENTITY, minimum=1, maximum=STEPS_MAX)
 
 
 @dataclass(frozen=True)
@@ -121,11 +135,11 @@ class ReplaySection:
         "standard", "standard: uniform; queue: FIFO of fresh unrolls (vtrace); elite, attentive: most on-policy "
         "or most similar to now, from uniform candidates.", IDENTITY)
     capacity: int = setting(100_000, "Items the replay holds (transitions for dqn, unrolls for vtrace).",
-                            IDENTITY, minimum=1)
+                            IDENTITY, minimum=1, maximum=CAPACITY_MAX)
     ratio: float = setting(1.0, "Share of each batch drawn from this replay; shares sum to 1.", IDENTITY,
                            minimum=0.0, maximum=1.0, exclusive_minimum=True)
     min_size: int = setting(0, "Items needed before sampling (0: a full queue, else max(20% of capacity, "
-                               "10 x batch)).", IDENTITY, minimum=0)
+                               "10 x batch)).", IDENTITY, minimum=0, maximum=CAPACITY_MAX)
     strategy: int = setting(1, "Elite/attentive selection: 1 nearest, 2 rank-stratified, 3 least-sampled, "
                                "4 least-sampled per window.", IDENTITY, minimum=1, maximum=4)
     distance: Literal["ln_norm", "cos_dist", "kl_div"] = setting(
@@ -137,25 +151,28 @@ class ReplaySection:
                                                 "anneal_steps * alfa.", IDENTITY, minimum=0.0,
                                            exclusive_minimum=True)
     anneal_steps: int = setting(1_000_000, "Environment steps (the unit of total_steps) over which lambda falls "
-                                           "linearly to 1, times alfa.", IDENTITY, minimum=1)
+                                           "linearly to 1, times alfa.", IDENTITY, minimum=1, maximum=STEPS_MAX)
     elite_insertion: bool = setting(False, "Once full, overwrite the farthest of some candidates, not the "
                                            "oldest.", IDENTITY)
-    insertion_candidates: int = setting(32, "Candidates drawn for elite insertion.", IDENTITY, minimum=1)
+    insertion_candidates: int = setting(32, "Candidates drawn for elite insertion.", IDENTITY, minimum=1,
+                                       maximum=COUNT_MAX)
 
 
 @dataclass(frozen=True)
 class VtraceSection:
     """[vtrace]: actor/learner V-trace (IMPALA)."""
 
-    actors: int = setting(2, "Actor processes, each with a CPU copy of the policy.", RESUME, minimum=1)
-    envs_per_actor: int = setting(4, "Environments each actor steps side by side.", IDENTITY, minimum=1)
-    unroll_length: int = setting(20, "Steps per unroll (T).", IDENTITY, minimum=1)
-    batch_size: int = setting(32, "Unrolls per learner batch.", IDENTITY, minimum=1)
+    actors: int = setting(2, "Actor processes, each with a CPU copy of the policy.", RESUME, minimum=1,
+                         maximum=4096)
+    envs_per_actor: int = setting(4, "Environments each actor steps side by side.", IDENTITY, minimum=1,
+                                 maximum=COUNT_MAX)
+    unroll_length: int = setting(20, "Steps per unroll (T).", IDENTITY, minimum=1, maximum=100_000)
+    batch_size: int = setting(32, "Unrolls per learner batch.", IDENTITY, minimum=1, maximum=COUNT_MAX)
     lr: float = setting(6e-4, "RMSProp learning rate at step 0.", IDENTITY, minimum=0.0, exclusive_minimum=True)
     lr_end: float = setting(0.0, "Learning rate reached at lr_end_step, and kept after it.", IDENTITY,
                             minimum=0.0)
     lr_end_step: int = setting(50_000_000, "Absolute step at which the learning rate has moved linearly from lr "
-                                           "to lr_end.", IDENTITY, minimum=1)
+                                           "to lr_end.", IDENTITY, minimum=1, maximum=STEPS_MAX)
     gamma: float = setting(0.99, "Discount factor.", IDENTITY, minimum=0.0, maximum=1.0)
     rmsprop_alpha: float = setting(0.99, "RMSProp smoothing constant.", IDENTITY, minimum=0.0, maximum=1.0)
     rmsprop_eps: float = setting(0.01, "RMSProp epsilon.", IDENTITY, minimum=0.0, exclusive_minimum=True)
@@ -171,9 +188,9 @@ class VtraceSection:
     max_grad_norm: float = setting(40.0, "Clip the gradient's norm to this (0: no clipping).", IDENTITY,
                                    minimum=0.0)
     hidden_sizes: list[int] = setting([256, 256], "Widths of the MLP torso's hidden layers (vector obs).",
-                                      IDENTITY)
+                                      IDENTITY, minimum=1, maximum=COUNT_MAX)
     feature_size: int = setting(512, "Width of the feature head whose outputs elite replay compares.",
-                                IDENTITY, minimum=1)
+                                IDENTITY, minimum=1, maximum=COUNT_MAX)
     serial: bool = setting(False, "Run actors and learner in one process (debugging; bit-exact resume).",
                            RESUME)
 
@@ -183,8 +200,8 @@ class CheckpointSection:
     """[checkpoint]: when checkpoints are written and how many are kept."""
 
     every_steps: int = setting(50_000, "Steps between interval checkpoints (0: only pause and final).",
-                               LIVE, minimum=0)
-    keep: int = setting(3, "Newest checkpoints kept on disk.", LIVE, minimum=1)
+                               LIVE, minimum=0, maximum=STEPS_MAX)
+    keep: int = setting(3, "Newest checkpoints kept on disk.", LIVE, minimum=1, maximum=100_000)
     replay: bool = setting(True, "Save replays in checkpoints; without them a resume is not exact.",
                            LIVE)
 
@@ -193,7 +210,8 @@ class CheckpointSection:
 class LogSection:
     """[log]: training metrics written to metrics.jsonl."""
 
-    every_steps: int = setting(1000, "Steps between train-metric lines.", LIVE, minimum=1)
+    every_steps: int = setting(1000, "Steps between train-metric lines.", LIVE, minimum=1,
+                              maximum=STEPS_MAX)
     tensorboard: bool = setting(False, "Also write TensorBoard event files (needs tensorboard).", LIVE)
 
 
@@ -201,8 +219,9 @@ class LogSection:
 class EvalSection:
     """[eval]: greedy evaluation on its own environments and random streams."""
 
-    every_steps: int = setting(0, "Steps between evaluations (0: none).", LIVE, minimum=0)
-    episodes: int = setting(5, "Episodes per evaluation.", LIVE, minimum=1)
+    every_steps: int = setting(0, "Steps between evaluations (0: none).", LIVE, minimum=0,
+                              maximum=STEPS_MAX)
+    episodes: int = setting(5, "Episodes per evaluation.", LIVE, minimum=1, maximum=1_000_000)
     epsilon: float = setting(0.0, "Exploration rate while evaluating (its own random stream).", LIVE,
                              minimum=0.0, maximum=1.0)
 
@@ -400,12 +419,18 @@ def _build_section(cls: type, data: dict, path: tuple, located: _Located, proble
         if key not in hints:
             problems.append(located.problem(path + (key,), "unknown field" + _suggestion(key, list(hints))))
             continue
-        error = _check_value(value, hints[key], _field(cls, key).metadata)
+        error = check_value(value, hints[key], _field(cls, key).metadata)
         if error:
             problems.append(located.problem(path + (key,), error))
         else:
             values[key] = float(value) if hints[key] is float else value
     return cls(**values)
+
+
+def field_problem(section: str, name: str, value: Any) -> str | None:
+    """Why value cannot be [section] name (type and range), or None: for values given outside a file."""
+    cls = TABLES[section]
+    return check_value(value, typing.get_type_hints(cls)[name], _field(cls, name).metadata)
 
 
 def _field(cls: type, name: str) -> dataclasses.Field:
@@ -415,56 +440,6 @@ def _field(cls: type, name: str) -> dataclasses.Field:
 def _suggestion(word: str, choices: list[str]) -> str:
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-def _check_value(value: Any, annotation: Any, metadata: dict) -> str | None:
-    """Return why value does not fit the annotated type and bounds, or None when it does."""
-    origin = typing.get_origin(annotation)
-    if origin is Literal:
-        choices = typing.get_args(annotation)
-        if value not in choices or not isinstance(value, str):
-            return f"must be one of {', '.join(repr(c) for c in choices)}, not {value!r}"
-        return None
-    if origin is list:
-        (item_type,) = typing.get_args(annotation)
-        if not isinstance(value, list):
-            return f"must be a list of {item_type.__name__}, not {_type_name(value)}"
-        for item in value:
-            error = _check_value(item, item_type, metadata)
-            if error:
-                return f"every item {error}"
-        return None
-    if annotation is bool:
-        return None if isinstance(value, bool) else f"must be true or false, not {_type_name(value)}"
-    if annotation is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            return f"must be an integer, not {_type_name(value)}"
-    elif annotation is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return f"must be a number, not {_type_name(value)}"
-        if not math.isfinite(value):
-            return f"must be finite, not {value}"
-    elif annotation is str:
-        return None if isinstance(value, str) else f"must be a string, not {_type_name(value)}"
-    return _check_bounds(value, metadata)
-
-
-def _check_bounds(value: float, metadata: dict) -> str | None:
-    minimum, maximum = metadata.get("minimum"), metadata.get("maximum")
-    if minimum is not None:
-        if metadata.get("exclusive_minimum") and value <= minimum:
-            return f"must be greater than {minimum}, not {value}"
-        if value < minimum:
-            return f"must be at least {minimum}, not {value}"
-    if maximum is not None and value > maximum:
-        return f"must be at most {maximum}, not {value}"
-    return None
-
-
-def _type_name(value: Any) -> str:
-    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-             list: "an array", dict: "a table"}
-    return names.get(type(value), type(value).__name__)
 
 
 def _cross_checks(spec: JobSpec, located: _Located) -> list[Problem]:
@@ -612,15 +587,13 @@ def render_toml(spec: JobSpec) -> str:
 
 
 def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
+    """A value as TOML, by a real TOML writer: json.dumps would escape characters beyond the Basic
+    Multilingual Plane as surrogate pairs, which TOML forbids. Lists stay on one line."""
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(item) for item in value) + "]"
-    raise TypeError(f"cannot write {value!r} as TOML")
+    if not isinstance(value, (bool, int, float, str)):
+        raise TypeError(f"cannot write {value!r} as TOML")
+    return tomli_w.dumps({"value": value}).removeprefix("value = ").rstrip("\n")
 
 
 def json_schema() -> dict:

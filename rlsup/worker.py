@@ -1,6 +1,7 @@
 """The job process: a run directory in, training with pause, live edits and an exit contract out."""
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -8,16 +9,12 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import paths, runfiles
+from rlsup import locks, paths, runfiles
 from rlsup import spec as specs
-
-EXIT_DONE = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_PAUSED = 75
-EXIT_ABORTED = 130
-STATUS_INTERVAL_S = 1.0
-PROGRESS_INTERVAL_S = 0.25
+from rlsup.checkpoint.manifest import CheckpointProblem, NoSpace
+from rlsup.jobstate import EXIT_ABORTED, EXIT_DONE, EXIT_NO_SPACE, EXIT_PAUSED
+from rlsup.jobstate import EXIT_ERROR as EXIT_FAILED, EXIT_SPEC as EXIT_USAGE
+from rlsup.progress import LoopClock, ProgressLine
 
 log = logging.getLogger("rlsup.worker")
 
@@ -31,11 +28,17 @@ class UsageError(Exception):
 
 
 class Signals:
-    """Turns SIGINT/SIGTERM into a pause request (a second one aborts) and SIGHUP into a reload."""
+    """Turns SIGINT/SIGTERM into a pause request (a second one aborts) and SIGHUP into a reload.
+
+    A second interrupt raises Aborted once, and only while abort_raises: the code that records how
+    the worker ended (exit.json) must never be cut short, so from then on it is only noted.
+    """
 
     def __init__(self) -> None:
         self.pause_requested = False
         self.reload_requested = False
+        self.abort_requested = False
+        self.abort_raises = True
 
     def install(self) -> None:
         signal.signal(signal.SIGINT, self._on_stop)
@@ -43,9 +46,13 @@ class Signals:
         signal.signal(signal.SIGHUP, self._on_reload)
 
     def _on_stop(self, signum: int, frame) -> None:
-        if self.pause_requested:
+        if not self.pause_requested:
+            self.pause_requested = True
+            return
+        self.abort_requested = True
+        if self.abort_raises:
+            self.abort_raises = False
             raise Aborted(f"second {signal.Signals(signum).name}")
-        self.pause_requested = True
 
     def _on_reload(self, signum: int, frame) -> None:
         self.reload_requested = True
@@ -100,9 +107,10 @@ def build_trainer(spec: specs.JobSpec, device):
 class Worker:
     """One run of one job in this process, from its newest verified checkpoint to budget or pause."""
 
-    def __init__(self, run_dir: Path, *, foreground: bool = False):
+    def __init__(self, run_dir: Path, *, foreground: bool = False, from_scratch: bool = False):
         self.run_dir = Path(run_dir)
         self.foreground = foreground
+        self.from_scratch = from_scratch
         self.signals = Signals()
         self.spec: specs.JobSpec | None = None
         self.trainer = None
@@ -113,45 +121,75 @@ class Worker:
         self.best_evaluation: float | None = None
         self.progress = ProgressLine(enabled=foreground and sys.stderr.isatty())
         self.tensorboard = None
+        self.run_lock: int | None = None  # held until the process ends: one worker per run
+        self.choice = None   # the checkpoint to resume from, and the newer ones refused
+        self.notice: str | None = None  # what a user must hear about the resume (status.json carries it)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def run(self) -> int:
         self.signals.install()
-        setup_logging(self.run_dir, self.foreground)
-        runfiles.clear_exit(self.run_dir)
-        step = 0
         try:
-            self.spec = runfiles.read_run_spec(self.run_dir)
-            configure_torch(self.spec)
-            self.trainer = self._start()
-            code, reason = self._train()
-            step = self.trainer.step
+            self.run_lock = locks.acquire(self.run_dir / paths.WORKER_LOCK)
+        except (locks.LockHeld, OSError) as error:
+            # Not a word into the run's files: they belong to the worker that holds the lock.
+            print(f"rlsup: {busy_message(self.run_dir, error)}", file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            code, reason = self._work()
+            self.signals.abort_raises = False  # inside the try: an abort arriving just before is caught
         except Aborted as error:
             code, reason = EXIT_ABORTED, f"aborted by a {error}; the previous checkpoint is kept"
-        except (specs.SpecError, UsageError) as error:
-            code, reason = EXIT_USAGE, str(error)
-        except Exception as error:  # a crash: the daemon restarts from the newest checkpoint
-            log.exception("worker crashed")
-            code, reason = EXIT_FAILED, f"{type(error).__name__}: {error}"
-        finally:
-            self.progress.clear()
-        if self.trainer is not None:
-            step = self.trainer.step
-        self._finish(code, reason, step)
-        return code
+        return self._finish(code, reason)
+
+    def _work(self) -> tuple[int, str]:
+        """Set up and train; every way it can end becomes an exit code and one sentence."""
+        try:
+            setup_logging(self.run_dir, self.foreground)
+            runfiles.clear_exit(self.run_dir)
+            self.spec = runfiles.read_run_spec(self.run_dir)
+            if self.from_scratch:  # under the run's lock, so no other worker sees its checkpoints vanish
+                for moved in runfiles.discard_history(self.run_dir):
+                    log.info("starting from scratch: moved %s aside (nothing deleted)", moved.name)
+            configure_torch(self.spec)
+            self.trainer = self._start()
+            return self._train()
+        except NoSpace as error:
+            return EXIT_NO_SPACE, str(error)
+        except (specs.SpecError, UsageError, CheckpointProblem) as error:
+            return EXIT_USAGE, str(error)
+        except OSError as error:
+            if error.errno in (errno.ENOSPC, errno.EDQUOT):
+                return EXIT_NO_SPACE, f"no space left on device: cannot write {error.filename or self.run_dir}"
+            return self._crashed(error)
+        except Exception as error:
+            return self._crashed(error)
+
+    def _crashed(self, error: Exception) -> tuple[int, str]:
+        """A crash: logged with its traceback; the daemon restarts from the newest checkpoint."""
+        log.exception("worker crashed")
+        return EXIT_FAILED, f"{type(error).__name__}: {error}"
 
     def _start(self):
         from rlsup.algos.envs import EnvError
+        from rlsup.algos.memory import check_replays_fit
+        from rlsup.checkpoint.manifest import NoUsableCheckpoint, require_usable
 
+        # Refuse a run that cannot resume before anything is built: nothing of it may change.
+        try:
+            self.choice = require_usable(self.run_dir)
+        except NoUsableCheckpoint as error:
+            raise UsageError(f"{error}. Nothing was changed; to train this run again from step 0, with these "
+                             f"checkpoints moved aside: rlsup run --resume {self.run_dir} --from-scratch") from None
         device = select_device(self.spec.job.device)
         make_cuda_deterministic(device)
         try:
+            check_replays_fit(self.spec)
             trainer = build_trainer(self.spec, device)
             # An env whose state cannot be captured must fail now, not at the first checkpoint hours in.
             trainer.state_dict(include_replay=False)
-        except EnvError as error:
-            raise UsageError(str(error)) from None
+        except (EnvError, MemoryError) as error:
+            raise UsageError(str(error) or "out of memory while building the trainer") from None
         self._restore(trainer)
         self.metrics = runfiles.MetricsWriter(self.run_dir)
         log.info("training %s on %s from step %d to %d (pid %d)", self.spec.job.name, device,
@@ -160,15 +198,16 @@ class Worker:
 
     def _restore(self, trainer) -> None:
         """Continue from the newest checkpoint that verifies, cutting metrics back to its length."""
-        from rlsup.checkpoint.manifest import latest_verified
         from rlsup.checkpoint.rng import restore_global_rng_state
         from rlsup.checkpoint.store import load_checkpoint
 
-        entry = latest_verified(self.run_dir)
+        entry, self.notice = self.choice.entry, self.choice.skipped_message()
         if entry is None:
             runfiles.truncate_metrics(self.run_dir, 0)
             return
-        # latest_verified has just checksummed every file: a second pass would read a large replay twice.
+        if self.notice:
+            log.warning(self.notice)
+        # newest_usable has just checksummed every file: a second pass would read a large replay twice.
         manifest, state = load_checkpoint(entry.path, verify=False)
         trainer.load_state_dict(state["trainer"])
         restore_global_rng_state(state["rng"])
@@ -182,7 +221,25 @@ class Worker:
                         "the resumed run refills it and will not match an uninterrupted one", entry.path.name)
         log.info("resumed from %s (step %d, fingerprint %s)", entry.path.name, entry.step, entry.fingerprint[:12])
 
-    def _finish(self, code: int, reason: str, step: int) -> None:
+    def _finish(self, code: int, reason: str) -> int:
+        """Say how the run ended, record it (exit.json last) and let go of what it holds; returns the code."""
+        self.progress.clear()
+        self._tell(code, reason)
+        step = self.trainer.step if self.trainer is not None else 0
+        try:
+            self._write_status({EXIT_DONE: "done", EXIT_PAUSED: "paused"}.get(code, "failed"))
+            # Checked at the last moment: a second interrupt up to here still makes the record say so.
+            if self.signals.abort_requested and code != EXIT_ABORTED:
+                code, reason = EXIT_ABORTED, f"{reason}; then a second interrupt: stopped at once"
+                self._tell(code, reason)
+            runfiles.write_exit(self.run_dir, code=code, reason=reason, step=step,
+                                checkpoint=self.last_checkpoint)
+        except OSError as error:  # a full disk: the exit code still tells the daemon
+            log.error("cannot record the exit in %s: %s", self.run_dir, error)
+        self._close()
+        return code
+
+    def _tell(self, code: int, reason: str) -> None:
         if code in (EXIT_DONE, EXIT_PAUSED):
             log.info(reason)
             if self.foreground and code == EXIT_PAUSED:
@@ -191,15 +248,15 @@ class Worker:
             log.error("exit %d: %s", code, reason)
             if self.foreground:
                 print(f"rlsup: {reason}", file=sys.stderr)
-        phase = {EXIT_DONE: "done", EXIT_PAUSED: "paused"}.get(code, "failed")
-        self._write_status(phase)
-        runfiles.write_exit(self.run_dir, code=code, reason=reason, step=step, checkpoint=self.last_checkpoint)
-        if self.metrics:
-            self.metrics.close()
-        if self.tensorboard:
-            self.tensorboard.close()
-        if self.trainer is not None:
-            self.trainer.close()
+
+    def _close(self) -> None:
+        for part in (self.metrics, self.tensorboard, self.trainer):
+            if part is None:
+                continue
+            try:
+                part.close()
+            except Exception:  # the outcome is recorded; a failing close must not turn it into a traceback
+                log.exception("closing %s failed", type(part).__name__)
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -326,74 +383,20 @@ class Worker:
             "mean_return": trainer.mean_return() if trainer else None,
             "last_checkpoint_step": self.last_checkpoint_step,
             "device": str(trainer.learner.device) if trainer else None,
+            "notice": self.notice,
         })
 
 
-class LoopClock:
-    """Steps per second over recent intervals, and when status and progress are due."""
-
-    def __init__(self, step: int):
-        now = time.monotonic()
-        self.rate = 0.0
-        self.status_time = self.progress_time = self.window_time = self.rate_time = now
-        self.window_step = self.rate_step = step
-
-    def due_for_status(self, step: int) -> bool:
-        """True about once a second; also refreshes the steps/s that status and progress show."""
-        now = time.monotonic()
-        if now - self.status_time < STATUS_INTERVAL_S:
-            return False
-        self.rate = (step - self.rate_step) / (now - self.rate_time)
-        self.status_time = self.rate_time = now
-        self.rate_step = step
-        return True
-
-    def due_for_progress(self) -> bool:
-        now = time.monotonic()
-        if now - self.progress_time < PROGRESS_INTERVAL_S:
-            return False
-        self.progress_time = now
-        return True
-
-    def window_rate(self, step: int) -> float:
-        """Steps per second since the previous call (one log interval)."""
-        now = time.monotonic()
-        rate = (step - self.window_step) / max(now - self.window_time, 1e-9)
-        self.window_time, self.window_step = now, step
-        return round(rate, 2)
-
-
-class ProgressLine:
-    """A one-line progress bar with steps/s and ETA, redrawn in place on a terminal."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self.visible = False
-
-    def show(self, step: int, total: int, rate: float, mean_return: float | None) -> None:
-        fraction = min(step / total, 1.0)
-        bar = "#" * int(fraction * 30)
-        eta = format_duration((total - step) / rate) if rate > 0 else "?"
-        returns = f"  return {mean_return:.1f}" if mean_return is not None else ""
-        sys.stderr.write(f"\r\033[K[{bar:<30}] {step:,}/{total:,} {fraction:6.1%}  "
-                         f"{rate:,.0f} steps/s  ETA {eta}{returns}")
-        sys.stderr.flush()
-        self.visible = True
-
-    def clear(self) -> None:
-        if self.visible:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
-            self.visible = False
-
-
-def format_duration(seconds: float) -> str:
-    seconds = int(seconds)
-    hours, remainder = divmod(seconds, 3600)
-    return f"{hours}:{remainder // 60:02d}:{remainder % 60:02d}"
+def busy_message(run_dir: Path, error: Exception) -> str:
+    if isinstance(error, locks.LockHeld):
+        return (f"{run_dir} is already being trained by pid {error.pid if error.pid is not None else '?'}; "
+                "two workers would write one run, so this one leaves it alone")
+    return f"cannot lock {run_dir / paths.WORKER_LOCK}: {error}"
 
 
 def setup_logging(run_dir: Path, foreground: bool) -> None:
+    # A log line that cannot be written (a full disk) must not print a traceback on the terminal.
+    logging.raiseExceptions = False
     logger = logging.getLogger("rlsup")
     logger.setLevel(logging.INFO)
     for handler in list(logger.handlers):
@@ -409,8 +412,8 @@ def setup_logging(run_dir: Path, foreground: bool) -> None:
     logger.propagate = False
 
 
-def run(run_dir: Path, *, foreground: bool = False) -> int:
-    return Worker(run_dir, foreground=foreground).run()
+def run(run_dir: Path, *, foreground: bool = False, from_scratch: bool = False) -> int:
+    return Worker(run_dir, foreground=foreground, from_scratch=from_scratch).run()
 
 
 def exit_now(code: int) -> None:

@@ -1,6 +1,7 @@
 """Small job files, real `rlsup` processes, and readers of what they leave behind, for every suite."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -146,3 +147,21 @@ def final_fingerprint(run_dir: Path) -> str:
 
 def checkpoint_reasons(run_dir: Path) -> list[tuple[int, str]]:
     return [(entry.step, entry.reason) for entry in list_checkpoints(run_dir)]
+
+
+@contextlib.contextmanager
+def small_filesystem(mountpoint: Path, size: str):
+    """A real tmpfs of the given size mounted at mountpoint (made here) for the with-block; skips the test
+    where mounting is not permitted (not root, or no CAP_SYS_ADMIN in a container)."""
+    import pytest
+
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(mountpoint)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a {size} tmpfs to fill up here: {mounted.stderr.strip() or 'mount failed'}")
+    try:
+        yield mountpoint
+    finally:
+        # Lazy: a worker killed a moment ago may still hold a file open there.
+        subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True)

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -17,6 +19,7 @@ REASONS = ("interval", "pause", "final", "preempt", "best")
 # A best checkpoint holds the networks of the best evaluation so far, without the replay: it is for
 # playing and exporting, so resuming and "latest" never pick it.
 BEST = "best"
+BEST_SUFFIX = "-best"  # of a best checkpoint's directory name (paths.checkpoint_name)
 
 # crc32, not sha256, by measurement on the 2-core box this was built on (about 700 MB of arrays,
 # written then fsynced): a plain write ran at 0.8-1.2 GB/s, crc32 alone at 2.9 GB/s, sha256 at 1.1 GB/s.
@@ -33,8 +36,37 @@ SUPPORTED_CHECKSUMS = ("crc32", "sha256")
 READ_CHUNK_BYTES = 8 << 20
 
 
-class CheckpointNotFound(ValueError):
+# sha256 of the manifest's own canonical content, stored in it: a flipped digit of metrics_bytes or a
+# renamed key would otherwise be trusted. Format 1 was never released without it, so a manifest that
+# lacks it is refused like any other damaged one (no old manifests to stay compatible with).
+MANIFEST_CHECKSUM = "manifest_checksum"
+# What every format-1 manifest holds, and the type each value must have.
+MANIFEST_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "format": int, "rlsup_version": str, "step": int, "episodes": int, "time": (int, float), "reason": str,
+    "spec_sha256": str, "fingerprint": str, "metrics_bytes": int, "extra": dict, "checksum_algorithm": str,
+    "files": dict, MANIFEST_CHECKSUM: str}
+COUNT_FIELDS = ("step", "episodes", "metrics_bytes")
+_STEP_NAME = re.compile(r"^step-(\d+)")
+
+
+class CheckpointProblem(ValueError):
+    """A checkpoint, or a run's checkpoints, that cannot be used; one line for the user (exit 2)."""
+
+
+class CheckpointNotFound(CheckpointProblem):
     """No checkpoint matches what the user asked for."""
+
+
+class CheckpointsUnreadable(CheckpointProblem):
+    """The run's checkpoints directory exists but cannot be listed."""
+
+
+class NoSpace(CheckpointProblem):
+    """A checkpoint does not fit on its filesystem; the previous checkpoints are untouched."""
+
+
+class NoUsableCheckpoint(CheckpointProblem):
+    """A run has checkpoints and none of them verifies: starting over would silently lose the run."""
 
 
 class Checksum:
@@ -56,6 +88,51 @@ class Checksum:
 
     def hexdigest(self) -> str:
         return self.sha.hexdigest() if self.sha is not None else f"{self.crc:08x}"
+
+
+def manifest_checksum(manifest: dict) -> str:
+    """sha256 of the manifest's canonical JSON (sorted keys, no spaces) without its checksum field."""
+    content = {key: value for key, value in manifest.items() if key != MANIFEST_CHECKSUM}
+    return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def sealed(manifest: dict) -> dict:
+    """The manifest with its checksum added: what the writer stores."""
+    return {**manifest, MANIFEST_CHECKSUM: manifest_checksum(manifest)}
+
+
+def manifest_problem(manifest: dict) -> str | None:
+    """Why a parsed manifest cannot be trusted (format, own checksum, schema), or None when it can."""
+    problem = format_problem(manifest)
+    if problem is not None:
+        return problem
+    if MANIFEST_CHECKSUM not in manifest:
+        return f"{MANIFEST_FILE}: no {MANIFEST_CHECKSUM}"
+    if manifest[MANIFEST_CHECKSUM] != manifest_checksum(manifest):
+        return f"{MANIFEST_FILE}: checksum mismatch (changed after it was written)"
+    return schema_problem(manifest)
+
+
+def schema_problem(manifest: dict) -> str | None:
+    """Why a manifest lacks a field rlsup reads or holds one of the wrong type, or None."""
+    for key, kind in MANIFEST_FIELDS.items():
+        if key not in manifest:
+            return f"{MANIFEST_FILE}: no {key!r}"
+        value = manifest[key]
+        if isinstance(value, bool) or not isinstance(value, kind):
+            return f"{MANIFEST_FILE}: {key!r} has the wrong type ({type(value).__name__})"
+    for key in COUNT_FIELDS:
+        if manifest[key] < 0:
+            return f"{MANIFEST_FILE}: {key!r} is negative"
+    if manifest["checksum_algorithm"] not in SUPPORTED_CHECKSUMS:
+        return f"unsupported checksum algorithm {manifest['checksum_algorithm']!r}"
+    if STATE_FILE not in manifest["files"]:
+        return f"{MANIFEST_FILE}: lists no {STATE_FILE}"
+    for relative, info in manifest["files"].items():
+        if not (isinstance(info, dict) and type(info.get("bytes")) is int and info["bytes"] >= 0
+                and isinstance(info.get("checksum"), str)):
+            return f"{MANIFEST_FILE}: malformed record of {relative}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -115,31 +192,71 @@ def read_manifest(checkpoint_dir: Path) -> dict | None:
 
 
 def entry_of(checkpoint_dir: Path) -> CheckpointEntry | None:
-    """The entry of a directory, or None when it holds no usable manifest (such a directory does not exist)."""
+    """The entry of a directory, or None when its manifest is missing or lacks what a listing shows.
+
+    A manifest that only fails its own checksum is still listed (verify() refuses it), so a listing
+    shows the damage instead of hiding the directory.
+    """
     manifest = read_manifest(checkpoint_dir)
-    if manifest is None or not isinstance(manifest.get("files"), dict):
+    if manifest is None or format_problem(manifest) is not None or schema_problem(manifest) is not None:
         return None
+    return CheckpointEntry.from_manifest(checkpoint_dir, manifest)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A checkpoint directory that cannot be used, and why."""
+
+    path: Path
+    problem: str
+
+    @property
+    def step(self) -> int | None:
+        """The step its directory name says (its manifest may not say anything)."""
+        match = _STEP_NAME.match(self.path.name)
+        return int(match.group(1)) if match else None
+
+    def __str__(self) -> str:
+        return f"{self.path.name} ({self.problem})"
+
+
+def checkpoint_directories(run_dir: Path, *, strict: bool = False) -> list[Path]:
+    """Every directory in the run's checkpoints/ but the temporary (dot) ones, [] when there is none.
+
+    strict: a checkpoints/ that exists but cannot be listed raises CheckpointsUnreadable instead of
+    looking empty, which would make a resume start over.
+    """
+    parent = checkpoints_dir(run_dir)
     try:
-        return CheckpointEntry.from_manifest(checkpoint_dir, manifest)
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
+        children = list(os.scandir(parent))
+    except FileNotFoundError:
+        return []
+    except OSError as error:
+        if strict:
+            raise CheckpointsUnreadable(f"cannot read {parent}: {error.strerror or error}") from None
+        return []
+    return [Path(child.path) for child in children
+            if not child.name.startswith(".") and child.is_dir(follow_symlinks=False)]
+
+
+def scan_checkpoints(run_dir: Path, *, strict: bool = False) -> tuple[list[CheckpointEntry], list[Refused]]:
+    """The listable checkpoints in ascending step, and the directories whose manifest is missing or broken."""
+    entries, invalid = [], []
+    for directory in checkpoint_directories(run_dir, strict=strict):
+        entry = entry_of(directory)
+        if entry is not None:
+            entries.append(entry)
+        else:
+            invalid.append(Refused(directory, verify(directory) or f"{MANIFEST_FILE}: unusable"))
+    entries.sort(key=lambda entry: (entry.step, entry.time))
+    invalid.sort(key=lambda refused: refused.path.name)
+    return entries, invalid
 
 
 def list_checkpoints(run_dir: Path) -> list[CheckpointEntry]:
     """Every checkpoint of a run in ascending step; temporary (dot) directories and directories without a
     valid manifest are skipped."""
-    try:
-        children = list(os.scandir(checkpoints_dir(run_dir)))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    entries = []
-    for child in children:
-        if child.name.startswith(".") or not child.is_dir(follow_symlinks=False):
-            continue
-        entry = entry_of(Path(child.path))
-        if entry is not None:
-            entries.append(entry)
-    return sorted(entries, key=lambda entry: (entry.step, entry.time))
+    return scan_checkpoints(run_dir)[0]
 
 
 def format_problem(manifest: dict) -> str | None:
@@ -148,7 +265,7 @@ def format_problem(manifest: dict) -> str | None:
     if not isinstance(version, int) or isinstance(version, bool):
         return f"unreadable format {version!r}"
     if version > FORMAT_VERSION:
-        return f"format {version} is newer than this rlsup reads ({FORMAT_VERSION}); upgrade rlsup"
+        return f"format {version} is newer than this rlsup ({FORMAT_VERSION}): upgrade rlsup"
     if version < 1:
         return f"unknown format {version}"
     return None
@@ -192,7 +309,7 @@ def file_problem(checkpoint_dir: Path, relative: str, info: object, algorithm: s
     if size != info["bytes"]:
         return f"{relative}: {size} bytes on disk, manifest says {info['bytes']}"
     if file_checksum(path, algorithm) != info.get("checksum"):
-        return f"{relative}: checksum mismatch"
+        return f"checksum mismatch in {relative}"
     return None
 
 
@@ -201,28 +318,64 @@ def verify(checkpoint_dir: Path) -> str | None:
     manifest = read_manifest(checkpoint_dir)
     if manifest is None:
         return f"{MANIFEST_FILE}: missing or unreadable"
-    problem = format_problem(manifest)
+    problem = manifest_problem(manifest)
     if problem is not None:
         return problem
-    algorithm = manifest.get("checksum_algorithm")
-    if algorithm not in SUPPORTED_CHECKSUMS:
-        return f"unsupported checksum algorithm {algorithm!r}"
-    files = manifest.get("files")
-    if not isinstance(files, dict) or STATE_FILE not in files:
-        return f"{MANIFEST_FILE}: lists no {STATE_FILE}"
-    for relative, info in sorted(files.items()):
-        problem = file_problem(Path(checkpoint_dir), relative, info, algorithm)
+    for relative, info in sorted(manifest["files"].items()):
+        problem = file_problem(Path(checkpoint_dir), relative, info, manifest["checksum_algorithm"])
         if problem is not None:
             return problem
     return None
 
 
+@dataclass(frozen=True)
+class Choice:
+    """The checkpoint a resume starts from, and every checkpoint newer than it that was refused, newest first."""
+
+    entry: CheckpointEntry | None
+    refused: tuple[Refused, ...]
+
+    def skipped_message(self) -> str | None:
+        """One sentence naming the newer checkpoints passed over and why, or None when none was."""
+        if not self.refused or self.entry is None:
+            return None
+        return (f"skipped {len(self.refused)} newer checkpoint(s) that do not verify: "
+                + "; ".join(map(str, self.refused)) + f"; using {self.entry.path.name}")
+
+
+def newest_usable(run_dir: Path, *, strict: bool = False) -> Choice:
+    """The newest checkpoint that verifies, with the newer ones it falls back past and why each failed."""
+    entries, invalid = scan_checkpoints(run_dir, strict=strict)
+    # A best checkpoint holds no replay: never a resume point, and a broken one blocks nothing.
+    entries = [entry for entry in entries if entry.reason != BEST]
+    invalid = [item for item in invalid if not item.path.name.endswith(BEST_SUFFIX)]
+    refused: list[Refused] = []
+    chosen = None
+    for entry in reversed(entries):
+        problem = verify(entry.path)
+        if problem is None:
+            chosen = entry
+            break
+        refused.append(Refused(entry.path, problem))
+    # A directory with no usable manifest counts as newer unless its name says it is older.
+    refused += [item for item in invalid if chosen is None or item.step is None or item.step > chosen.step]
+    refused.sort(key=lambda item: -1 if item.step is None else item.step, reverse=True)
+    return Choice(chosen, tuple(refused))
+
+
 def latest_verified(run_dir: Path) -> CheckpointEntry | None:
     """The newest checkpoint to resume from that verifies, falling back past corrupt or unreadable ones."""
-    for entry in reversed(list_checkpoints(run_dir)):
-        if entry.reason != BEST and verify(entry.path) is None:
-            return entry
-    return None
+    return newest_usable(run_dir).entry
+
+
+def require_usable(run_dir: Path) -> Choice:
+    """newest_usable, refusing (NoUsableCheckpoint) a run that has checkpoints of which none verifies."""
+    choice = newest_usable(run_dir, strict=True)
+    if choice.entry is None and choice.refused:
+        listed = "; ".join(map(str, choice.refused))
+        raise NoUsableCheckpoint(f"{run_dir} has {len(choice.refused)} checkpoint(s) and none can be used: "
+                                 f"{listed}")
+    return choice
 
 
 def best_entries(entries: list[CheckpointEntry]) -> list[CheckpointEntry]:
@@ -248,14 +401,15 @@ def resolve(run_dir: Path, which: str) -> CheckpointEntry:
 
 
 def _resolve_latest(run_dir: Path) -> CheckpointEntry:
-    entry = latest_verified(run_dir)
-    if entry is not None:
-        return entry
-    entries = list_checkpoints(run_dir)
-    if not entries:
+    return latest_choice(run_dir).entry
+
+
+def latest_choice(run_dir: Path) -> Choice:
+    """What "latest" names, with the newer checkpoints it falls back past; raises when there is none."""
+    choice = require_usable(run_dir)
+    if choice.entry is None:
         raise CheckpointNotFound(f"{run_dir} has no checkpoints")
-    reasons = "; ".join(f"step {entry.step}: {verify(entry.path)}" for entry in entries)
-    raise CheckpointNotFound(f"no checkpoint of {run_dir} verifies ({reasons})")
+    return choice
 
 
 def _resolve_best(run_dir: Path) -> CheckpointEntry:

@@ -19,9 +19,9 @@ from numpy.lib import format as npy_format
 
 import rlsup
 from rlsup import paths
-from rlsup.checkpoint import manifest as manifests
+from rlsup.checkpoint import manifest as manifests, space
 from rlsup.checkpoint.manifest import (CHECKSUM_ALGORITHM, FORMAT_VERSION, MANIFEST_FILE, REASONS, STATE_FILE,
-                                       CheckpointEntry, Checksum)
+                                       CheckpointEntry, Checksum, NoSpace)
 from rlsup.runfiles import fsync_directory
 
 TENSORS_FILE = "tensors.pt"
@@ -50,7 +50,7 @@ INLINE_CHECKSUM_BYTES = 1 << 20
 COPY_CHUNK_BYTES = 16 << 20
 
 
-class CheckpointError(Exception):
+class CheckpointError(manifests.CheckpointProblem):
     """A checkpoint that cannot be written or is refused on load (failed checksum, newer format, missing file)."""
 
 
@@ -346,23 +346,36 @@ def write_checkpoint(run_dir: Path, state: dict, *, step: int, episodes: int, re
     extra = json.loads(json.dumps(extra or {}))
     parent = _checkpoints_parent(run_dir)
     _clean_leftovers(parent)
+    needed = _bytes_needed(encoder, state_text)
+    space.require(parent, needed)
     final = parent / paths.checkpoint_name(step, reason)
     temporary = parent / f"{TEMPORARY_PREFIX}{final.name}-{os.getpid()}-{secrets.token_hex(4)}"
     temporary.mkdir(mode=0o700)
     try:
         files = _write_contents(temporary, encoder, state_text)
-        manifest = {"format": FORMAT_VERSION, "rlsup_version": rlsup.__version__, "step": step,
-                    "episodes": episodes, "time": time.time(), "reason": reason, "spec_sha256": spec_sha256,
-                    "fingerprint": fingerprint, "metrics_bytes": metrics_bytes, "extra": extra,
-                    "checksum_algorithm": CHECKSUM_ALGORITHM, "files": files}
+        manifest = manifests.sealed({
+            "format": FORMAT_VERSION, "rlsup_version": rlsup.__version__, "step": step, "episodes": episodes,
+            "time": time.time(), "reason": reason, "spec_sha256": spec_sha256, "fingerprint": fingerprint,
+            "metrics_bytes": metrics_bytes, "extra": extra, "checksum_algorithm": CHECKSUM_ALGORITHM,
+            "files": files})
         _write_manifest(temporary, manifest)  # last: a directory without it does not exist
         fsync_directory(temporary)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(temporary, ignore_errors=True)
+        if space.ran_out(error, parent, needed):
+            raise NoSpace(space.message(parent, needed)) from None
         raise
     _install(temporary, final)
     _rotate(run_dir, keep, known_verified=final)
     return CheckpointEntry.from_manifest(final, manifest)
+
+
+def _bytes_needed(encoder: _Encoder, state_text: bytes) -> int:
+    """About what the checkpoint's files will take (torch's container adds a few kB)."""
+    tensors = sum(tensor.numel() * tensor.element_size() for tensor in encoder.tensors.values())
+    arrays = sum(array.nbytes for _, array in encoder.arrays)
+    blobs = sum(len(data) for _, data in encoder.blobs)
+    return tensors + arrays + blobs + len(state_text)
 
 
 def _checkpoints_parent(run_dir: Path) -> Path:
@@ -474,7 +487,7 @@ def load_checkpoint(checkpoint_dir: Path, *, verify: bool = True) -> tuple[dict,
     manifest = manifests.read_manifest(directory)
     if manifest is None:
         raise CheckpointError(f"checkpoint {directory} refused: no valid {MANIFEST_FILE}")
-    problem = manifests.format_problem(manifest)
+    problem = manifests.manifest_problem(manifest)
     if problem is None and verify:
         problem = manifests.verify(directory)
     if problem is not None:

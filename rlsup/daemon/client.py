@@ -1,9 +1,9 @@
 """What clients (CLI, TUI) do: submit jobs, record intents, find jobs, start and stop the daemon."""
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsup import jobstate, paths, runfiles, spec as specs
+from rlsup import jobstate, locks, paths, runfiles, spec as specs
 from rlsup.jobstate import ACTIVE, Desired, State
 from rlsup.store import Job, Store
 
@@ -36,6 +36,9 @@ def make_overrides(loaded: specs.JobSpec, *, name: str | None = None, priority: 
         wanted = loaded.job.name if name is None else name
         overrides["job.name"] = {"file": loaded.job.name, "value": specs.sanitize_name(wanted)}
     if priority is not None:
+        problem = specs.field_problem("job", "priority", priority)
+        if problem:
+            raise specs.SpecError([specs.Problem("--priority", None, "job.priority", problem)])
         overrides["job.priority"] = {"file": loaded.job.priority, "value": int(priority)}
     return overrides
 
@@ -70,12 +73,16 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     effective = apply_overrides(loaded, overrides)
     home = home or paths.rlsup_home()
     run_dir = paths.new_run_dir(effective.job.name, home)
-    runfiles.write_run_spec(run_dir, effective)
-    with Store(home) as store:
-        job = store.submit(name=effective.job.name, spec_path=path, run_dir=run_dir, algo=effective.job.algo,
-                           env=effective.env.id, priority=effective.job.priority,
-                           gpus_wanted=effective.job.gpus, total_steps=effective.job.total_steps,
-                           max_restarts=effective.job.max_restarts, spec_seen=digest, overrides=overrides)
+    try:
+        runfiles.write_run_spec(run_dir, effective)
+        with Store(home) as store:
+            job = store.submit(name=effective.job.name, spec_path=path, run_dir=run_dir, algo=effective.job.algo,
+                               env=effective.env.id, priority=effective.job.priority,
+                               gpus_wanted=effective.job.gpus, total_steps=effective.job.total_steps,
+                               max_restarts=effective.job.max_restarts, spec_seen=digest, overrides=overrides)
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)  # just made, empty of training: no orphan run left behind
+        raise
     if start_daemon:
         ensure_daemon(home)
     return job
@@ -140,19 +147,8 @@ def lock_path(home: Path) -> Path:
 def daemon_status(home: Path | None = None) -> DaemonStatus:
     """Whether a daemon holds this home's lock, and its pid."""
     home = Path(home) if home else paths.rlsup_home()
-    path = lock_path(home)
-    if not path.exists():
-        return DaemonStatus(False, None, home)
-    with open(path, "a+") as handle:
-        try:
-            # Held for microseconds only: a daemon starting meanwhile retries its own lock.
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            text = handle.read().strip()
-            return DaemonStatus(True, int(text) if text.isdigit() else None, home)
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return DaemonStatus(False, None, home)
+    found = locks.holder(lock_path(home))
+    return DaemonStatus(found.held, found.pid, home)
 
 
 def ensure_daemon(home: Path | None = None, *, timeout_s: float = 15.0) -> DaemonStatus:

@@ -1,7 +1,6 @@
 """The daemon: one per RLSUP_HOME; reconciles what clients want with the workers that run."""
 from __future__ import annotations
 
-import fcntl
 import logging
 import logging.handlers
 import os
@@ -10,8 +9,9 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
-from rlsup import hardware as hardware_module, jobstate, paths, runfiles, spec as specs
+from rlsup import hardware as hardware_module, jobstate, locks, paths, runfiles, spec as specs
 from rlsup.daemon import scheduler
 from rlsup.daemon.supervisor import Supervisor, Worker, WORKER_COMMAND, boot_id, exit_of_vanished
 from rlsup.daemon.watcher import EditApplier, SpecWatcher
@@ -47,21 +47,10 @@ def load_settings(home: Path) -> scheduler.Settings:
 
 def take_lock(home: Path, *, wait_s: float = 1.0) -> int:
     """Hold $RLSUP_HOME/daemon.lock for the daemon's lifetime; its content is our pid."""
-    descriptor = os.open(Path(home) / paths.DAEMON_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except BlockingIOError:
-            # A client checking whether we run holds it for an instant: retry briefly.
-            if time.monotonic() >= deadline:
-                os.close(descriptor)
-                raise AlreadyRunning(f"a daemon already runs for {home}") from None
-            time.sleep(0.02)
-    os.ftruncate(descriptor, 0)
-    os.write(descriptor, f"{os.getpid()}\n".encode())
-    return descriptor
+    try:
+        return locks.acquire(Path(home) / paths.DAEMON_LOCK, wait_s=wait_s)
+    except locks.LockHeld:
+        raise AlreadyRunning(f"a daemon already runs for {home}") from None
 
 
 def setup_logging(home: Path, settings: scheduler.Settings) -> None:
@@ -104,6 +93,7 @@ class Daemon:
         self.boot_id = boot_id()
         self.pending_reload: set[int] = set()   # live edits that reached a worker still starting
         self.known_jobs: set[int] = set()       # jobs whose file has been checked since start-up
+        self.notices_seen: set[tuple[int, int]] = set()  # (job, worker pid) whose status notice is an event
         self.last_version: int | None = None
         self.dirty = False   # our own writes that need a reconcile (data_version ignores them)
         self.reload_settings = False
@@ -135,7 +125,7 @@ class Daemon:
         version = self.store.data_version()
         ended = self.supervisor.reap()
         for worker, outcome in ended:
-            self.finish(worker, outcome)
+            self.contain(worker.job_id, lambda: self.finish(worker, outcome))
         for path in self.watcher.due():
             self.edits.check_file(path)
         if ended or self.dirty or version != self.last_version or now - self.last_reconcile >= FULL_RECONCILE_S:
@@ -173,18 +163,54 @@ class Daemon:
     def recover(self) -> None:
         """Adopt the workers a previous daemon left running; settle those that ended meanwhile."""
         for job in self.store.jobs(ACTIVE):
-            if job.pid is None:
+            self.contain(job.id, lambda: self.recover_job(job))
+        self.watch_files()
+
+    def recover_job(self, job: Job) -> None:
+        if job.pid is None:
+            # The previous daemon died between recording the start and recording the pid: the worker
+            # it spawned may be running all the same, holding the run's lock.
+            if not self.adopt_lock_holder(job, "spawned just before the previous daemon stopped"):
                 self.store.transition(job.id, State.QUEUED, "the daemon stopped before the worker started",
                                       gpus="", signal_sent=None)
-                continue
-            same_boot = job.boot_id == self.boot_id
-            if same_boot and self.supervisor.adopt(job.id, job.pid, job.process_start, Path(job.run_dir)):
-                self.store.add_event(job.id, "adopted", f"adopted running worker pid {job.pid}")
-                continue
-            # Gone (or a pid from before a reboot): its exit.json, if any, says how it ended.
-            worker = Worker(job.id, job.pid, job.process_start or 0.0, Path(job.run_dir))
-            self.finish(worker, exit_of_vanished(worker))
-        self.watch_files()
+            return
+        same_boot = job.boot_id == self.boot_id
+        if same_boot and self.supervisor.adopt(job.id, job.pid, job.process_start, Path(job.run_dir)):
+            self.store.add_event(job.id, "adopted", f"adopted running worker pid {job.pid}")
+            return
+        # Gone (or a pid from before a reboot): its exit.json, if any, says how it ended.
+        worker = Worker(job.id, job.pid, job.process_start or 0.0, Path(job.run_dir))
+        self.finish(worker, exit_of_vanished(worker))
+
+    def adopt_lock_holder(self, job: Job, why: str) -> bool:
+        """Adopt the live worker holding the job's run lock, if there is one; True when adopted."""
+        holder = self.supervisor.run_lock_holder(Path(job.run_dir))
+        worker = self.supervisor.adopt(job.id, holder.pid, None, Path(job.run_dir)) if holder.pid else None
+        if worker is None:
+            return False
+        self.store.update(job.id, pid=worker.pid, process_start=worker.start_time, boot_id=self.boot_id)
+        self.store.add_event(job.id, "adopted", f"adopted worker pid {worker.pid} holding the run ({why})")
+        return True
+
+    def contain(self, job_id: int, action: Callable[[], object]) -> None:
+        """Do one job's part of the loop; whatever in that job breaks it fails the job, never the daemon."""
+        try:
+            action()
+        except Exception as error:
+            log.exception("job %s: the daemon could not handle it", job_id)
+            self.fail_broken(job_id, f"the daemon could not handle this job: {type(error).__name__}: {error}")
+
+    def fail_broken(self, job_id: int, reason: str) -> None:
+        try:
+            self.supervisor.kill(job_id)  # a worker nobody tracks would be a second writer later
+            self.supervisor.forget(job_id)
+            job = self.store.job(job_id)
+            if job is not None and jobstate.allowed(job.state, State.FAILED):
+                self.store.transition(job_id, State.FAILED, reason, pid=None, gpus="", signal_sent=None)
+            else:
+                self.store.add_event(job_id, "daemon", reason)
+        except Exception:
+            log.exception("job %s: could not even record the failure", job_id)
 
     def watch_files(self, jobs: list[Job] | None = None) -> None:
         """Watch every job's file; check new jobs' files once, for edits made before the watch began."""
@@ -195,7 +221,7 @@ class Daemon:
                 self.known_jobs.add(job.id)
                 fresh = self.store.job(job.id)  # the list may predate this reconcile's own changes
                 if fresh.state is not State.KILLED:
-                    self.edits.check_job(fresh)
+                    self.contain(job.id, lambda: self.edits.check_job(fresh))
 
     # ------------------------------------------------------------------ reconcile
 
@@ -203,9 +229,9 @@ class Daemon:
         jobs = self.store.jobs()
         for job in jobs:
             if job.state in ACTIVE:
-                self.drive_active(job)
+                self.contain(job.id, lambda: self.drive_active(job))
             else:
-                self.settle_intent(job)
+                self.contain(job.id, lambda: self.settle_intent(job))
         self.schedule()
         self.watch_files(jobs)
 
@@ -263,14 +289,21 @@ class Daemon:
             gpu_indices=self.machine.gpu_indices(), settings=self.settings, now=time.time())
         by_id = {job.id: job for job in queued}
         for placement in plan.start:
-            self.start(by_id[placement.job_id], placement.gpus)
+            self.contain(placement.job_id, lambda: self.start(by_id[placement.job_id], placement.gpus))
         for job_id, reason in plan.waiting.items():
             if by_id[job_id].reason != reason and not reason.startswith("restart backoff"):
                 self.store.update(job_id, reason=reason)
 
     def start(self, job: Job, gpus: tuple[int, ...]) -> None:
         # The state is written before the spawn: a daemon dying in between leaves a job in
-        # `starting` without a pid, which recover() re-queues, rather than a worker nobody knows.
+        # `starting` without a pid, which recover() adopts through the run's lock or re-queues.
+        if self.supervisor.run_lock_holder(Path(job.run_dir)).held:
+            # A worker already trains this run (left by a daemon that died while starting it): adopt
+            # it, since a second one would write the same files. Not yet identifiable: next round.
+            if self.adopt_lock_holder(job, "found before spawning another"):
+                self.store.transition(job.id, State.STARTING, "a worker already trains this run", gpus=gpus,
+                                      signal_sent=None, signal_time=None, exit_code=None)
+            return
         where = f" on GPU {','.join(map(str, gpus))}" if gpus else ""
         self.store.transition(job.id, State.STARTING, "placed" + where,
                               gpus=gpus, pid=None, signal_sent=None, signal_time=None, started=time.time(),
@@ -287,22 +320,32 @@ class Daemon:
     def poll_status(self) -> None:
         """Follow status.json of live workers: starting -> running -> stopping, and the step cache."""
         for job in self.store.jobs(ACTIVE):
-            worker = self.supervisor.workers.get(job.id)
-            status = runfiles.read_status(Path(job.run_dir))
-            if worker is None or status is None or status.get("pid") != worker.pid:
-                continue
-            step, total = int(status.get("step") or 0), int(status.get("total_steps") or job.total_steps)
-            if job.state is State.STARTING:
-                self.store.transition(job.id, State.RUNNING, f"worker pid {worker.pid} reports", step=step,
-                                      total_steps=total)
-                if job.id in self.pending_reload:
-                    self.pending_reload.discard(job.id)
-                    self.reload(job.id)
-            elif job.state is State.RUNNING and step >= total:
-                self.store.transition(job.id, State.STOPPING, f"budget reached at step {step}", step=step,
-                                      total_steps=total)
-            elif (step, total) != (job.step, job.total_steps):
-                self.store.update(job.id, step=step, total_steps=total)
+            self.contain(job.id, lambda: self.poll_job(job))
+
+    def poll_job(self, job: Job) -> None:
+        worker = self.supervisor.workers.get(job.id)
+        status = runfiles.read_status(Path(job.run_dir))
+        if worker is None or status is None or status.get("pid") != worker.pid:
+            return
+        self.record_notice(job.id, worker.pid, status.get("notice"))
+        step, total = int(status.get("step") or 0), int(status.get("total_steps") or job.total_steps)
+        if job.state is State.STARTING:
+            self.store.transition(job.id, State.RUNNING, f"worker pid {worker.pid} reports", step=step,
+                                  total_steps=total)
+            if job.id in self.pending_reload:
+                self.pending_reload.discard(job.id)
+                self.reload(job.id)
+        elif job.state is State.RUNNING and step >= total:
+            self.store.transition(job.id, State.STOPPING, f"budget reached at step {step}", step=step,
+                                  total_steps=total)
+        elif (step, total) != (job.step, job.total_steps):
+            self.store.update(job.id, step=step, total_steps=total)
+
+    def record_notice(self, job_id: int, pid: int, notice: object) -> None:
+        """What a worker says once at its start (newer checkpoints skipped, and why) becomes an event."""
+        if notice and (job_id, pid) not in self.notices_seen:
+            self.notices_seen.add((job_id, pid))
+            self.store.add_event(job_id, "checkpoint", str(notice))
 
     def reload(self, job_id: int) -> None:
         if self.supervisor.send(job_id, signal.SIGHUP):
@@ -313,6 +356,9 @@ class Daemon:
         job = self.store.job(worker.job_id)
         self.pending_reload.discard(worker.job_id)
         if job is None or job.state not in ACTIVE:
+            return
+        # Another worker holds the run (this one found it locked and left): follow that one instead.
+        if self.adopt_lock_holder(job, f"worker pid {worker.pid} ended beside it"):
             return
         try:
             run_spec = runfiles.read_run_spec(Path(job.run_dir)).job
@@ -328,6 +374,8 @@ class Daemon:
         if ended.step is not None:
             columns["step"] = ended.step
         reason = outcome.reason
+        if outcome.desired is not None:
+            columns["desired"] = outcome.desired
         if outcome.restart:
             delay = jobstate.restart_backoff(job.restarts, self.settings.restart_backoff_s)
             columns.update(restarts=job.restarts + 1, not_before=time.time() + delay)

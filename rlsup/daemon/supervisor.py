@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 
-from rlsup import paths, runfiles
+from rlsup import locks, paths, runfiles
 from rlsup.jobstate import Exit
 
 log = logging.getLogger("rlsup.daemon")
@@ -107,6 +107,10 @@ class Supervisor:
         log.info("job %s: adopted worker pid %s", job_id, pid)
         return worker
 
+    def run_lock_holder(self, run_dir: Path) -> locks.Holder:
+        """Who holds a run's worker lock: the one worker training it, whoever started it."""
+        return locks.holder(Path(run_dir) / paths.WORKER_LOCK)
+
     def alive(self, job_id: int) -> bool:
         worker = self.workers.get(job_id)
         if worker is None:
@@ -157,9 +161,10 @@ class Supervisor:
             code = worker.popen.poll()
             if code is None:
                 return None
-            record = _exit_record(worker)
-            step = record.get("step") if record else None
-            return Exit(signal=-code, step=step) if code < 0 else Exit(code=code, step=step)
+            record = _exit_record(worker) or {}
+            if code < 0:
+                return Exit(signal=-code, step=record.get("step"))
+            return Exit(code=code, step=record.get("step"), reason=record.get("reason"))
         if same_process_alive(worker.pid, worker.start_time):
             return None
         return exit_of_vanished(worker)  # not our child: exit.json is the only word on how it ended
@@ -173,7 +178,7 @@ def exit_of_vanished(worker: Worker) -> Exit:
     record = _exit_record(worker)
     if record is None:
         return Exit()
-    return Exit(code=record.get("code"), step=record.get("step"))
+    return Exit(code=record.get("code"), step=record.get("step"), reason=record.get("reason"))
 
 
 def _exit_record(worker: Worker) -> dict | None:

@@ -120,7 +120,7 @@ class EditApplier:
     def check_file(self, path: str) -> None:
         for job in self.store.jobs():
             if job.state is not State.KILLED and os.path.normpath(job.spec_path) == path:
-                self.check_job(job)
+                self.daemon.contain(job.id, lambda: self.check_job(job))
 
     def check_job(self, job: Job) -> None:
         path = Path(job.spec_path)

@@ -221,8 +221,8 @@ def test_flipped_byte_is_named_refused_and_skipped(tmp_path):
 
     flip_last_byte(second.path / "arrays" / "replay.frames.npy")
 
-    assert verify(second.path) == "arrays/replay.frames.npy: checksum mismatch"
-    with pytest.raises(CheckpointError, match="arrays/replay.frames.npy: checksum mismatch") as refused:
+    assert verify(second.path) == "checksum mismatch in arrays/replay.frames.npy"
+    with pytest.raises(CheckpointError, match="checksum mismatch in arrays/replay.frames.npy") as refused:
         load_checkpoint(second.path)
     assert str(second.path) in str(refused.value)
     assert latest_verified(tmp_path).path == first.path
@@ -242,15 +242,16 @@ def test_truncated_missing_and_unlisted_files_are_reported(tmp_path):
 
 
 def rewrite_manifest(checkpoint_dir: Path, **changes) -> None:
+    """Change a manifest as a writer would have written it: its own checksum sealed over the change."""
     manifest = read_manifest(checkpoint_dir)
     manifest.update(changes)
-    (checkpoint_dir / "manifest.json").write_text(json.dumps(manifest))
+    (checkpoint_dir / "manifest.json").write_text(json.dumps(manifests.sealed(manifest)))
 
 
 def test_newer_format_is_refused_with_a_clear_message(tmp_path):
     entry = write(tmp_path, small_state(3), 1)
     rewrite_manifest(entry.path, format=FORMAT_VERSION + 1)
-    expected = f"format {FORMAT_VERSION + 1} is newer than this rlsup reads ({FORMAT_VERSION})"
+    expected = f"format {FORMAT_VERSION + 1} is newer than this rlsup ({FORMAT_VERSION}): upgrade rlsup"
     assert verify(entry.path).startswith(expected)
     for verify_files in (True, False):
         with pytest.raises(CheckpointError, match=expected.replace("(", r"\(").replace(")", r"\)")):
@@ -260,9 +261,8 @@ def test_newer_format_is_refused_with_a_clear_message(tmp_path):
 
 def test_manifest_cannot_point_outside_the_checkpoint(tmp_path):
     entry = write(tmp_path, small_state(4), 1)
-    manifest = read_manifest(entry.path)
-    manifest["files"]["../../secret"] = {"bytes": 1, "checksum": "00000000"}
-    (entry.path / "manifest.json").write_text(json.dumps(manifest))
+    files = {**read_manifest(entry.path)["files"], "../../secret": {"bytes": 1, "checksum": "00000000"}}
+    rewrite_manifest(entry.path, files=files)
     assert verify(entry.path) == "../../secret: path leaves the checkpoint directory"
 
 
@@ -451,3 +451,113 @@ def test_manifest_module_imports_neither_torch_nor_numpy():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
     assert manifests.CHECKSUM_ALGORITHM in manifests.SUPPORTED_CHECKSUMS
+
+
+# ---------------------------------------------------------------------------------------------
+# Never lose a run (issue 9): the manifest's own checksum, refusing to start over, a full disk
+
+
+def test_every_single_byte_flip_of_a_manifest_is_refused_or_changes_nothing(tmp_path):
+    older = write(tmp_path, small_state(1), 10)
+    newest = write(tmp_path, small_state(2), 20)
+    path = newest.path / "manifest.json"
+    original = path.read_bytes()
+    trusted = json.loads(original)
+    passed_changed = []
+    for position in range(len(original)):
+        for mask in (0x01, 0x10):
+            flipped = bytearray(original)
+            flipped[position] ^= mask
+            path.write_bytes(bytes(flipped))
+            if verify(newest.path) is None:
+                if json.loads(bytes(flipped)) != trusted:  # only a flip that alters nothing rlsup reads may pass
+                    passed_changed.append((position, mask))
+            else:
+                assert latest_verified(tmp_path).path == older.path  # falls back, never crashes
+    path.write_bytes(original)
+    assert passed_changed == []
+    assert verify(newest.path) is None
+
+
+def test_a_renamed_manifest_key_falls_back_instead_of_crashing(tmp_path):
+    older = write(tmp_path, small_state(1), 10)
+    newest = write(tmp_path, small_state(2), 20)
+    path = newest.path / "manifest.json"
+    path.write_text(path.read_text().replace('"metrics_bytes"', '"metrics_bytez"'))
+    assert "manifest.json" in verify(newest.path)
+    assert latest_verified(tmp_path).path == older.path
+    with pytest.raises(CheckpointError):
+        load_checkpoint(newest.path, verify=False)  # even unverified, a broken manifest is not trusted
+
+
+def test_a_manifest_without_its_own_checksum_is_refused(tmp_path):
+    entry = write(tmp_path, small_state(1), 10)
+    manifest = read_manifest(entry.path)
+    del manifest["manifest_checksum"]
+    (entry.path / "manifest.json").write_text(json.dumps(manifest))
+    assert verify(entry.path) == "manifest.json: no manifest_checksum"
+    assert latest_verified(tmp_path) is None
+
+
+def test_a_run_whose_checkpoints_all_fail_is_refused_naming_each(tmp_path):
+    from rlsup.checkpoint.manifest import NoUsableCheckpoint, require_usable
+
+    first = write(tmp_path, small_state(1), 10)
+    second = write(tmp_path, small_state(2), 20)
+    flip_last_byte(first.path / "tensors.pt")
+    rewrite_manifest(second.path, format=FORMAT_VERSION + 1)
+    (tmp_path / "checkpoints" / "step-000000000030").mkdir()  # no manifest at all
+    assert latest_verified(tmp_path) is None
+    with pytest.raises(NoUsableCheckpoint) as refused:
+        require_usable(tmp_path)
+    message = str(refused.value)
+    assert "has 3 checkpoint(s) and none can be used" in message
+    assert "step-000000000010 (checksum mismatch in tensors.pt)" in message
+    assert (f"step-000000000020 (format {FORMAT_VERSION + 1} is newer than this rlsup ({FORMAT_VERSION}): "
+            "upgrade rlsup)") in message
+    assert "step-000000000030 (manifest.json: missing or unreadable)" in message
+    assert require_usable(tmp_path / "fresh").entry is None  # a run without checkpoints simply starts
+
+
+def test_falling_back_names_each_newer_checkpoint_and_why(tmp_path):
+    from rlsup.checkpoint.manifest import newest_usable
+
+    first = write(tmp_path, small_state(1), 10)
+    second = write(tmp_path, small_state(2), 20)
+    third = write(tmp_path, small_state(3), 30)
+    flip_last_byte(second.path / "tensors.pt")
+    (third.path / "manifest.json").unlink()
+    (tmp_path / "checkpoints" / "step-000000000005").mkdir()  # older than the one used: not "skipped"
+    choice = newest_usable(tmp_path)
+    assert choice.entry.path == first.path
+    assert [str(refused) for refused in choice.refused] == [
+        "step-000000000030 (manifest.json: missing or unreadable)",
+        "step-000000000020 (checksum mismatch in tensors.pt)"]
+    assert choice.skipped_message().startswith("skipped 2 newer checkpoint(s) that do not verify")
+    assert choice.skipped_message().endswith("using step-000000000010")
+
+
+def test_an_unreadable_checkpoints_directory_is_an_error_not_an_empty_run(tmp_path):
+    from rlsup.checkpoint.manifest import CheckpointsUnreadable, require_usable
+
+    (tmp_path / "checkpoints").write_text("a file where the directory should be")
+    assert list_checkpoints(tmp_path) == []  # listings for the TUI stay quiet
+    with pytest.raises(CheckpointsUnreadable, match="cannot read .*checkpoints: Not a directory"):
+        require_usable(tmp_path)
+
+
+@pytest.mark.parametrize("state", [{"replay": np.ones(1 << 20, np.uint8)}, {"weights": torch.ones(1 << 18)}],
+                         ids=["array", "tensor"])
+@pytest.mark.parametrize("checked_first", [True, False], ids=["checked-before", "hit-while-writing"])
+def test_a_full_disk_is_named_and_leaves_the_previous_checkpoint(tmp_path, monkeypatch, state, checked_first):
+    from rlsup.checkpoint import space
+    from rlsup_testing import small_filesystem
+
+    if not checked_first:  # the space check passed, then the disk filled while writing
+        monkeypatch.setattr(space, "require", lambda parent, needed: None)
+    with small_filesystem(tmp_path / "disk", "256k") as run_dir:
+        first = write(run_dir, small_state(1), 1)
+        with pytest.raises(manifests.NoSpace, match=r"^no space left on device: needed about 1\.0 MB in .*checkpoints$"):
+            write(run_dir, state, 2)
+        assert [entry.step for entry in list_checkpoints(run_dir)] == [1]
+        assert verify(first.path) is None and dot_entries(run_dir) == []

@@ -134,6 +134,20 @@ def test_spec_error_is_never_retried():
     assert result.state is F and not result.restart and "never retried" in result.reason
 
 
+def test_a_refused_resume_fails_with_the_workers_own_reason_and_is_never_retried():
+    reason = "run has 2 checkpoint(s) and none can be used: step-000000000010 (checksum mismatch in tensors.pt)"
+    result = outcome(Exit(code=jobstate.EXIT_SPEC, reason=reason), restarts=0, max_restarts=10)
+    assert result.state is F and not result.restart and reason in result.reason
+
+
+def test_a_full_disk_pauses_with_its_reason_instead_of_burning_restarts():
+    reason = "no space left on device: needed about 12.5 MB in /runs/x/checkpoints"
+    for desired in (Desired.RUNNING, Desired.PAUSED):
+        result = outcome(Exit(code=jobstate.EXIT_NO_SPACE, reason=reason), desired, restarts=0, max_restarts=3)
+        assert result.state is P and not result.restart and reason in result.reason
+        assert result.desired is Desired.PAUSED  # rests paused until a client resumes it
+
+
 def test_unknown_exit_of_an_adopted_worker_is_a_crash():
     result = outcome(Exit(), restarts=0, max_restarts=1)
     assert result.state is Q and result.restart and "exit.json" in result.reason
@@ -144,7 +158,7 @@ def test_a_crash_while_pausing_rests_paused():
 
 
 def test_every_outcome_is_an_allowed_transition_from_every_active_state():
-    exits = [Exit(code=code, step=step) for code in (0, 1, 2, 75, None) for step in (None, 10, 1000)]
+    exits = [Exit(code=code, step=step) for code in (0, 1, 2, 74, 75, 130, None) for step in (None, 10, 1000)]
     exits += [Exit(signal=number) for number in (2, 9, 15)]
     for ended, desired, stopped, active in itertools.product(exits, Desired, (False, True), jobstate.ACTIVE):
         result = outcome(ended, desired, stopped=stopped)

@@ -52,6 +52,15 @@ BAD_FILES = [
     ("[job]\nalgo = 'vtrace'\n[vtrace]\nbatch_size = 8\n[[replay]]\nkind = 'queue'\ncapacity = 4\n", 7,
      "replay[0].capacity", "at least its share"),
     ("[[replay]]\nkind = 'elite'\nelite_insertion = true\n", 3, "replay[0].elite_insertion", "vtrace"),
+    # Wider than 64 bits: used to pass, then crash submit and the daemon's store writes (issue 9).
+    ("[job]\ntotal_steps = 99999999999999999999\n", 2, "job.total_steps", "64 bits"),
+    ("[job]\nseed = 99999999999999999999\n", 2, "job.seed", "64 bits"),
+    ("[job]\npriority = -99999999999999999999\n", 2, "job.priority", "64 bits"),
+    ("[job]\ntotal_steps = 9223372036854775807\n", 2, "job.total_steps", "at most"),
+    # Jobs that cannot run: a negative layer width, a replay of a trillion items (issue 9).
+    ("[dqn]\nhidden_sizes = [64, -1]\n", 2, "dqn.hidden_sizes", "every item must be at least 1"),
+    ("[vtrace]\nhidden_sizes = [0]\n", 2, "vtrace.hidden_sizes", "every item must be at least 1"),
+    ("[[replay]]\ncapacity = 1_000_000_000_000\n", 2, "replay[0].capacity", "at most"),
 ]
 
 
@@ -166,3 +175,33 @@ def test_schema_accepts_examples_and_rejects_bad_files() -> None:
 def test_resolved_toml_documents_each_field() -> None:
     text = specs.JobSpec().to_toml()
     assert "# Environment steps to train for; raise it to extend a run. (live)\ntotal_steps = 100000" in text
+
+
+def test_every_integer_field_has_a_range_within_64_bits() -> None:
+    import dataclasses
+    import typing
+
+    for cls in list(specs.TABLES.values()) + list(specs.ARRAY_TABLES.values()):
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if hints[f.name] in (int, list[int]):
+                assert f.metadata["minimum"] is not None and f.metadata["maximum"] is not None, (cls, f.name)
+                assert -(2 ** 63) <= f.metadata["minimum"] <= f.metadata["maximum"] <= 2 ** 63 - 1, (cls, f.name)
+
+
+def test_names_beyond_the_basic_multilingual_plane_round_trip() -> None:
+    spec = specs.JobSpec().replace("job", name="pong 🏓 run 😀")
+    text = spec.to_toml()
+    assert "\\ud83d" not in text.lower()  # no surrogate escapes, which TOML forbids
+    assert specs.loads(text) == spec
+
+
+# Every string a job file can hold comes from UTF-8 TOML, so it holds no surrogates; "" means "the default".
+toml_strings = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=toml_strings, env_id=toml_strings)
+def test_resolved_specs_round_trip_through_their_toml(name: str, env_id: str) -> None:
+    spec = specs.JobSpec().replace("job", name=name).replace("env", id=env_id)
+    assert specs.loads(spec.to_toml()) == spec

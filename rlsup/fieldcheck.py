@@ -1,0 +1,70 @@
+"""Checks of one job-file value against its field's type and range, and the ranges fields may declare."""
+from __future__ import annotations
+
+import math
+import typing
+from typing import Any, Literal
+
+# Every integer is stored as a signed 64-bit number somewhere (SQLite, numpy, torch), so none may be wider;
+# a field's own maximum is usually far lower.
+INT64_MIN = -(2 ** 63)
+INT64_MAX = 2 ** 63 - 1
+# Steps are divided and shown as floats (steps/s, ETA, progress bars): exact as doubles up to 2**53,
+# which is also far beyond any training run.
+STEPS_MAX = 2 ** 53
+# Counts of things that each cost memory or a process (envs, actors, batch items, layer widths).
+COUNT_MAX = 2 ** 20
+# Replay items: even at one byte each 2**32 is 4 GB; the worker checks the real need against memory.
+CAPACITY_MAX = 2 ** 32
+
+
+def check_value(value: Any, annotation: Any, metadata: dict) -> str | None:
+    """Why value does not fit the annotated type and bounds (list items included), or None when it does."""
+    origin = typing.get_origin(annotation)
+    if origin is Literal:
+        choices = typing.get_args(annotation)
+        if value not in choices or not isinstance(value, str):
+            return f"must be one of {', '.join(repr(c) for c in choices)}, not {value!r}"
+        return None
+    if origin is list:
+        (item_type,) = typing.get_args(annotation)
+        if not isinstance(value, list):
+            return f"must be a list of {item_type.__name__}, not {type_name(value)}"
+        for item in value:
+            error = check_value(item, item_type, metadata)
+            if error:
+                return f"every item {error}"
+        return None
+    if annotation is bool:
+        return None if isinstance(value, bool) else f"must be true or false, not {type_name(value)}"
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"must be an integer, not {type_name(value)}"
+        if not INT64_MIN <= value <= INT64_MAX:
+            return f"must fit in 64 bits (at most {INT64_MAX}), not {value}"
+    elif annotation is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"must be a number, not {type_name(value)}"
+        if not math.isfinite(value):
+            return f"must be finite, not {value}"
+    elif annotation is str:
+        return None if isinstance(value, str) else f"must be a string, not {type_name(value)}"
+    return check_bounds(value, metadata)
+
+
+def check_bounds(value: float, metadata: dict) -> str | None:
+    minimum, maximum = metadata.get("minimum"), metadata.get("maximum")
+    if minimum is not None:
+        if metadata.get("exclusive_minimum") and value <= minimum:
+            return f"must be greater than {minimum}, not {value}"
+        if value < minimum:
+            return f"must be at least {minimum}, not {value}"
+    if maximum is not None and value > maximum:
+        return f"must be at most {maximum}, not {value}"
+    return None
+
+
+def type_name(value: Any) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+             list: "an array", dict: "a table"}
+    return names.get(type(value), type(value).__name__)
