@@ -3,7 +3,8 @@
 Each seed is a whole `rlsup run` process on a copy of the job file with only `[job] seed` changed, as a
 user would run it; the final greedy mean is `rlsup enjoy` of the final checkpoint over 20 episodes on
 seeds no training or evaluation stream used. With --baseline, stable-baselines3 trains the same
-settings in its own process per seed (DQN only: stable-baselines3 has no V-trace learner).
+settings in its own process per seed (DQN only: stable-baselines3 has no V-trace learner; it has no
+double DQN either, so compare jobs with double = false).
 
     pip install -e '.[bench]'
     python bench/learning_seeds.py jobs/cartpole-dqn.toml --seeds 1-20 [--baseline] [--parallel 2]
@@ -141,7 +142,7 @@ def learning_rate(progress_remaining):
 model = DQN("MlpPolicy", gym.make(settings["env"]), learning_rate=learning_rate, buffer_size=settings["capacity"],
             learning_starts=dqn["learning_starts"], batch_size=dqn["batch_size"], tau=dqn["tau"],
             gamma=dqn["gamma"], train_freq=dqn["train_every"], gradient_steps=dqn["gradient_steps"],
-            target_update_interval=dqn["target_update_every"],
+            target_update_interval=dqn["target_update_every"], n_steps=dqn["n_step"],
             exploration_fraction=dqn["epsilon_end_step"] / total, exploration_initial_eps=dqn["epsilon_start"],
             exploration_final_eps=dqn["epsilon_end"], max_grad_norm=dqn["max_grad_norm"] or 1e9,
             policy_kwargs={"net_arch": dqn["hidden_sizes"]}, seed=settings["seed"], device="cpu")

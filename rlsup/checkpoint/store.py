@@ -6,7 +6,6 @@ import json
 import os
 import pickle
 import re
-import secrets
 import shutil
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -19,7 +18,7 @@ from numpy.lib import format as npy_format
 
 import rlsup
 from rlsup import paths
-from rlsup.checkpoint import manifest as manifests, space
+from rlsup.checkpoint import directories, manifest as manifests, space
 from rlsup.checkpoint.manifest import (CHECKSUM_ALGORITHM, FORMAT_VERSION, MANIFEST_FILE, REASONS, STATE_FILE,
                                        CheckpointEntry, Checksum, NoSpace)
 from rlsup.runfiles import fsync_directory
@@ -35,12 +34,6 @@ ARRAY_KEY = "__array__"
 BYTES_KEY = "__bytes__"
 INT_KEYS = "__intkeys__"  # a dict with int keys (torch optimizers' "state"); JSON objects only have str keys
 RESERVED_KEYS = (TENSOR_KEY, ARRAY_KEY, BYTES_KEY, INT_KEYS)
-
-# Directories beside the checkpoints; the leading dot hides them from list_checkpoints.
-TEMPORARY_PREFIX = ".tmp-"
-ASIDE_PREFIX = ".old-"
-DELETING_PREFIX = ".deleting-"
-_LEFTOVER = re.compile(r"^\.(tmp|old|deleting)-(.+)-(\d+)-([0-9a-f]+)$")
 
 # A write is cut into pieces so the checksum of one piece (helper thread) overlaps the write of the
 # next; buffers below INLINE_CHECKSUM_BYTES are not worth a thread hop.
@@ -325,7 +318,7 @@ def _write_manifest(directory: Path, manifest: dict) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Writing, installing and rotating checkpoint directories
+# Writing checkpoint directories
 
 
 def write_checkpoint(run_dir: Path, state: dict, *, step: int, episodes: int, reason: str, fingerprint: str,
@@ -344,12 +337,12 @@ def write_checkpoint(run_dir: Path, state: dict, *, step: int, episodes: int, re
     encoder = _Encoder()
     state_text = (json.dumps(encoder.encode(state), separators=(",", ":")) + "\n").encode()
     extra = json.loads(json.dumps(extra or {}))
-    parent = _checkpoints_parent(run_dir)
-    _clean_leftovers(parent)
+    parent = directories.checkpoints_parent(run_dir)
+    directories.clean_leftovers(parent)
     needed = _bytes_needed(encoder, state_text)
     space.require(parent, needed)
     final = parent / paths.checkpoint_name(step, reason)
-    temporary = parent / f"{TEMPORARY_PREFIX}{final.name}-{os.getpid()}-{secrets.token_hex(4)}"
+    temporary = directories.temporary_beside(final)
     temporary.mkdir(mode=0o700)
     try:
         files = _write_contents(temporary, encoder, state_text)
@@ -365,8 +358,8 @@ def write_checkpoint(run_dir: Path, state: dict, *, step: int, episodes: int, re
         if space.ran_out(error, parent, needed):
             raise NoSpace(space.message(parent, needed)) from None
         raise
-    _install(temporary, final)
-    _rotate(run_dir, keep, known_verified=final)
+    directories.install(temporary, final)
+    directories.rotate_after_write(run_dir, keep, written=final)
     return CheckpointEntry.from_manifest(final, manifest)
 
 
@@ -376,101 +369,6 @@ def _bytes_needed(encoder: _Encoder, state_text: bytes) -> int:
     arrays = sum(array.nbytes for _, array in encoder.arrays)
     blobs = sum(len(data) for _, data in encoder.blobs)
     return tensors + arrays + blobs + len(state_text)
-
-
-def _checkpoints_parent(run_dir: Path) -> Path:
-    parent = manifests.checkpoints_dir(run_dir)
-    if not parent.is_dir():
-        paths.ensure_private_dir(parent)
-        fsync_directory(Path(run_dir))
-    return parent
-
-
-def _install(temporary: Path, final: Path) -> None:
-    """Rename a finished checkpoint into place; an old one at the same step is moved aside first and
-    deleted only once the new one is in, so a crash leaves one of them (restored by the next cleanup)."""
-    parent = final.parent
-    aside = None
-    if final.exists():
-        aside = parent / f"{ASIDE_PREFIX}{final.name}-{os.getpid()}-{secrets.token_hex(4)}"
-        os.rename(final, aside)
-    os.rename(temporary, final)
-    fsync_directory(parent)
-    if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)
-
-
-def rotate(run_dir: Path, keep: int) -> list[Path]:
-    """Delete all but the newest keep checkpoints, never the newest one that verifies, and all best
-    checkpoints but the last written and the highest-scoring; returns the deleted."""
-    return _rotate(run_dir, keep, known_verified=None)
-
-
-def _rotate(run_dir: Path, keep: int, known_verified: Path | None) -> list[Path]:
-    parent = manifests.checkpoints_dir(run_dir)
-    if not parent.is_dir():
-        return []
-    _clean_leftovers(parent)
-    entries = manifests.list_checkpoints(run_dir)
-    resumable = [entry for entry in entries if entry.reason != manifests.BEST]
-    doomed = resumable[:max(len(resumable) - keep, 0)]
-    # Verifying reads every byte (a whole replay): only worth it when something may be deleted.
-    protected = {_newest_verified(resumable, known_verified)} if doomed else set()
-    bests = manifests.best_entries(entries)
-    if bests:
-        newest_best = max(bests, key=lambda entry: entry.time)  # written last: the current trajectory's
-        protected.update({bests[0].path, newest_best.path})
-        doomed += bests
-    deleted = []
-    for entry in doomed:
-        if entry.path not in protected:
-            _delete_directory(entry.path)
-            deleted.append(entry.path)
-    return deleted
-
-
-def _newest_verified(entries: list[CheckpointEntry], known_verified: Path | None) -> Path | None:
-    # The checkpoint just written was checksummed as it was written: no need to read it back.
-    for entry in reversed(entries):
-        if entry.path == known_verified or manifests.verify(entry.path) is None:
-            return entry.path
-    return None
-
-
-def _delete_directory(path: Path) -> None:
-    """Hide the directory with one atomic rename, then remove it; a crash halfway leaves only a dot directory."""
-    hidden = path.parent / f"{DELETING_PREFIX}{path.name}-{os.getpid()}-{secrets.token_hex(4)}"
-    os.rename(path, hidden)
-    # Already invisible: a failure here is a leftover for the next cleanup, not a reason to stop training.
-    shutil.rmtree(hidden, ignore_errors=True)
-
-
-def _clean_leftovers(parent: Path) -> None:
-    """Remove what crashed writers left (temporary and half-deleted directories) and restore a checkpoint
-    that was moved aside for a same-step rewrite that never finished."""
-    for child in sorted(parent.iterdir()):
-        match = _LEFTOVER.match(child.name)
-        if match is None or not child.is_dir():
-            continue
-        kind, name, pid = match.group(1), match.group(2), int(match.group(3))
-        if pid != os.getpid() and _process_alive(pid):
-            continue  # another writer is still at work
-        original = parent / name
-        if kind == "old" and not original.exists() and manifests.entry_of(child) is not None:
-            os.rename(child, original)
-            fsync_directory(parent)
-        else:
-            shutil.rmtree(child, ignore_errors=True)
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # ---------------------------------------------------------------------------------------------

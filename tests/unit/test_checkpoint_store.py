@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from rlsup.checkpoint import manifest as manifests
 from rlsup.checkpoint.manifest import (FORMAT_VERSION, CheckpointNotFound, latest_verified, list_checkpoints,
                                        read_manifest, resolve, verify)
-from rlsup.checkpoint.store import CheckpointError, load_checkpoint, rotate, write_checkpoint
+from rlsup.checkpoint.directories import rotate
+from rlsup.checkpoint.store import CheckpointError, load_checkpoint, write_checkpoint
 
 
 def write(run_dir: Path, state: dict, step: int, *, keep: int = 10, reason: str = "interval", **extra):
