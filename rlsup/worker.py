@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rlsup import locks, paths, runfiles
 from rlsup import spec as specs
-from rlsup.checkpoint.manifest import CheckpointProblem, NoSpace
+from rlsup.checkpoint.manifest import BEST, CheckpointProblem, NoSpace
 from rlsup.jobstate import EXIT_ABORTED, EXIT_DONE, EXIT_NO_SPACE, EXIT_PAUSED
 from rlsup.jobstate import EXIT_ERROR as EXIT_FAILED, EXIT_SPEC as EXIT_USAGE
 from rlsup.progress import LoopClock, ProgressLine
@@ -310,7 +310,7 @@ class Worker:
         log.info("evaluation at step %d: mean return %.2f over %d episodes", step, mean, len(returns))
         if self.best_evaluation is None or mean > self.best_evaluation:
             self.best_evaluation = mean
-            self._checkpoint("best", evaluation_mean=mean)
+            self._checkpoint(BEST, evaluation_mean=mean)
 
     def _checkpoint(self, reason: str, evaluation_mean: float | None = None) -> None:
         from rlsup.checkpoint.rng import global_rng_state
@@ -323,7 +323,7 @@ class Worker:
         self._write_metric({"kind": "checkpoint", "step": trainer.step, "reason": reason,
                             "fingerprint": fingerprint})
         self.metrics.sync()
-        best = reason == "best"
+        best = reason == BEST
         # A best checkpoint is for playing, never for resuming: the replay would only make it slow.
         state = {"trainer": trainer.state_dict(include_replay=spec.checkpoint.replay and not best),
                  "rng": global_rng_state()}

@@ -47,16 +47,23 @@ def greedy_mean(run_dir: Path, checkpoint: str) -> float:
 
 
 def assert_learns(job: Path, seeds: tuple[int, int], tmp_path: Path, timeout: float) -> None:
-    """Each seed's best checkpoint solves CartPole, and at least one of the two ends its budget solved."""
+    """Of two seeds, one ends its budget solved and one has a best checkpoint that solves.
+
+    Twenty seeds can show a per-seed failure rate of at most a few percent, never below 1 in 100; two
+    independent seeds of which one must succeed fail together with that rate squared. Each test below
+    gives the bench's counts and the resulting rate, estimated as (failures + 1) / (seeds + 2).
+    """
     run_dirs = train_seeds(job, seeds, tmp_path, timeout)
     best = {seed: greedy_mean(run_dir, "best") for seed, run_dir in zip(seeds, run_dirs)}
     final = {seed: greedy_mean(run_dir, "latest") for seed, run_dir in zip(seeds, run_dirs)}
-    assert min(best.values()) >= SOLVED, f"best checkpoints: {best}; final: {final}"
-    assert max(final.values()) >= SOLVED, f"final: {final}; best checkpoints: {best}"
+    assert max(final.values()) >= SOLVED, f"no seed ends solved; final: {final}; best checkpoints: {best}"
+    assert max(best.values()) >= SOLVED, f"no best checkpoint solves; best: {best}; final: {final}"
 
 
 @pytest.mark.slow
 def test_cartpole_dqn_example_learns(tmp_path: Path) -> None:
+    """Bench (20 seeds, 2-core x86-64): final >= 475 on 20/20, best checkpoint >= 475 on 20/20. Per seed
+    at most about 1/22 each, so this test fails about (1/22)^2 + (1/22)^2 = 0.4% of the time at most."""
     assert_learns(JOBS / "cartpole-dqn.toml", (1, 2), tmp_path, timeout=900)
 
 
