@@ -153,7 +153,7 @@ print(json.dumps({"evaluations": callback.evaluations, "final": final}))
 """
 
 
-def run_baseline_seed(job: Path, seed: int, solved: float) -> SeedResult:
+def run_baseline_seed(job: Path, seed: int, directory: Path, solved: float) -> SeedResult:
     """stable-baselines3's DQN with the job's settings, in a process of its own, timed whole."""
     spec = specs.load(job)
     settings = {"env": spec.env.id, "seed": seed, "threads": spec.job.threads, "total_steps": spec.job.total_steps,
@@ -161,8 +161,9 @@ def run_baseline_seed(job: Path, seed: int, solved: float) -> SeedResult:
                 "eval_every": spec.eval.every_steps, "eval_episodes": spec.eval.episodes,
                 "final_seed": FINAL_SEED_OFFSET + seed, "final_episodes": FINAL_EPISODES}
     started = time.perf_counter()
+    # stable-baselines3's logger makes a folder in the temporary directory: let it be the bench's own.
     result = subprocess.run([sys.executable, "-c", BASELINE_SCRIPT, json.dumps(settings)],
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, env={**os.environ, "TMPDIR": str(directory)})
     wall = time.perf_counter() - started
     if result.returncode != 0:
         return SeedResult("sb3", seed, None, None, None, wall, result.stderr.strip().splitlines()[-1])
@@ -215,7 +216,8 @@ def main() -> None:
         tasks = [pool.submit(run_rlsup_seed, arguments.job, seed, Path(directory), arguments.solved)
                  for seed in seeds]
         if arguments.baseline and algorithm == "dqn":
-            tasks += [pool.submit(run_baseline_seed, arguments.job, seed, arguments.solved) for seed in seeds]
+            tasks += [pool.submit(run_baseline_seed, arguments.job, seed, Path(directory), arguments.solved)
+                      for seed in seeds]
         results = []
         for task in tasks:
             results.append(task.result())
