@@ -184,10 +184,10 @@ def command_enjoy(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlsup", description="Supervise reinforcement-learning training jobs.")
     parser.add_argument("--version", action="version", version=f"rlsup {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", help="what to do (default: tui)")
 
     validate = commands.add_parser("validate", help="check a job file")
-    validate.add_argument("job", metavar="JOB.toml")
+    validate.add_argument("job", metavar="JOB.toml", help="the job file to check")
     validate.set_defaults(handler=command_validate)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of job files")
@@ -203,19 +203,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=command_run)
 
     checkpoints = commands.add_parser("checkpoints", help="list a run's checkpoints")
-    checkpoints.add_argument("run", metavar="RUN")
-    checkpoints.add_argument("--json", action="store_true")
+    checkpoints.add_argument("run", metavar="RUN", help="run directory, job id or name, or latest")
+    checkpoints.add_argument("--json", action="store_true", help="a JSON list of objects")
     checkpoints.add_argument("--verify", action="store_true", help="check every file's checksum")
     checkpoints.set_defaults(handler=command_checkpoints)
 
     enjoy = commands.add_parser("enjoy", help="play a trained policy")
-    enjoy.add_argument("run", metavar="RUN")
+    enjoy.add_argument("run", metavar="RUN", help="run directory, job id or name, or latest")
     enjoy.add_argument("--checkpoint", default="latest", help="latest, best (the best evaluation so far), a step, or a checkpoint path")
-    enjoy.add_argument("--episodes", type=int, default=5)
-    enjoy.add_argument("--seed", type=int, default=None)
-    enjoy.add_argument("--render", choices=["none", "video"], default="none")
-    enjoy.add_argument("--video", metavar="PATH.mp4", help="with --render video: where to write it")
-    enjoy.add_argument("--json", action="store_true")
+    enjoy.add_argument("--episodes", type=int, default=5, help="episodes to play (default: 5)")
+    enjoy.add_argument("--seed", type=int, default=None, help="env seed (default: the job's seed)")
+    enjoy.add_argument("--render", choices=["none", "video"], default="none",
+                       help="video: write an mp4 (CartPole needs: pip install 'rlsup[render]')")
+    enjoy.add_argument("--video", metavar="PATH.mp4", help="with --render video: where to write it (default: enjoy-TIME.mp4 in the run)")
+    enjoy.add_argument("--json", action="store_true", help="print the returns as one JSON object")
     enjoy.set_defaults(handler=command_enjoy)
 
     tui = commands.add_parser("tui", help="the live dashboard (also: rlsup with no command)")
@@ -223,6 +224,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_daemon_commands(commands)
     return parser
+
+
+# What a shell reports for a command that SIGPIPE stopped (128 + 13), so `rlsup … | head` ends as `cat` does.
+CLOSED_STDOUT = 141
+
+
+def leave_closed_stdout() -> int:
+    """The reader of stdout has gone (`rlsup schema | head`): stop writing, without a word."""
+    # Python flushes stdout once more at exit; pointed at devnull, that flush cannot fail again.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return CLOSED_STDOUT
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,7 +246,11 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command is None:
             args.handler = command_tui
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()  # here, not at exit: a reader gone by then would be reported with a traceback
+        return code
+    except BrokenPipeError:
+        return leave_closed_stdout()
     except specs.SpecError as error:
         print(error, file=sys.stderr)
         return 2
