@@ -64,8 +64,19 @@ def newest_run() -> Path:
 
 def command_validate(args: argparse.Namespace) -> int:
     spec = specs.load(args.job)
+    check_env_id(Path(args.job), spec.env.id)
     print(f"{args.job}: ok ({spec.job.algo} on {spec.env.id}, {spec.job.total_steps:,} steps)")
     return 0
+
+
+def check_env_id(path: Path, env_id: str) -> None:
+    """Refuse an env id that no worker could make, now rather than seconds into the run."""
+    from rlsup.envids import unknown_env_id  # imports gymnasium: only validate pays for it
+
+    problem = unknown_env_id(env_id)
+    if problem:
+        line = specs.locate_keys(path.read_text(encoding="utf-8")).get(("env", "id"))
+        raise specs.SpecError([specs.Problem(str(path), line, "env.id", problem)])
 
 
 def command_schema(args: argparse.Namespace) -> int:
@@ -160,21 +171,32 @@ def command_tui(args: argparse.Namespace) -> int:
 
 
 def command_enjoy(args: argparse.Namespace) -> int:
-    from rlsup.enjoy import enjoy
+    from rlsup.enjoy import RenderUnavailable, enjoy
 
     run_dir = resolve_run(args.run)
     report = (lambda line: None) if args.json else print
-    video = Path(args.video) if args.render == "video" else None
-    if args.render == "video" and not args.video:
-        video = run_dir / f"enjoy-{time.strftime('%Y%m%d-%H%M%S')}.mp4"
-    returns, entry = enjoy(run_dir, which=args.checkpoint, episodes=args.episodes, seed=args.seed, video=video,
-                           report=report)
+    video = video_path(args, run_dir)
+    try:
+        returns, entry = enjoy(run_dir, which=args.checkpoint, episodes=args.episodes, seed=args.seed, video=video,
+                               report=report)
+    except RenderUnavailable as error:
+        print(f"rlsup: {error}", file=sys.stderr)
+        return 1
     mean = sum(returns) / len(returns)
     if args.json:
         print(json.dumps({"returns": returns, "mean": mean, "checkpoint": entry.path.name, "step": entry.step}))
     else:
         print(f"mean return {mean:g} over {len(returns)} episodes" + (f"; video: {video}" if video else ""))
     return 0
+
+
+def video_path(args: argparse.Namespace, run_dir: Path) -> Path | None:
+    """Where --render video writes: --video, else a new file in the run directory."""
+    if args.render != "video":
+        return None
+    if args.video:
+        return Path(args.video).expanduser()
+    return run_dir / f"enjoy-{time.strftime('%Y%m%d-%H%M%S')}.mp4"
 
 
 # ---------------------------------------------------------------------------------------------
