@@ -47,14 +47,15 @@ def resolve_run(text: str) -> Path:
         return newest_run()
     try:
         return Path(client.find_job(text).run_dir)
-    except client.JobNotFound:
-        raise CliError(f"{text!r} is not a run directory, a job id or a job name") from None
+    except client.JobNotFound as error:
+        raise CliError(str(error)) from None
 
 
 def newest_run() -> Path:
-    runs = [run for run in paths.runs_dir().iterdir() if (run / paths.JOB_FILE).is_file()]
+    runs_dir = paths.home_path() / "runs"  # looked at, never made: no run is there if it is missing
+    runs = [run for run in runs_dir.iterdir() if (run / paths.JOB_FILE).is_file()] if runs_dir.is_dir() else []
     if not runs:
-        raise CliError(f"there are no runs in {paths.runs_dir()}")
+        raise CliError(f"there are no runs in {runs_dir} yet")
     return max(runs, key=lambda run: (run / paths.JOB_FILE).stat().st_mtime)
 
 

@@ -123,7 +123,7 @@ def job_row(job: Job) -> dict:
 
 
 def command_list(args: argparse.Namespace) -> int:
-    home = paths.rlsup_home()
+    home = paths.home_path()
     if not (home / paths.DATABASE).exists():
         rows = []
     else:
@@ -250,7 +250,7 @@ def _find(reference: str) -> Job | None:
 
 
 def command_daemon(args: argparse.Namespace) -> int:
-    home = paths.rlsup_home()
+    home = paths.rlsup_home() if args.action == "start" else paths.home_path()
     try:
         if args.action == "start":
             status = client.ensure_daemon(home)
@@ -271,4 +271,6 @@ def command_daemon(args: argparse.Namespace) -> int:
             for job in store.jobs():
                 counts[job.state.value] = counts.get(job.state.value, 0) + 1
         print("jobs: " + (", ".join(f"{count} {state}" for state, count in counts.items()) or "none"))
+    else:
+        print("no jobs yet")
     return 0 if status.running else 3
