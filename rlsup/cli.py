@@ -47,14 +47,15 @@ def resolve_run(text: str) -> Path:
         return newest_run()
     try:
         return Path(client.find_job(text).run_dir)
-    except client.JobNotFound:
-        raise CliError(f"{text!r} is not a run directory, a job id or a job name") from None
+    except client.JobNotFound as error:
+        raise CliError(str(error)) from None
 
 
 def newest_run() -> Path:
-    runs = [run for run in paths.runs_dir().iterdir() if (run / paths.JOB_FILE).is_file()]
+    runs_dir = paths.home_path() / "runs"  # looked at, never made: no run is there if it is missing
+    runs = [run for run in runs_dir.iterdir() if (run / paths.JOB_FILE).is_file()] if runs_dir.is_dir() else []
     if not runs:
-        raise CliError(f"there are no runs in {paths.runs_dir()}")
+        raise CliError(f"there are no runs in {runs_dir} yet")
     return max(runs, key=lambda run: (run / paths.JOB_FILE).stat().st_mtime)
 
 
@@ -64,8 +65,19 @@ def newest_run() -> Path:
 
 def command_validate(args: argparse.Namespace) -> int:
     spec = specs.load(args.job)
+    check_env_id(Path(args.job), spec.env.id)
     print(f"{args.job}: ok ({spec.job.algo} on {spec.env.id}, {spec.job.total_steps:,} steps)")
     return 0
+
+
+def check_env_id(path: Path, env_id: str) -> None:
+    """Refuse an env id that no worker could make, now rather than seconds into the run."""
+    from rlsup.envids import unknown_env_id  # imports gymnasium: only validate pays for it
+
+    problem = unknown_env_id(env_id)
+    if problem:
+        line = specs.locate_keys(path.read_text(encoding="utf-8")).get(("env", "id"))
+        raise specs.SpecError([specs.Problem(str(path), line, "env.id", problem)])
 
 
 def command_schema(args: argparse.Namespace) -> int:
@@ -160,21 +172,32 @@ def command_tui(args: argparse.Namespace) -> int:
 
 
 def command_enjoy(args: argparse.Namespace) -> int:
-    from rlsup.enjoy import enjoy
+    from rlsup.enjoy import RenderUnavailable, enjoy
 
     run_dir = resolve_run(args.run)
     report = (lambda line: None) if args.json else print
-    video = Path(args.video) if args.render == "video" else None
-    if args.render == "video" and not args.video:
-        video = run_dir / f"enjoy-{time.strftime('%Y%m%d-%H%M%S')}.mp4"
-    returns, entry = enjoy(run_dir, which=args.checkpoint, episodes=args.episodes, seed=args.seed, video=video,
-                           report=report)
+    video = video_path(args, run_dir)
+    try:
+        returns, entry = enjoy(run_dir, which=args.checkpoint, episodes=args.episodes, seed=args.seed, video=video,
+                               report=report)
+    except RenderUnavailable as error:
+        print(f"rlsup: {error}", file=sys.stderr)
+        return 1
     mean = sum(returns) / len(returns)
     if args.json:
         print(json.dumps({"returns": returns, "mean": mean, "checkpoint": entry.path.name, "step": entry.step}))
     else:
         print(f"mean return {mean:g} over {len(returns)} episodes" + (f"; video: {video}" if video else ""))
     return 0
+
+
+def video_path(args: argparse.Namespace, run_dir: Path) -> Path | None:
+    """Where --render video writes: --video, else a new file in the run directory."""
+    if args.render != "video":
+        return None
+    if args.video:
+        return Path(args.video).expanduser()
+    return run_dir / f"enjoy-{time.strftime('%Y%m%d-%H%M%S')}.mp4"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,10 +207,10 @@ def command_enjoy(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlsup", description="Supervise reinforcement-learning training jobs.")
     parser.add_argument("--version", action="version", version=f"rlsup {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", help="what to do (default: tui)")
 
     validate = commands.add_parser("validate", help="check a job file")
-    validate.add_argument("job", metavar="JOB.toml")
+    validate.add_argument("job", metavar="JOB.toml", help="the job file to check")
     validate.set_defaults(handler=command_validate)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of job files")
@@ -203,19 +226,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=command_run)
 
     checkpoints = commands.add_parser("checkpoints", help="list a run's checkpoints")
-    checkpoints.add_argument("run", metavar="RUN")
-    checkpoints.add_argument("--json", action="store_true")
+    checkpoints.add_argument("run", metavar="RUN", help="run directory, job id or name, or latest")
+    checkpoints.add_argument("--json", action="store_true", help="a JSON list of objects")
     checkpoints.add_argument("--verify", action="store_true", help="check every file's checksum")
     checkpoints.set_defaults(handler=command_checkpoints)
 
     enjoy = commands.add_parser("enjoy", help="play a trained policy")
-    enjoy.add_argument("run", metavar="RUN")
+    enjoy.add_argument("run", metavar="RUN", help="run directory, job id or name, or latest")
     enjoy.add_argument("--checkpoint", default="latest", help="latest, best (the best evaluation so far), a step, or a checkpoint path")
-    enjoy.add_argument("--episodes", type=int, default=5)
-    enjoy.add_argument("--seed", type=int, default=None)
-    enjoy.add_argument("--render", choices=["none", "video"], default="none")
-    enjoy.add_argument("--video", metavar="PATH.mp4", help="with --render video: where to write it")
-    enjoy.add_argument("--json", action="store_true")
+    enjoy.add_argument("--episodes", type=int, default=5, help="episodes to play (default: 5)")
+    enjoy.add_argument("--seed", type=int, default=None, help="env seed (default: the job's seed)")
+    enjoy.add_argument("--render", choices=["none", "video"], default="none",
+                       help="video: write an mp4 (CartPole needs: pip install 'rlsup[render]')")
+    enjoy.add_argument("--video", metavar="PATH.mp4", help="with --render video: where to write it (default: enjoy-TIME.mp4 in the run)")
+    enjoy.add_argument("--json", action="store_true", help="print the returns as one JSON object")
     enjoy.set_defaults(handler=command_enjoy)
 
     tui = commands.add_parser("tui", help="the live dashboard (also: rlsup with no command)")
@@ -223,6 +247,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_daemon_commands(commands)
     return parser
+
+
+# What a shell reports for a command that SIGPIPE stopped (128 + 13), so `rlsup … | head` ends as `cat` does.
+CLOSED_STDOUT = 141
+
+
+def leave_closed_stdout() -> int:
+    """The reader of stdout has gone (`rlsup schema | head`): stop writing, without a word."""
+    # Python flushes stdout once more at exit; pointed at devnull, that flush cannot fail again.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return CLOSED_STDOUT
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,7 +269,11 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command is None:
             args.handler = command_tui
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()  # here, not at exit: a reader gone by then would be reported with a traceback
+        return code
+    except BrokenPipeError:
+        return leave_closed_stdout()
     except specs.SpecError as error:
         print(error, file=sys.stderr)
         return 2

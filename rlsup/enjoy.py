@@ -9,6 +9,24 @@ import numpy as np
 from rlsup import runfiles
 
 
+RENDER_EXTRA = "pip install 'rlsup[render]'"
+
+
+class RenderUnavailable(RuntimeError):
+    """Frames were asked for, but what draws them is not installed."""
+
+
+def require_renderer(env) -> None:
+    """Say before any checkpoint loads that frames cannot be drawn: the ALE draws its own, the
+    classic-control envs (CartPole…) need pygame, which no required dependency brings."""
+    if env.preset == "atari":
+        return
+    try:
+        import pygame  # noqa: F401
+    except ImportError:
+        raise RenderUnavailable(f"rendering {env.id} needs pygame, which is not installed: {RENDER_EXTRA}") from None
+
+
 class VideoRecorder:
     """Writes rendered RGB frames to an mp4 file with OpenCV, opened on the first frame."""
 
@@ -82,6 +100,8 @@ def enjoy(run_dir: Path, *, which: str = "latest", episodes: int = 5, seed: int 
     from rlsup.algos.evaluate import play_episodes
 
     spec = runfiles.read_run_spec(run_dir)
+    if video:
+        require_renderer(spec.env)
     policy, entry = load_policy(run_dir, which, report)
     report(f"{entry.path.name}: step {entry.step}, fingerprint {entry.fingerprint[:12]}")
     recorder = VideoRecorder(video, fps=30.0) if video else None

@@ -27,13 +27,18 @@ DAEMON_SETTINGS = "daemon.toml"
 
 def rlsup_home() -> Path:
     """$RLSUP_HOME, else $XDG_DATA_HOME/rlsup, else ~/.local/share/rlsup; created private."""
+    return ensure_private_dir(home_path())
+
+
+def home_path() -> Path:
+    """Where rlsup_home() is, without creating it: a read-only command must leave no home behind."""
     explicit = os.environ.get("RLSUP_HOME")
     if explicit:
         home = Path(explicit)
     else:
         data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
         home = Path(data) / "rlsup"
-    return ensure_private_dir(home.expanduser().resolve())
+    return home.expanduser().resolve()
 
 
 def ensure_private_dir(path: Path) -> Path:

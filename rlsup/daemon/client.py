@@ -90,11 +90,23 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
 
 def find_job(reference: str, home: Path | None = None) -> Job:
     """The job a JOB argument names (id, name or run directory); raises JobNotFound."""
+    home = Path(home) if home else paths.home_path()
+    if not (home / paths.DATABASE).exists():
+        raise JobNotFound(f"no jobs yet in {home}; queue one with `rlsup submit JOB.toml`")
     with Store(home) as store:
         job = store.find_job(reference)
     if job is None:
-        raise JobNotFound(f"no job {reference!r} (give a job id, a job name or a run directory)")
+        raise JobNotFound(not_found_message(reference))
     return job
+
+
+def not_found_message(reference: str) -> str:
+    # A run directory no job owns is a foreground `rlsup run` (or a copied run): say how to go on with it.
+    if (Path(reference).expanduser() / paths.JOB_FILE).is_file():
+        run_dir = Path(reference).expanduser().resolve()
+        return (f"{run_dir} is a run directory that no queued job owns; continue it with: "
+                f"rlsup run --resume {run_dir}")
+    return f"no job {reference!r} (give a job id, a job name or a run directory)"
 
 
 def set_intent(reference: str, desired: Desired, *, home: Path | None = None,
@@ -103,7 +115,7 @@ def set_intent(reference: str, desired: Desired, *, home: Path | None = None,
     with Store(home) as store:
         job = store.find_job(reference)
         if job is None:
-            raise JobNotFound(f"no job {reference!r} (give a job id, a job name or a run directory)")
+            raise JobNotFound(not_found_message(reference))
         job = store.set_desired(job.id, desired)
     if start_daemon and needs_daemon(job):
         ensure_daemon(home)
@@ -146,7 +158,7 @@ def lock_path(home: Path) -> Path:
 
 def daemon_status(home: Path | None = None) -> DaemonStatus:
     """Whether a daemon holds this home's lock, and its pid."""
-    home = Path(home) if home else paths.rlsup_home()
+    home = Path(home) if home else paths.home_path()
     found = locks.holder(lock_path(home))
     return DaemonStatus(found.held, found.pid, home)
 

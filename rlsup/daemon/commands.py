@@ -18,7 +18,7 @@ from rlsup.store import Job, Store
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the daemon commands to the `rlsup` parser; each sets `handler`, which returns an exit code."""
     submit = subparsers.add_parser("submit", help="queue a job; starts the daemon if needed")
-    submit.add_argument("job", metavar="JOB.toml")
+    submit.add_argument("job", metavar="JOB.toml", help="the job file; later edits of it reach the job")
     submit.add_argument("--name", help="job name (default: [job] name, else the file's stem)")
     submit.add_argument("--priority", type=int, help="higher runs first (default: [job] priority)")
     submit.set_defaults(handler=command_submit)
@@ -35,18 +35,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         intent.set_defaults(handler=command_intent, desired=desired)
 
     logs = subparsers.add_parser("logs", help="show a job's worker.log")
-    logs.add_argument("job", metavar="JOB")
+    logs.add_argument("job", metavar="JOB", help="job id, job name or run directory")
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     logs.add_argument("-n", "--lines", type=int, default=50, help="lines of the tail to show first")
     logs.set_defaults(handler=command_logs)
 
     status = subparsers.add_parser("status", help="a job's state, events and checkpoints")
-    status.add_argument("job", metavar="JOB")
+    status.add_argument("job", metavar="JOB", help="job id, job name or run directory")
     status.add_argument("--events", type=int, default=30, help="newest events shown")
     status.set_defaults(handler=command_status)
 
     daemon = subparsers.add_parser("daemon", help="start, stop or inspect the daemon")
-    daemon.add_argument("action", choices=["start", "stop", "status"])
+    daemon.add_argument("action", choices=["start", "stop", "status"],
+                        help="status exits 3 when no daemon runs")
     daemon.set_defaults(handler=command_daemon)
 
 
@@ -122,7 +123,7 @@ def job_row(job: Job) -> dict:
 
 
 def command_list(args: argparse.Namespace) -> int:
-    home = paths.rlsup_home()
+    home = paths.home_path()
     if not (home / paths.DATABASE).exists():
         rows = []
     else:
@@ -249,7 +250,7 @@ def _find(reference: str) -> Job | None:
 
 
 def command_daemon(args: argparse.Namespace) -> int:
-    home = paths.rlsup_home()
+    home = paths.rlsup_home() if args.action == "start" else paths.home_path()
     try:
         if args.action == "start":
             status = client.ensure_daemon(home)
@@ -270,4 +271,6 @@ def command_daemon(args: argparse.Namespace) -> int:
             for job in store.jobs():
                 counts[job.state.value] = counts.get(job.state.value, 0) + 1
         print("jobs: " + (", ".join(f"{count} {state}" for state, count in counts.items()) or "none"))
+    else:
+        print("no jobs yet")
     return 0 if status.running else 3

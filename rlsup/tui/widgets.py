@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from rich.cells import cell_len
+from rich.table import Table
 from rich.text import Text
 from textual.binding import Binding
 from textual.suggester import Suggester
@@ -312,15 +313,24 @@ def verified_mark(path: str, verified: dict[str, str | None]) -> Text:
     return Text(f"✗ {short}", style="bold red")
 
 
+def event_row(event: Event) -> Table:
+    """An event's time, and beside it what happened, wrapped under itself: a wrapped line that began at the
+    left edge ran its last word into the first word of the next line for anyone reading the pane as text."""
+    row = Table.grid(padding=(0, 1))
+    row.add_column(no_wrap=True, style="dim")
+    row.add_column(overflow="fold")
+    row.add_row(clock_time(event.time), event_text(event))
+    return row
+
+
 def event_text(event: Event) -> Text:
-    text = Text(clock_time(event.time) + " ", style="dim")
     if event.kind == "state":
-        text.append(f"{event.from_state or '·'} → ", style="dim")
+        text = Text(f"{event.from_state or '·'} → ", style="dim")
         text.append_text(state_text(State(event.to_state)) if event.to_state in State._value2member_map_
                          else Text(str(event.to_state)))
         text.append(" ")
     else:
-        text.append(f"{event.kind} ", style=EVENT_STYLES.get(event.kind, "") or "bold")
+        text = Text(f"{event.kind} ", style=EVENT_STYLES.get(event.kind, "") or "bold")
     text.append(event.message, style="red" if event.kind == "refused" else "")
     return text
 
@@ -345,7 +355,7 @@ class EventsLog(RichLog):
             # The history of a newly selected job and the live feed overlap: ids tell them apart.
             if event.job_id == self.job_id and event.id > newest:
                 self.shown.append(event)
-                self.write(event_text(event))
+                self.write(event_row(event))
                 newest = event.id
 
 
