@@ -12,8 +12,9 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
 
 from rlsup.tui.data import JobRow
+from rlsup.tui.logtail import LogTail
 from rlsup.tui.widgets import (PLOT_KINDS, CheckpointsTable, DaemonBanner, EventsLog, HardwareStrip, JobsTable,
-                               LogTail, MetricsPlot, PathSuggester, clock_time, duration, short_count, state_text)
+                               MetricsPlot, PathSuggester, clock_time, duration, short_count, state_text)
 
 # Shown in the footer of both job screens; the actions live on the app so the palette shares them.
 JOB_BINDINGS = [

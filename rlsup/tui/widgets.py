@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.binding import Binding
 from textual.suggester import Suggester
-from textual.widgets import DataTable, Log, RichLog, Static
+from textual.widgets import DataTable, RichLog, Static
 from textual_plotext import PlotextPlot
 
 from rlsup.checkpoint.manifest import BEST, CheckpointEntry, best_entries
@@ -357,14 +357,6 @@ class EventsLog(RichLog):
                 self.shown.append(event)
                 self.write(event_row(event))
                 newest = event.id
-
-
-class LogTail(Log):
-    """The last lines of the selected job's worker.log."""
-
-    def show(self, lines: tuple[str, ...]) -> None:
-        self.clear()
-        self.write_lines(lines)
 
 
 # ---------------------------------------------------------------------------------------------
