@@ -18,8 +18,8 @@ from rlsup.jobstate import ACTIVE, State
 from rlsup.store import Job, Store
 from rlsup.tui import messages
 # JobRow and job_row are re-exported: the screens and tests know them from here.
-from rlsup.tui.jobview import (DriftCache, JobRow, file_stamp, gpu_holders, job_row,  # noqa: F401
-                               number as _number, sorted_rows)
+from rlsup.tui.jobview import (DriftCache, JobRow, RateWindows, file_stamp, gpu_holders,  # noqa: F401
+                               job_row, number as _number, sorted_rows)
 
 # Buckets per series: a 200-column plot shows about two min/max pairs per column.
 PLOT_BUCKETS = 400
@@ -243,6 +243,7 @@ class Poller:
         self._last_event_id: int | None = None
         self._hardware_at = -math.inf
         self.drifts = DriftCache()
+        self.rates = RateWindows()
 
     def poll(self) -> list:
         try:
@@ -272,7 +273,7 @@ class Poller:
         if self._changed("daemon", (status.running, status.pid)):
             posted.append(messages.DaemonChanged(status.running, status.pid))
         jobs = self.store.jobs()
-        rows = sorted_rows([job_row(job, self._status(job), self.drifts.drift(job)) for job in jobs])
+        rows = sorted_rows([self._row(job) for job in jobs])
         if self._changed("rows", rows):
             posted.append(messages.JobsRefreshed(rows))
         posted += self._event_messages()
@@ -282,6 +283,10 @@ class Poller:
             posted += self._selection_messages(job, selection)
         posted += self._hardware_messages(jobs)
         return posted
+
+    def _row(self, job: Job) -> JobRow:
+        status = self._status(job)
+        return job_row(job, status, self.drifts.drift(job), self.rates.rate(job, status))
 
     def _status(self, job: Job) -> dict | None:
         """status.json, re-read while the job is active or after its state changed, cached otherwise."""

@@ -16,6 +16,7 @@ from rlsup.hardware import Gpu, Sample
 from rlsup.jobstate import State
 from rlsup.store import Event
 from rlsup.tui.data import JobRow, MetricsView
+from rlsup.tui.jobview import training_phase_speeds
 
 STATE_STYLES = {
     State.RUNNING: "bold green", State.STARTING: "green", State.PAUSING: "yellow", State.STOPPING: "yellow",
@@ -262,7 +263,8 @@ class MetricsPlot(PlotextPlot):
                     (view.evaluation, "evaluation", "orange+")]
         if self.kind == "loss":
             return [(view.loss, view.loss_name, "magenta+")]
-        return [(view.steps_per_second, "steps/s", "green+")]
+        xs, speeds = view.steps_per_second
+        return [((xs, training_phase_speeds(speeds)), "steps/s", "green+")]
 
     def _step_ticks(self, last_step: float) -> None:
         ticks = [last_step * index / 4 for index in range(5)]
