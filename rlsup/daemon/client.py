@@ -52,6 +52,27 @@ def apply_overrides(loaded: specs.JobSpec, overrides: dict) -> specs.JobSpec:
     return loaded
 
 
+def spec_drift(job: Job) -> str | None:
+    """What the job's file says that its run refused ("file differs from run: dqn.lr refused"), or None.
+
+    Computed from the file and the run's job.toml rather than remembered: a refusal's event scrolls
+    away, but this stays true until the file is reverted or the run accepts it. Edits still within
+    the daemon's debounce are left out: live and resume fields are accepted a moment later.
+    """
+    if not Path(job.spec_path).is_file():
+        return None  # removed, or mid-rename by an editor: the job goes on with what it has
+    try:
+        run = runfiles.read_run_spec(Path(job.run_dir))
+    except specs.SpecError:
+        return None  # a run not written yet: nothing to compare
+    try:
+        edited = apply_overrides(specs.load(job.spec_path), job.override_values)
+    except specs.SpecError:
+        return "file differs from run: the file does not load (see rlsup validate)"
+    fields = [change.field for change in specs.refused(specs.diff(run, edited))]
+    return f"file differs from run: {', '.join(fields)} refused" if fields else None
+
+
 def file_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

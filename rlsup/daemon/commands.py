@@ -208,6 +208,9 @@ def command_status(args: argparse.Namespace) -> int:
     print(f"  spec {job.spec_path}\n  run  {job.run_dir}")
     if job.reason:
         print("  " + job.reason.replace("\n", "\n  "))
+    drift = client.spec_drift(job)
+    if drift:
+        print("  " + drift)
     with Store() as store:
         events = store.events(job.id, args.events)
     print("\nevents:")

@@ -293,6 +293,8 @@ class Daemon:
         for job_id, reason in plan.waiting.items():
             if by_id[job_id].reason != reason and not reason.startswith("restart backoff"):
                 self.store.update(job_id, reason=reason)
+                # Once per new reason, so the events say why the job waits after the table row scrolls.
+                self.store.add_event(job_id, "waiting", reason)
 
     def start(self, job: Job, gpus: tuple[int, ...]) -> None:
         # The state is written before the spawn: a daemon dying in between leaves a job in

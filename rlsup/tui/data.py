@@ -17,6 +17,9 @@ from rlsup.daemon import client
 from rlsup.jobstate import ACTIVE, State
 from rlsup.store import Job, Store
 from rlsup.tui import messages
+# JobRow and job_row are re-exported: the screens and tests know them from here.
+from rlsup.tui.jobview import (DriftCache, JobRow, RateWindows, file_stamp, gpu_holders,  # noqa: F401
+                               job_row, number as _number, sorted_rows)
 
 # Buckets per series: a 200-column plot shows about two min/max pairs per column.
 PLOT_BUCKETS = 400
@@ -25,12 +28,6 @@ LOG_LINES = 200
 SMOOTHING = 0.9            # weight of the past in the smoothed return, as TensorBoard's slider
 METRICS_KEPT = 4           # jobs whose series stay in memory, so switching back does not re-read
 HARDWARE_EVERY_S = 1.0
-
-# Attention first: what runs, then what waits, then what needs a look, then what is over.
-STATE_ORDER = {state: rank for rank, state in enumerate((
-    State.RUNNING, State.STARTING, State.PAUSING, State.STOPPING, State.QUEUED,
-    State.PAUSED, State.FAILED, State.KILLED, State.DONE))}
-
 
 # ---------------------------------------------------------------------------------------------
 # Downsampling
@@ -219,57 +216,6 @@ class JobMetrics:
                            records=self.records, last_step=self.last_step)
 
 
-def _number(value) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-# ---------------------------------------------------------------------------------------------
-# Job rows
-
-
-@dataclass(frozen=True)
-class JobRow:
-    """A job with what its status.json adds: live step, speed, mean return and time left."""
-
-    job: Job
-    step: int
-    steps_per_second: float | None
-    mean_return: float | None
-    eta_s: float | None
-
-    @property
-    def sort_key(self) -> tuple:
-        return STATE_ORDER.get(self.job.state, len(STATE_ORDER)), -self.job.priority, self.job.id
-
-
-def job_row(job: Job, status: dict | None) -> JobRow:
-    """Combine a job with its run's status; speed and ETA only from the worker that runs now."""
-    status = status or {}
-    live = job.state in ACTIVE and job.pid is not None and status.get("pid") == job.pid
-    step = int(status.get("step") or 0) if live else job.step
-    speed = _number(status.get("steps_per_second")) if live else None
-    remaining = job.total_steps - step
-    eta = remaining / speed if speed and remaining > 0 else None
-    return JobRow(job=job, step=step, steps_per_second=speed, mean_return=_number(status.get("mean_return")),
-                  eta_s=eta)
-
-
-def sorted_rows(rows: list[JobRow]) -> tuple[JobRow, ...]:
-    return tuple(sorted(rows, key=lambda row: row.sort_key))
-
-
-def gpu_holders(jobs: list[Job]) -> dict[int, str]:
-    """GPU index -> the active jobs placed on it, as "3 pong"."""
-    holders: dict[int, list[str]] = {}
-    for job in jobs:
-        if job.state in ACTIVE:
-            for index in job.gpu_indices:
-                holders.setdefault(index, []).append(f"{job.id} {job.name}")
-    return {index: ", ".join(names) for index, names in holders.items()}
-
-
 # ---------------------------------------------------------------------------------------------
 # The poller
 
@@ -296,6 +242,8 @@ class Poller:
         self._statuses: dict[int, tuple[State, dict | None]] = {}
         self._last_event_id: int | None = None
         self._hardware_at = -math.inf
+        self.drifts = DriftCache()
+        self.rates = RateWindows()
 
     def poll(self) -> list:
         try:
@@ -325,7 +273,7 @@ class Poller:
         if self._changed("daemon", (status.running, status.pid)):
             posted.append(messages.DaemonChanged(status.running, status.pid))
         jobs = self.store.jobs()
-        rows = sorted_rows([job_row(job, self._status(job)) for job in jobs])
+        rows = sorted_rows([self._row(job) for job in jobs])
         if self._changed("rows", rows):
             posted.append(messages.JobsRefreshed(rows))
         posted += self._event_messages()
@@ -335,6 +283,10 @@ class Poller:
             posted += self._selection_messages(job, selection)
         posted += self._hardware_messages(jobs)
         return posted
+
+    def _row(self, job: Job) -> JobRow:
+        status = self._status(job)
+        return job_row(job, status, self.drifts.drift(job), self.rates.rate(job, status))
 
     def _status(self, job: Job) -> dict | None:
         """status.json, re-read while the job is active or after its state changed, cached otherwise."""
@@ -368,7 +320,7 @@ class Poller:
         if self._changed("checkpoints", (selection, names)):
             posted.append(messages.CheckpointsListed(job.id, tuple(list_checkpoints(Path(job.run_dir)))))
         log = Path(job.run_dir) / paths.LOG_FILE
-        if self._changed("log", (selection, _stamp(log))):
+        if self._changed("log", (selection, file_stamp(log))):
             posted.append(messages.LogTail(job.id, tuple(runfiles.tail_lines(log, LOG_LINES))))
         return posted
 
@@ -393,14 +345,6 @@ class Poller:
         if self._owns_hardware and self.hardware is not None:
             self.hardware.close()
             self.hardware = None
-
-
-def _stamp(path: Path) -> tuple[int, int]:
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return (0, 0)
-    return stat.st_size, stat.st_mtime_ns
 
 
 class MetricsPoller:

@@ -11,9 +11,11 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
 
+from rlsup.tui.completion import PathSuggester
 from rlsup.tui.data import JobRow
+from rlsup.tui.logtail import LogTail
 from rlsup.tui.widgets import (PLOT_KINDS, CheckpointsTable, DaemonBanner, EventsLog, HardwareStrip, JobsTable,
-                               LogTail, MetricsPlot, PathSuggester, clock_time, duration, short_count, state_text)
+                               MetricsPlot, clock_time, duration, short_count, state_text)
 
 # Shown in the footer of both job screens; the actions live on the app so the palette shares them.
 JOB_BINDINGS = [
@@ -206,7 +208,8 @@ def job_details(row: JobRow, home: Path) -> Group:
         ("Finished", clock_time(job.finished, stamp)),
     ]
     return Group(label_grid(pairs, per_row=4),
-                 label_grid([("Reason", job.reason or "–"), ("Job file", job.spec_path),
+                 label_grid([("Reason", job.reason or "–"),
+                             ("Job file", job.spec_path + (f"  ⚠ {row.drift}" if row.drift else "")),
                              ("Run dir", home_relative(job.run_dir, home))], per_row=1))
 
 

@@ -1,7 +1,6 @@
 """The TUI's widgets: jobs table, plots, checkpoints, events, log tail, hardware strip, and their formatting."""
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -9,8 +8,7 @@ from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 from textual.binding import Binding
-from textual.suggester import Suggester
-from textual.widgets import DataTable, Log, RichLog, Static
+from textual.widgets import DataTable, RichLog, Static
 from textual_plotext import PlotextPlot
 
 from rlsup.checkpoint.manifest import BEST, CheckpointEntry, best_entries
@@ -18,6 +16,7 @@ from rlsup.hardware import Gpu, Sample
 from rlsup.jobstate import State
 from rlsup.store import Event
 from rlsup.tui.data import JobRow, MetricsView
+from rlsup.tui.jobview import training_phase_speeds
 
 STATE_STYLES = {
     State.RUNNING: "bold green", State.STARTING: "green", State.PAUSING: "yellow", State.STOPPING: "yellow",
@@ -25,8 +24,9 @@ STATE_STYLES = {
     State.KILLED: "red",
 }
 EVENT_STYLES = {"state": "", "edit": "green", "refused": "bold red", "intent": "cyan", "signal": "yellow",
-                "daemon": "dim"}
+                "daemon": "dim", "waiting": "cyan"}
 BAR_WIDTH = 10
+WAITING_WIDTH = 32  # a queued job's reason in the state cell; the detail screen and events give it whole
 PROBLEM_WIDTH = 24  # a failed verification's reason, cut to fit the checkpoints pane
 EIGHTHS = " ▏▎▍▌▋▊▉█"
 LEVELS = "▁▂▃▄▅▆▇█"
@@ -110,11 +110,27 @@ JOB_COLUMNS = (("id", "ID"), ("name", "Name"), ("algo", "Algo"), ("env", "Env"),
 
 def job_cells(row: JobRow) -> tuple:
     job = row.job
-    return (Text(str(job.id), justify="right"), job.name, job.algo, job.env, state_text(job.state),
+    return (Text(str(job.id), justify="right"), job.name, job.algo, job.env, state_cell(row),
             progress(row.step, job.total_steps),
             Text(f"{row.steps_per_second:,.0f}" if row.steps_per_second else "–", justify="right"),
             Text(f"{row.mean_return:.1f}" if row.mean_return is not None else "–", justify="right"),
             Text(duration(row.eta_s), justify="right"), job.gpus.replace(",", " ") or "–")
+
+
+def state_cell(row: JobRow) -> Text:
+    """The state, why a queued job waits ("queued: needs 1 GPU"), and a refused edit the file still holds."""
+    text = state_text(row.job.state)
+    if row.job.state is State.QUEUED and row.job.reason:
+        text.append(f": {waiting_summary(row.job.reason)}", style="dim")
+    if row.drift:
+        text.append(f" ⚠ {row.drift}", style="bold yellow")
+    return text
+
+
+def waiting_summary(reason: str) -> str:
+    """A reason's first clause: "needs 1 GPU; this machine has 0 (set …)" -> "needs 1 GPU"."""
+    clause = reason.splitlines()[0].split(";")[0].split(" (")[0].strip()
+    return clause if len(clause) <= WAITING_WIDTH else clause[:WAITING_WIDTH - 1] + "…"
 
 
 class JobsTable(DataTable):
@@ -247,7 +263,8 @@ class MetricsPlot(PlotextPlot):
                     (view.evaluation, "evaluation", "orange+")]
         if self.kind == "loss":
             return [(view.loss, view.loss_name, "magenta+")]
-        return [(view.steps_per_second, "steps/s", "green+")]
+        xs, speeds = view.steps_per_second
+        return [((xs, training_phase_speeds(speeds)), "steps/s", "green+")]
 
     def _step_ticks(self, last_step: float) -> None:
         ticks = [last_step * index / 4 for index in range(5)]
@@ -359,14 +376,6 @@ class EventsLog(RichLog):
                 newest = event.id
 
 
-class LogTail(Log):
-    """The last lines of the selected job's worker.log."""
-
-    def show(self, lines: tuple[str, ...]) -> None:
-        self.clear()
-        self.write_lines(lines)
-
-
 # ---------------------------------------------------------------------------------------------
 # Hardware strip and daemon banner
 
@@ -418,39 +427,3 @@ class DaemonBanner(Static):
         self.set_class(not running, "-down")
         self.update("" if running else "The daemon is not running: queued jobs wait and nothing is supervised. "
                                        "Press D to start it.")
-
-
-# ---------------------------------------------------------------------------------------------
-# Path completion for the submit dialog
-
-
-class PathSuggester(Suggester):
-    """Completes the last part of a path from the filesystem: directories and .toml files."""
-
-    def __init__(self):
-        super().__init__(use_cache=False, case_sensitive=True)
-
-    async def get_suggestion(self, value: str) -> str | None:
-        if not value:
-            return None
-        expanded = Path(os.path.expanduser(value))
-        directory, prefix = (expanded, "") if value.endswith("/") else (expanded.parent, expanded.name)
-        try:
-            names = sorted(completions(directory, prefix))
-        except OSError:
-            return None
-        if not names or names[0] == prefix:
-            return None
-        return value + names[0][len(prefix):]
-
-
-def completions(directory: Path, prefix: str):
-    """Entries of directory starting with prefix: sub-directories (with a slash) and job files."""
-    for entry in os.scandir(directory):
-        hidden = entry.name.startswith(".") and not prefix.startswith(".")
-        if hidden or not entry.name.startswith(prefix):
-            continue
-        if entry.is_dir():
-            yield entry.name + "/"
-        elif entry.name.endswith(".toml"):
-            yield entry.name

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 import random
 from pathlib import Path
 
@@ -136,9 +137,10 @@ def test_rows_take_speed_and_eta_from_the_live_worker_only(rlsup_home):
         job = submit(store, rlsup_home, "a")
         job = store.transition(job.id, State.STARTING, "started", pid=41)
     status = {"pid": 41, "step": 400, "steps_per_second": 100.0, "mean_return": 12.5}
-    row = job_row(job, status)
+    row = job_row(job, status, rate=100.0)  # the smoothed rate, not the status' instantaneous one
     assert (row.step, row.steps_per_second, row.eta_s, row.mean_return) == (400, 100.0, 6.0, 12.5)
-    stale = job_row(job, {**status, "pid": 40})  # a previous worker's file
+    assert job_row(job, status).eta_s is None  # no smoothed rate yet: "–", not a guess
+    stale = job_row(job, {**status, "pid": 40}, rate=100.0)  # a previous worker's file
     assert (stale.step, stale.steps_per_second, stale.eta_s) == (0, None, None)
 
 
@@ -194,3 +196,51 @@ def test_the_metrics_poller_posts_new_points_and_every_fresh_selection(tmp_path)
     poller.select(3, str(tmp_path))
     [third] = poller.poll()
     assert third.view == second.view  # the same series, kept in memory, not read again
+
+
+def test_the_rate_says_nothing_until_ten_seconds_then_averages_the_last_minute():
+    from rlsup.tui.jobview import smoothed_rate
+    assert smoothed_rate([]) is None
+    assert smoothed_rate([(0.0, 0), (5.0, 5_000)]) is None          # 5 s: too early to say
+    # 15,000 steps/s of warm-up long ago, then 100 steps/s: only the last minute counts.
+    samples = [(0.0, 0), (10.0, 150_000)] + [(10.0 + t, 150_000 + 100 * t) for t in range(1, 121)]
+    assert smoothed_rate(samples) == pytest.approx(100.0)
+    # A jittery instantaneous rate does not move it: 100 steps/s on average whatever each second did.
+    jitter = [(float(t), 100 * t + (30 if t % 2 else -30)) for t in range(61)]
+    assert smoothed_rate(jitter) == pytest.approx(100.0, rel=0.02)
+
+
+def test_the_rate_starts_over_where_a_resume_took_the_step_back():
+    from rlsup.tui.jobview import smoothed_rate
+    before = [(float(t), 50 * t) for t in range(0, 60)]
+    after = [(100.0 + t, 1_000 + 200 * t) for t in range(0, 20)]     # resumed from the step-1,000 checkpoint
+    assert smoothed_rate(before + after) == pytest.approx(200.0)
+    assert smoothed_rate(before + after[:3]) is None
+
+
+def test_the_speed_plot_is_scaled_to_the_training_phase():
+    from rlsup.tui.jobview import training_phase_speeds
+    warm_up = [15_000.0] * 10
+    training = [300.0 + (index % 7) for index in range(90)]
+    clipped = training_phase_speeds(warm_up + training)
+    assert len(clipped) == 100 and max(clipped) <= 3 * 303 and clipped[10:] == tuple(training)
+    assert training_phase_speeds([]) == ()
+
+
+def test_rows_take_a_smoothed_speed_from_the_metrics_after_a_restart(rlsup_home):
+    # A TUI started late, or a worker just restarted, still has the train records' t/step to go on.
+    with Store(rlsup_home) as store:
+        job = submit(store, rlsup_home, "a")
+        job = store.transition(job.id, State.STARTING, "started", pid=41)
+    run_dir = Path(job.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    now = time.time()
+    with (run_dir / "metrics.jsonl").open("w") as file:
+        for second in range(30):
+            file.write(json.dumps({"t": now - 30 + second, "step": 1_000 + 50 * second, "kind": "train"}) + "\n")
+    (run_dir / "status.json").write_text(json.dumps({"pid": 41, "step": 2_500, "time": now,
+                                                     "steps_per_second": 9_999.0}))
+    poller = Poller(rlsup_home, hardware=FakeHardware(), daemon_status=lambda home: DaemonStatus(True, 1, home))
+    rows = next(message.rows for message in poller.poll() if isinstance(message, messages.JobsRefreshed))
+    poller.close()
+    assert rows[0].steps_per_second == pytest.approx(50.0, rel=0.05)

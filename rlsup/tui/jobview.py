@@ -1,0 +1,185 @@
+"""One line of the jobs table: a job with its live status, smoothed speed, and any file/run disagreement."""
+from __future__ import annotations
+
+import json
+import math
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlsup import paths, runfiles
+from rlsup.daemon import client
+from rlsup.jobstate import ACTIVE, State
+from rlsup.store import Job
+
+# Attention first: what runs, then what waits, then what needs a look, then what is over.
+STATE_ORDER = {state: rank for rank, state in enumerate((
+    State.RUNNING, State.STARTING, State.PAUSING, State.STOPPING, State.QUEUED,
+    State.PAUSED, State.FAILED, State.KILLED, State.DONE))}
+
+
+# ---------------------------------------------------------------------------------------------
+# Job rows
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """A job with what its status.json adds: live step, speed, mean return and time left."""
+
+    job: Job
+    step: int
+    steps_per_second: float | None
+    mean_return: float | None
+    eta_s: float | None
+    drift: str | None = None   # "file differs from run: dqn.lr refused" until they agree again
+
+    @property
+    def sort_key(self) -> tuple:
+        return STATE_ORDER.get(self.job.state, len(STATE_ORDER)), -self.job.priority, self.job.id
+
+
+def job_row(job: Job, status: dict | None, drift: str | None = None, rate: float | None = None) -> JobRow:
+    """Combine a job with its run's status; speed (smoothed, see smoothed_rate) and ETA only while it runs."""
+    status = status or {}
+    live = is_live(job, status)
+    step = int(status.get("step") or 0) if live else job.step
+    speed = rate if live else None
+    remaining = job.total_steps - step
+    eta = remaining / speed if speed and remaining > 0 else None
+    return JobRow(job=job, step=step, steps_per_second=speed, mean_return=number(status.get("mean_return")),
+                  eta_s=eta, drift=drift)
+
+
+def is_live(job: Job, status: dict) -> bool:
+    """status.json was written by the worker that runs the job now, not a previous one."""
+    return job.state in ACTIVE and job.pid is not None and status.get("pid") == job.pid
+
+
+def sorted_rows(rows: list[JobRow]) -> tuple[JobRow, ...]:
+    return tuple(sorted(rows, key=lambda row: row.sort_key))
+
+
+def gpu_holders(jobs: list[Job]) -> dict[int, str]:
+    """GPU index -> the active jobs placed on it, as "3 pong"."""
+    holders: dict[int, list[str]] = {}
+    for job in jobs:
+        if job.state in ACTIVE:
+            for index in job.gpu_indices:
+                holders.setdefault(index, []).append(f"{job.id} {job.name}")
+    return {index: ", ".join(names) for index, names in holders.items()}
+
+
+def number(value) -> float | None:
+    """A finite int or float as a float; None for anything else (bools, strings, NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Job file against run spec
+
+
+class DriftCache:
+    """Each job's spec_drift, recomputed only when its job file or its run's job.toml changes.
+
+    A poll stats two files per job instead of parsing two TOML files per job, every second.
+    """
+
+    def __init__(self):
+        self._known: dict[int, tuple[tuple, str | None]] = {}
+
+    def drift(self, job: Job) -> str | None:
+        if job.state is State.KILLED:
+            return None  # the daemon no longer applies edits to it
+        stamps = (job.spec_path, file_stamp(Path(job.spec_path)), file_stamp(Path(job.run_dir) / paths.JOB_FILE),
+                  repr(sorted(job.override_values.items())))
+        known = self._known.get(job.id)
+        if known is None or known[0] != stamps:
+            known = self._known[job.id] = (stamps, client.spec_drift(job))
+        return known[1]
+
+
+def file_stamp(path: Path) -> tuple[int, int]:
+    """Size and modification time, (0, 0) for a missing file: changes whenever the file does."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return (0, 0)
+    return stat.st_size, stat.st_mtime_ns
+
+
+# ---------------------------------------------------------------------------------------------
+# Speed: smoothed for the ETA, and the plot scaled to training
+
+
+RATE_WINDOW_S = 60.0     # a minute of samples: steady enough for an ETA, recent enough to follow a change
+RATE_MINIMUM_S = 10.0    # less data than this says "–" rather than a number that will jump
+SEED_LINES = 400         # metrics.jsonl lines read to seed a job's window (train records come about once a second)
+WARM_UP_FACTOR = 3.0     # speeds above this many times the median are the random-action warm-up
+
+
+def smoothed_rate(samples, window_s: float = RATE_WINDOW_S, minimum_s: float = RATE_MINIMUM_S) -> float | None:
+    """Steps per second over the last window_s of (time, step) samples, or None while under minimum_s.
+
+    Dividing the steps left by the rate of the last second made the ETA jump by minutes within
+    seconds. Samples before a step that went back (a resume from an older checkpoint) are dropped.
+    """
+    recent: list = []
+    for sample in samples:
+        if recent and sample[1] < recent[-1][1]:
+            recent = []
+        recent.append(sample)
+    recent = [sample for sample in recent if sample[0] >= recent[-1][0] - window_s] if recent else []
+    if len(recent) < 2 or recent[-1][0] - recent[0][0] < minimum_s:
+        return None
+    (first_time, first_step), (last_time, last_step) = recent[0], recent[-1]
+    return (last_step - first_step) / (last_time - first_time)
+
+
+class RateWindows:
+    """Each running job's (time, step) samples from status.json, seeded from metrics.jsonl's train records
+    so that a TUI started late or a worker just restarted has a rate without waiting a minute."""
+
+    def __init__(self):
+        self._samples: dict[int, deque] = {}
+
+    def rate(self, job: Job, status: dict | None) -> float | None:
+        if not status or not is_live(job, status):
+            self._samples.pop(job.id, None)
+            return None
+        samples = self._samples.get(job.id)
+        if samples is None:
+            samples = self._samples[job.id] = deque(train_samples(Path(job.run_dir)), maxlen=4 * SEED_LINES)
+        sample = (number(status.get("time")), number(status.get("step")))
+        if None not in sample and (not samples or sample[0] > samples[-1][0]):
+            samples.append(sample)
+        return smoothed_rate(samples)
+
+
+def train_samples(run_dir: Path) -> list[tuple[float, float]]:
+    """(t, step) of the train records at the end of a run's metrics.jsonl."""
+    samples = []
+    for line in runfiles.tail_lines(run_dir / paths.METRICS_FILE, SEED_LINES):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line cut mid-write
+        if isinstance(record, dict) and record.get("kind") == "train":
+            sample = (number(record.get("t")), number(record.get("step")))
+            if None not in sample:
+                samples.append(sample)
+    return samples
+
+
+def training_phase_speeds(speeds) -> tuple[float, ...]:
+    """Speeds with the random-action warm-up's (often 50 times faster) cut to the plot's training scale.
+
+    The median is the training speed as soon as training has logged half the points, so values above
+    WARM_UP_FACTOR times it are clipped there instead of squashing the training curve flat.
+    """
+    if not speeds:
+        return ()
+    ordered = sorted(speeds)
+    ceiling = WARM_UP_FACTOR * ordered[len(ordered) // 2]
+    return tuple(min(speed, ceiling) for speed in speeds)
