@@ -27,6 +27,7 @@ from rlsup import __version__, paths, runfiles  # noqa: E402
 from rlsup import spec as specs  # noqa: E402
 from rlsup.checkpoint.manifest import CheckpointProblem  # noqa: E402
 from rlsup.daemon import client  # noqa: E402
+from rlsup.completion import register as register_completion  # noqa: E402
 from rlsup.daemon.commands import register as register_daemon_commands  # noqa: E402
 
 
@@ -249,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     tui.set_defaults(handler=command_tui)
 
     register_daemon_commands(commands)
+    register_completion(commands)
     return parser
 
 

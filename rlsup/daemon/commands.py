@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import paths, runfiles, spec as specs
+from rlsup import colour, paths, runfiles, spec as specs
 from rlsup.daemon import client
 from rlsup.daemon.scheduler import gpu_shortage
 from rlsup.hardware import Hardware
@@ -167,8 +167,13 @@ def print_table(rows: list[dict]) -> None:
         return
     cells = [COLUMNS] + [_cells(row) for row in rows]
     widths = [max(len(line[index]) for line in cells) for index in range(len(COLUMNS) - 1)]
-    for line in cells:
-        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)) + "  " + line[-1])
+    painted = colour.wanted()
+    state_column = COLUMNS.index("STATE")
+    for number, line in enumerate(cells):
+        padded = [cell.ljust(width) for cell, width in zip(line, widths)]
+        if number:  # colour after padding: escape codes have no width on screen
+            padded[state_column] = colour.paint_state(padded[state_column], line[state_column], painted)
+        print("  ".join(padded) + "  " + line[-1])
 
 
 def _cells(row: dict) -> tuple[str, ...]:
@@ -221,7 +226,8 @@ def command_status(args: argparse.Namespace) -> int:
     if job is None:
         return 1
     row = job_row(job)
-    print(f"job {job.id} {job.name}: {job.state} (wants {job.desired})")
+    state = colour.paint_state(job.state.value, job.state.value, colour.wanted())
+    print(f"job {job.id} {job.name}: {state} (wants {job.desired})")
     print(f"  step {row['step']:,} of {job.total_steps:,}; restarts {job.restarts}/{job.max_restarts}"
           + (f"; pid {job.pid}" if job.pid else "") + (f"; GPU {job.gpus}" if job.gpus else ""))
     print("  " + following_line(job) + f"\n  run  {job.run_dir}")
