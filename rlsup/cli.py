@@ -27,6 +27,7 @@ from rlsup import __version__, paths, runfiles  # noqa: E402
 from rlsup import spec as specs  # noqa: E402
 from rlsup.checkpoint.manifest import CheckpointProblem  # noqa: E402
 from rlsup.daemon import client  # noqa: E402
+from rlsup.completion import register as register_completion  # noqa: E402
 from rlsup.daemon.commands import register as register_daemon_commands  # noqa: E402
 
 
@@ -179,7 +180,7 @@ def command_enjoy(args: argparse.Namespace) -> int:
     video = video_path(args, run_dir)
     try:
         returns, entry = enjoy(run_dir, which=args.checkpoint, episodes=args.episodes, seed=args.seed, video=video,
-                               report=report)
+                               terminal=args.render == "terminal", fps=args.fps, report=report)
     except RenderUnavailable as error:
         print(f"rlsup: {error}", file=sys.stderr)
         return 1
@@ -236,8 +237,11 @@ def build_parser() -> argparse.ArgumentParser:
     enjoy.add_argument("--checkpoint", default="latest", help="latest, best (the best evaluation so far), a step, or a checkpoint path")
     enjoy.add_argument("--episodes", type=int, default=5, help="episodes to play (default: 5)")
     enjoy.add_argument("--seed", type=int, default=None, help="env seed (default: the job's seed)")
-    enjoy.add_argument("--render", choices=["none", "video"], default="none",
-                       help="video: write an mp4 (CartPole needs: pip install 'rlsup[render]')")
+    enjoy.add_argument("--render", choices=["none", "terminal", "video"], default="none",
+                       help="terminal: draw the frames here; video: write an mp4 "
+                            "(CartPole needs: pip install 'rlsup[render]')")
+    enjoy.add_argument("--fps", type=float, default=None,
+                       help="frames per second while rendering (default: the env's own; 0: as fast as it plays)")
     enjoy.add_argument("--video", metavar="PATH.mp4", help="with --render video: where to write it (default: enjoy-TIME.mp4 in the run)")
     enjoy.add_argument("--json", action="store_true", help="print the returns as one JSON object")
     enjoy.set_defaults(handler=command_enjoy)
@@ -246,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     tui.set_defaults(handler=command_tui)
 
     register_daemon_commands(commands)
+    register_completion(commands)
     return parser
 
 

@@ -94,25 +94,55 @@ def greedy_network(spec, observation_shape: tuple, num_actions: int, learner_sta
     return network, learner_state["online"], lambda values: values
 
 
+def frame_rate(env_id: str) -> float:
+    """The env's own frames per second (its metadata's render_fps), else 30."""
+    import gymnasium
+    from gymnasium.envs.registration import load_env_creator
+
+    try:
+        creator = load_env_creator(gymnasium.spec(env_id).entry_point)
+        return float(getattr(creator, "metadata", {}).get("render_fps") or DEFAULT_FPS)
+    except Exception:  # any env the registry cannot describe still plays, at the usual rate
+        return DEFAULT_FPS
+
+
+DEFAULT_FPS = 30.0
+
+
+def frame_sink(spec, video: Path | None, terminal: bool, fps: float | None):
+    """Where frames go: an mp4 file, the terminal, or nowhere (None: nothing is rendered)."""
+    if video:
+        return VideoRecorder(video, fps=fps or frame_rate(spec.env.id))
+    if terminal:
+        from rlsup.terminal_render import TerminalPlayer
+
+        return TerminalPlayer(frame_rate(spec.env.id) if fps is None else fps)
+    return None
+
+
 def enjoy(run_dir: Path, *, which: str = "latest", episodes: int = 5, seed: int | None = None,
-          video: Path | None = None, report: Callable[[str], None] = print) -> tuple[list[float], object]:
-    """Play episodes and report each return; returns the unclipped scores and the checkpoint played."""
+          video: Path | None = None, terminal: bool = False, fps: float | None = None,
+          report: Callable[[str], None] = print) -> tuple[list[float], object]:
+    """Play episodes and report each return; returns the unclipped scores and the checkpoint played.
+
+    video writes the frames to an mp4 file; terminal draws them in place (fps: None is the env's own).
+    """
     from rlsup.algos.evaluate import play_episodes
 
     spec = runfiles.read_run_spec(run_dir)
-    if video:
+    if video or terminal:
         require_renderer(spec.env)
     policy, entry = load_policy(run_dir, which, report)
     report(f"{entry.path.name}: step {entry.step}, fingerprint {entry.fingerprint[:12]}")
-    recorder = VideoRecorder(video, fps=30.0) if video else None
+    sink = frame_sink(spec, video, terminal, fps)
 
     def on_episode(number: int, score: float, length: int) -> None:
         report(f"episode {number}: return {score:g} ({length} steps)")
 
     try:
         returns = play_episodes(policy, spec.env, seed=spec.job.seed if seed is None else seed,
-                                episodes=episodes, on_episode=on_episode, on_frame=recorder)
+                                episodes=episodes, on_episode=on_episode, on_frame=sink)
         return returns, entry
     finally:
-        if recorder:
-            recorder.close()
+        if sink:
+            sink.close()

@@ -17,6 +17,7 @@ LOG_FILE = "worker.log"
 EXIT_FILE = "exit.json"
 CHECKPOINTS = "checkpoints"
 WORKER_LOCK = "worker.lock"     # held by the run's one worker for its whole life
+SOURCE_COPY = "source.toml"     # `submit --copy`: the job file's snapshot that this job alone follows
 
 # Files of RLSUP_HOME.
 DATABASE = "rlsup.db"

@@ -24,6 +24,10 @@ class JobNotFound(LookupError):
     """No job matches a JOB argument (id, name or run directory)."""
 
 
+class FileAlreadyBound(ValueError):
+    """The job file already drives a job: a second job from it needs --copy or --name."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Command-line overrides: values given at submit that win over the file until the file changes them
 
@@ -82,31 +86,62 @@ def file_digest(data: bytes) -> str:
 
 
 def submit(spec_path: str | Path, *, name: str | None = None, priority: int | None = None,
-           home: Path | None = None, start_daemon: bool = True) -> Job:
+           home: Path | None = None, start_daemon: bool = True, copy: bool = False) -> Job:
     """Validate a job file, prepare its run directory, queue it and make sure a daemon runs.
 
-    Raises specs.SpecError (nothing queued) when the file is not a valid job.
+    copy snapshots the file into the run directory and binds the job to that copy. Raises
+    specs.SpecError (nothing queued) when the file is not a valid job, and FileAlreadyBound when
+    another job follows the file and neither copy nor a name says a second one is meant.
     """
     path = Path(spec_path).expanduser().resolve()
     loaded = specs.load(path)
-    digest = file_digest(path.read_bytes())
+    data = path.read_bytes()
     overrides = make_overrides(loaded, name=name, priority=priority)
     effective = apply_overrides(loaded, overrides)
     home = home or paths.rlsup_home()
+    with Store(home) as store:
+        bound = jobs_following(path, store.jobs())
+    if bound and not copy and name is None:
+        raise FileAlreadyBound(bound_message(path, bound))
     run_dir = paths.new_run_dir(effective.job.name, home)
     try:
         runfiles.write_run_spec(run_dir, effective)
+        followed = snapshot(data, run_dir) if copy else path
         with Store(home) as store:
-            job = store.submit(name=effective.job.name, spec_path=path, run_dir=run_dir, algo=effective.job.algo,
+            job = store.submit(name=effective.job.name, spec_path=followed, run_dir=run_dir, algo=effective.job.algo,
                                env=effective.env.id, priority=effective.job.priority,
                                gpus_wanted=effective.job.gpus, total_steps=effective.job.total_steps,
-                               max_restarts=effective.job.max_restarts, spec_seen=digest, overrides=overrides)
+                               max_restarts=effective.job.max_restarts, spec_seen=file_digest(data),
+                               overrides=overrides)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)  # just made, empty of training: no orphan run left behind
         raise
     if start_daemon:
         ensure_daemon(home)
     return job
+
+
+def jobs_following(path: str | Path, jobs: list[Job]) -> list[Job]:
+    """The jobs that edits of this file reach (the daemon watches no killed job's file)."""
+    wanted = os.path.normpath(str(path))
+    return [job for job in jobs if job.state is not State.KILLED and os.path.normpath(job.spec_path) == wanted]
+
+
+def bound_message(path: Path, bound: list[Job]) -> str:
+    jobs = ", ".join(f"job {job.id} ({job.name}, {job.state})" for job in bound)
+    return (f"{path} already drives {jobs}, and its edits would reach every job it drives; submit again with "
+            f"--copy (the new job follows a copy in its run directory) or --name NEW (both follow the file)")
+
+
+def snapshot(data: bytes, run_dir: Path) -> Path:
+    """Write the job file's bytes into the run: the copy is what the daemon watches for this job."""
+    copy = run_dir / paths.SOURCE_COPY
+    copy.write_bytes(data)
+    return copy
+
+
+def is_own_copy(job: Job) -> bool:
+    return Path(job.spec_path) == Path(job.run_dir) / paths.SOURCE_COPY
 
 
 def find_job(reference: str, home: Path | None = None) -> Job:

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import paths, runfiles, spec as specs
+from rlsup import colour, paths, runfiles, spec as specs
 from rlsup.daemon import client
 from rlsup.daemon.scheduler import gpu_shortage
 from rlsup.hardware import Hardware
@@ -21,6 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     submit.add_argument("job", metavar="JOB.toml", help="the job file; later edits of it reach the job")
     submit.add_argument("--name", help="job name (default: [job] name, else the file's stem)")
     submit.add_argument("--priority", type=int, help="higher runs first (default: [job] priority)")
+    submit.add_argument("--copy", action="store_true",
+                        help="follow a copy of the file made in the run directory (RUN/source.toml), so edits of "
+                             "the file reach only the jobs already bound to it")
     submit.set_defaults(handler=command_submit)
 
     listing = subparsers.add_parser("list", help="jobs, states and progress")
@@ -57,12 +60,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def command_submit(args: argparse.Namespace) -> int:
     try:
-        job = client.submit(args.job, name=args.name, priority=args.priority, start_daemon=False)
+        job = client.submit(args.job, name=args.name, priority=args.priority, start_daemon=False, copy=args.copy)
     except specs.SpecError as error:
         print(error, file=sys.stderr)
         return 2
+    except client.FileAlreadyBound as error:
+        print(f"rlsup: {error}", file=sys.stderr)
+        return 2
     print(job.id)
     print(f"queued {job.name} as job {job.id}; run directory {job.run_dir}", file=sys.stderr)
+    say_who_follows(job)
     warn_if_gpus_missing(job)
     try:
         client.ensure_daemon()
@@ -70,6 +77,18 @@ def command_submit(args: argparse.Namespace) -> int:
         print(f"rlsup: job {job.id} is queued, but {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def say_who_follows(job: Job) -> None:
+    """Which file the new job follows, and which other jobs the same edits reach."""
+    with Store() as store:
+        others = [other for other in client.jobs_following(job.spec_path, store.jobs()) if other.id != job.id]
+    if client.is_own_copy(job):
+        print(f"job {job.id} follows its own copy {job.spec_path}: edit that file to change it", file=sys.stderr)
+    elif others:
+        drives = ", ".join(str(other.id) for other in [*others, job])
+        print(f"note: {job.spec_path} now drives jobs {drives}: its edits reach "
+              + ("both" if len(others) == 1 else "all of them"), file=sys.stderr)
 
 
 def warn_if_gpus_missing(job: Job) -> None:
@@ -148,8 +167,13 @@ def print_table(rows: list[dict]) -> None:
         return
     cells = [COLUMNS] + [_cells(row) for row in rows]
     widths = [max(len(line[index]) for line in cells) for index in range(len(COLUMNS) - 1)]
-    for line in cells:
-        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)) + "  " + line[-1])
+    painted = colour.wanted()
+    state_column = COLUMNS.index("STATE")
+    for number, line in enumerate(cells):
+        padded = [cell.ljust(width) for cell, width in zip(line, widths)]
+        if number:  # colour after padding: escape codes have no width on screen
+            padded[state_column] = colour.paint_state(padded[state_column], line[state_column], painted)
+        print("  ".join(padded) + "  " + line[-1])
 
 
 def _cells(row: dict) -> tuple[str, ...]:
@@ -202,10 +226,11 @@ def command_status(args: argparse.Namespace) -> int:
     if job is None:
         return 1
     row = job_row(job)
-    print(f"job {job.id} {job.name}: {job.state} (wants {job.desired})")
+    state = colour.paint_state(job.state.value, job.state.value, colour.wanted())
+    print(f"job {job.id} {job.name}: {state} (wants {job.desired})")
     print(f"  step {row['step']:,} of {job.total_steps:,}; restarts {job.restarts}/{job.max_restarts}"
           + (f"; pid {job.pid}" if job.pid else "") + (f"; GPU {job.gpus}" if job.gpus else ""))
-    print(f"  spec {job.spec_path}\n  run  {job.run_dir}")
+    print("  " + following_line(job) + f"\n  run  {job.run_dir}")
     if job.reason:
         print("  " + job.reason.replace("\n", "\n  "))
     drift = client.spec_drift(job)
@@ -222,6 +247,16 @@ def command_status(args: argparse.Namespace) -> int:
     for line in checkpoint_lines(Path(job.run_dir)):
         print("  " + line)
     return 0
+
+
+def following_line(job: Job) -> str:
+    """Which file's edits reach the job, and which other jobs that file drives."""
+    if client.is_own_copy(job):
+        return f"follows {job.spec_path} (its own copy, made at submit: edits of the original do not reach it)"
+    with Store() as store:
+        drives = [str(other.id) for other in client.jobs_following(job.spec_path, store.jobs())]
+    shared = f" (this file drives jobs {', '.join(drives)}: its edits reach them all)" if len(drives) > 1 else ""
+    return f"follows {job.spec_path}{shared}"
 
 
 def checkpoint_lines(run_dir: Path) -> list[str]:

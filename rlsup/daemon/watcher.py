@@ -118,9 +118,8 @@ class EditApplier:
         self.store = daemon.store
 
     def check_file(self, path: str) -> None:
-        for job in self.store.jobs():
-            if job.state is not State.KILLED and os.path.normpath(job.spec_path) == path:
-                self.daemon.contain(job.id, lambda: self.check_job(job))
+        for job in client.jobs_following(path, self.store.jobs()):
+            self.daemon.contain(job.id, lambda job=job: self.check_job(job))
 
     def check_job(self, job: Job) -> None:
         path = Path(job.spec_path)

@@ -331,8 +331,16 @@ class RlsupApp(App):
             return
         if code:
             self.notify(f"{command[0]} exited with {code}.", severity="warning")
-        self.notify(f"Saved {Path(path).name}: the daemon applies or refuses the edit (see Events).")
+        self.notify(f"Saved {Path(path).name}: {self.edit_reach(path)}the daemon applies or refuses the edit "
+                    f"(see Events).")
         self.request_poll()
+
+    def edit_reach(self, path: str) -> str:
+        """Name the jobs a shared file drives: one save reaches them all (a `submit --copy` job has its own)."""
+        drives = client.jobs_following(path, [row.job for row in self.model.rows])
+        if len(drives) < 2:
+            return ""
+        return f"this file drives jobs {', '.join(str(job.id) for job in sorted(drives, key=lambda job: job.id))}; "
 
     def action_submit(self) -> None:
         self.push_screen(SubmitScreen(os.getcwd() + os.sep), self.submit_chosen)
@@ -345,7 +353,7 @@ class RlsupApp(App):
     def submit_file(self, path: str) -> None:
         try:
             job = client.submit(path, home=self.home)
-        except (specs.SpecError, client.DaemonError, sqlite3.Error, OSError) as error:
+        except (specs.SpecError, client.FileAlreadyBound, client.DaemonError, sqlite3.Error, OSError) as error:
             self.post_message(messages.ActionFinished(str(error), failed=True))
             return
         self.post_message(messages.ActionFinished(f"Submitted job {job.id} ({job.name})."))

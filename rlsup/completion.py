@@ -1,0 +1,100 @@
+"""Shell completion: `rlsup completion bash|zsh|fish` prints a script; `rlsup __complete jobs` feeds it job ids."""
+from __future__ import annotations
+
+import argparse
+
+from rlsup import paths
+from rlsup.store import Store
+
+# Positionals that name a job or a run: completed with the store's ids and names (run dirs by path).
+JOB_METAVARS = {"JOB", "RUN"}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    completion = subparsers.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
+    completion.add_argument("shell", choices=["bash", "zsh", "fish"],
+                            help="e.g. eval \"$(rlsup completion bash)\" in ~/.bashrc")
+    completion.set_defaults(handler=command_completion)
+    # No help= keeps it out of `rlsup --help`: only the scripts call it.
+    hidden = subparsers.add_parser("__complete")
+    hidden.add_argument("what", choices=["jobs"], help="jobs: their ids and names, one a line")
+    hidden.set_defaults(handler=command_complete)
+
+
+def command_complete(args: argparse.Namespace) -> int:
+    """Job ids and names, one a line; nothing (and no home made) when there are no jobs yet."""
+    database = paths.home_path() / paths.DATABASE
+    if not database.exists():
+        return 0
+    with Store(paths.home_path()) as store:
+        for job in store.jobs():
+            print(job.id)
+            print(job.name)
+    return 0
+
+
+def command_completion(args: argparse.Namespace) -> int:
+    from rlsup.cli import build_parser  # the parser is the one list of commands and options
+
+    commands = visible_commands(build_parser())
+    print({"bash": bash_script, "zsh": zsh_script, "fish": fish_script}[args.shell](commands))
+    return 0
+
+
+def visible_commands(parser: argparse.ArgumentParser) -> dict[str, tuple[list[argparse.Action], bool]]:
+    """Each subcommand (hidden ones left out): its options, and whether it takes a job or run."""
+    subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    commands = {}
+    for name, subparser in subparsers.choices.items():
+        if name.startswith("__"):
+            continue
+        options = [action for action in subparser._actions if action.option_strings]
+        takes_job = any(action.metavar in JOB_METAVARS for action in subparser._actions if not action.option_strings)
+        commands[name] = (options, takes_job)
+    return commands
+
+
+def bash_script(commands: dict) -> str:
+    cases = "\n".join(f"        {name}) options=\"{' '.join(flag for action in options for flag in action.option_strings)}"
+                      f"\"; jobs={int(takes_job)};;" for name, (options, takes_job) in commands.items())
+    return f"""# rlsup completion for bash: eval "$(rlsup completion bash)"
+_rlsup() {{
+    local current=${{COMP_WORDS[COMP_CWORD]}} options="" jobs=0
+    if [ "$COMP_CWORD" -eq 1 ]; then
+        COMPREPLY=($(compgen -W "{' '.join(commands)}" -- "$current"))
+        return
+    fi
+    case "${{COMP_WORDS[1]}}" in
+{cases}
+    esac
+    if [[ $current == -* ]]; then
+        COMPREPLY=($(compgen -W "$options" -- "$current"))
+    elif [ "$jobs" -eq 1 ]; then
+        COMPREPLY=($(compgen -W "$(rlsup __complete jobs 2>/dev/null)" -- "$current") $(compgen -d -- "$current"))
+    else
+        COMPREPLY=($(compgen -f -- "$current"))
+    fi
+}}
+complete -o filenames -F _rlsup rlsup"""
+
+
+def zsh_script(commands: dict) -> str:
+    # zsh runs the bash function through its bashcompinit layer: one script to keep true, not two.
+    return ("# rlsup completion for zsh: eval \"$(rlsup completion zsh)\"\n"
+            "autoload -U +X compinit && compinit\nautoload -U +X bashcompinit && bashcompinit\n"
+            + bash_script(commands))
+
+
+def fish_script(commands: dict) -> str:
+    lines = ["# rlsup completion for fish: rlsup completion fish | source", "complete -c rlsup -f"]
+    for name, (options, takes_job) in commands.items():
+        lines.append(f"complete -c rlsup -n __fish_use_subcommand -a {name}")
+        condition = f"'__fish_seen_subcommand_from {name}'"
+        for action in options:
+            flags = " ".join(f"-l {flag[2:]}" if flag.startswith("--") else f"-s {flag[1:]}"
+                             for flag in action.option_strings)
+            described = (action.help or "").replace("'", "")
+            lines.append(f"complete -c rlsup -n {condition} {flags} -d '{described}'")
+        if takes_job:
+            lines.append(f"complete -c rlsup -n {condition} -a '(rlsup __complete jobs 2>/dev/null)'")
+    return "\n".join(lines)

@@ -1,0 +1,50 @@
+"""One job file, many jobs: a second submit of a bound file is refused unless it asks for --copy or --name."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlsup import paths
+from rlsup.jobstate import State
+
+
+def test_a_bound_file_is_refused_and_a_copy_keeps_edits_apart(harness) -> None:
+    harness.start_daemon()
+    original = harness.job_file("shared", total_steps=400, checkpoint_every=400)
+    code, out, _ = harness.cli("submit", original)
+    assert code == 0
+    first = int(out.strip())
+    harness.wait_state(first, State.DONE)
+
+    code, out, err = harness.cli("submit", original)
+    assert (code, out) == (2, "")
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"job {first}" in err and "--copy" in err and "--name" in err
+
+    code, out, _ = harness.cli("submit", original, "--copy")
+    assert code == 0
+    second = harness.job(int(out.strip()))
+    copy = Path(second.run_dir) / paths.SOURCE_COPY
+    assert Path(second.spec_path) == copy and copy.read_bytes() == original.read_bytes()
+    harness.wait_state(second.id, State.DONE)
+
+    # Raising the original's budget reaches only the first job; the copy drives the second.
+    original.write_text(harness.job_text(total_steps=600, checkpoint_every=400))
+    harness.wait_for(lambda: harness.job(first).total_steps == 600, timeout=30, what="the edit to reach job 1")
+    copy.write_text(harness.job_text(total_steps=500, checkpoint_every=400))
+    harness.wait_for(lambda: harness.job(second.id).total_steps == 500, timeout=30, what="the copy's edit")
+    assert harness.job(first).total_steps == 600
+    assert not [event for event in harness.events(second.id, "edit") if "600" in event.message]
+
+    code, out, _ = harness.cli("status", str(second.id))
+    assert code == 0 and f"follows {copy}" in out and "copy" in out
+
+
+def test_name_lets_two_jobs_share_a_file_and_status_says_so(harness) -> None:
+    original = harness.job_file("twice", total_steps=400)
+    first = harness.submit(original)
+    code, out, err = harness.cli("submit", original, "--name", "twice-again")
+    assert code == 0, err
+    second = int(out.strip())
+    assert f"job {first.id}" in err and "both" in err
+    code, out, _ = harness.cli("status", str(first.id))
+    assert f"follows {original}" in out and f"jobs {first.id}, {second}" in out
