@@ -45,6 +45,6 @@ def test_name_lets_two_jobs_share_a_file_and_status_says_so(harness) -> None:
     code, out, err = harness.cli("submit", original, "--name", "twice-again")
     assert code == 0, err
     second = int(out.strip())
-    assert f"job {first.id}" in err and "both" in err
+    assert f"now drives jobs {first.id}, {second}: its edits reach both" in err, err
     code, out, _ = harness.cli("status", str(first.id))
     assert f"follows {original}" in out and f"jobs {first.id}, {second}" in out
