@@ -27,7 +27,10 @@ EVENT_STYLES = {"state": "", "edit": "green", "refused": "bold red", "intent": "
                 "daemon": "dim", "waiting": "cyan"}
 BAR_WIDTH = 10
 WAITING_WIDTH = 32  # a queued job's reason in the state cell; the detail screen and events give it whole
-PROBLEM_WIDTH = 24  # a failed verification's reason, cut to fit the checkpoints pane
+PROBLEM_WIDTH = 16  # a failed verification's reason, cut to fit the checkpoints pane
+# The Verified column has a fixed width: sized by its content, it grew or not depending on whether a
+# verdict arrived before or after the rows were drawn, so the same checkpoints looked different.
+VERIFIED_WIDTH = PROBLEM_WIDTH + 2
 EIGHTHS = " ▏▎▍▌▋▊▉█"
 LEVELS = "▁▂▃▄▅▆▇█"
 
@@ -290,7 +293,7 @@ class CheckpointsTable(DataTable):
     def ensure_columns(self) -> None:
         if not self.columns:
             for key, label in self.COLUMNS:
-                self.add_column(label, key=key)
+                self.add_column(label, key=key, width=VERIFIED_WIDTH if key == "verified" else None)
 
     def show(self, entries: tuple[CheckpointEntry, ...], verified: dict[str, str | None]) -> None:
         self.ensure_columns()
@@ -308,7 +311,7 @@ class CheckpointsTable(DataTable):
 
     def mark(self, path: str, verified: dict[str, str | None]) -> None:
         if path in (row.key.value for row in self.ordered_rows):
-            self.update_cell(path, "verified", verified_mark(path, verified), update_width=True)
+            self.update_cell(path, "verified", verified_mark(path, verified))
 
 
 def checkpoint_mark(path: Path, newest: Path | None, best: Path | None) -> Text | str:
