@@ -1,6 +1,7 @@
 """The job process: a run directory in, training with pause, live edits and an exit contract out."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -8,6 +9,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 from rlsup import locks, paths, runfiles
 from rlsup import spec as specs
@@ -49,10 +51,26 @@ class Signals:
         if not self.pause_requested:
             self.pause_requested = True
             return
-        self.abort_requested = True
+        self.abort_requested = self.abort_requested or f"second {signal.Signals(signum).name}"
         if self.abort_raises:
             self.abort_raises = False
-            raise Aborted(f"second {signal.Signals(signum).name}")
+            raise Aborted(self.abort_requested)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """A second interrupt inside the block is noted and raised as Aborted once the block is done.
+
+        For checkpoint writes: raised inside torch.save's C++ writer callback, it ended the process in
+        std::terminate (exit -6 and no exit.json, seen in CI), and a write is over in moments anyway.
+        """
+        raising, self.abort_raises = self.abort_raises, False
+        try:
+            yield
+        finally:
+            self.abort_raises = raising
+        if raising and self.abort_requested:
+            self.abort_raises = False
+            raise Aborted(f"{self.abort_requested} during a checkpoint write, which was finished first")
 
     def _on_reload(self, signum: int, frame) -> None:
         self.reload_requested = True
@@ -139,7 +157,7 @@ class Worker:
             code, reason = self._work()
             self.signals.abort_raises = False  # inside the try: an abort arriving just before is caught
         except Aborted as error:
-            code, reason = EXIT_ABORTED, f"aborted by a {error}; the previous checkpoint is kept"
+            code, reason = EXIT_ABORTED, f"aborted by a {error}; the last complete checkpoint is kept"
         return self._finish(code, reason)
 
     def _work(self) -> tuple[int, str]:
@@ -328,12 +346,13 @@ class Worker:
         state = {"trainer": trainer.state_dict(include_replay=spec.checkpoint.replay and not best),
                  "rng": global_rng_state()}
         extra = {"algo": spec.job.algo, **({"evaluation_mean": evaluation_mean} if best else {})}
-        entry = write_checkpoint(self.run_dir, state, step=trainer.step, episodes=trainer.episodes,
-                                 reason=reason, fingerprint=fingerprint, spec_sha256=spec.sha256(),
-                                 metrics_bytes=self.metrics.byte_length(), keep=spec.checkpoint.keep,
-                                 extra=extra)
-        if not best:
-            self.last_checkpoint, self.last_checkpoint_step = str(entry.path), entry.step
+        with self.signals.held():
+            entry = write_checkpoint(self.run_dir, state, step=trainer.step, episodes=trainer.episodes,
+                                     reason=reason, fingerprint=fingerprint, spec_sha256=spec.sha256(),
+                                     metrics_bytes=self.metrics.byte_length(), keep=spec.checkpoint.keep,
+                                     extra=extra)
+            if not best:
+                self.last_checkpoint, self.last_checkpoint_step = str(entry.path), entry.step
         log.info("checkpoint %s (%s, %.1f MB, fingerprint %s)", entry.path.name, reason, entry.bytes / 1e6,
                  fingerprint[:12])
 
