@@ -19,7 +19,8 @@ def corrupt_every_checkpoint(run_dir: Path) -> None:
 
 
 def test_a_daemon_dying_between_starting_and_recording_the_pid_adopts_the_worker(harness) -> None:
-    job = harness.submit(harness.job_file("orphan", total_steps=3_000, checkpoint_every=0))
+    # Long enough to be still running when the new daemon looks, on however fast a CPU.
+    job = harness.submit(harness.job_file("orphan", total_steps=20_000, checkpoint_every=0))
     # What a daemon leaves when it dies right after spawning: the job `starting`, no pid, a live worker.
     harness.store.transition(job.id, State.STARTING, "placed", pid=None)
     orphan = subprocess.Popen([sys.executable, "-m", "rlsup.worker", job.run_dir], stdin=subprocess.DEVNULL,
@@ -32,7 +33,7 @@ def test_a_daemon_dying_between_starting_and_recording_the_pid_adopts_the_worker
                                    report=lambda: harness.report(job.id))
         assert adopted == orphan.pid, "a second worker was spawned beside the first"
         done = harness.wait_state(job.id, State.DONE, timeout=120)
-        assert done.step == 3_000
+        assert done.step == 20_000
         assert any("adopted" in event.message for event in harness.events(job.id, "adopted"))
         train = [record["step"] for record in runfiles.read_metrics(Path(job.run_dir)) if record["kind"] == "train"]
         assert train == sorted(set(train)), "two writers on one metrics.jsonl"
