@@ -151,7 +151,7 @@ class ScoredSampler(GeneratorState):
 
     def lambda_at(self, step: int) -> float:
         settings = self.settings
-        return elite.annealed_lambda(settings.lambda_batch_multiplier, settings.alfa_annealing_factor,
+        return elite.annealed_lambda(settings.lambda_batch_multiplier, settings.alpha_annealing_factor,
                                      settings.anneal_steps, step)
 
     @property
