@@ -168,6 +168,9 @@ class CountingSampler:
     def __init__(self, inner) -> None:
         self.inner, self.calls = inner, []
 
+    def __getattr__(self, name):  # the rest of the sampler contract (ready, free, ...) as the inner one answers
+        return getattr(self.inner, name)
+
     def sample(self, storage, count, n_step=1, features=None, step=0):
         indices = self.inner.sample(storage, count, n_step, features, step)
         self.calls.append((count, indices))
