@@ -17,16 +17,15 @@ from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, OrderE
 
 from rlsup.algos.fire_reset import FireReset, needs_fire
 from rlsup.checkpoint.rng import generator_state, restore_generator
-from rlsup.spec import EnvSection
+from rlsup.spec import EnvSection, env_state_fields
 
 gym.register_envs(ale_py)
 
 STATE_FORMAT = 1
 ATARI_SCREEN_SIZE = 84
 ATARI_ENTRY_POINT = "ale_py.env:AtariEnv"
-# Settings that change what a captured state means; num_envs does not, so it may differ.
-STATE_SETTINGS = ("id", "preset", "sticky_actions", "clip_rewards", "episodic_life", "noop_max",
-                  "frame_skip", "frame_stack", "max_episode_steps", "fire_reset")
+# Settings that change what a captured state means (declared with env_state=True in the spec).
+STATE_SETTINGS = env_state_fields()
 
 
 class EnvError(ValueError):

@@ -14,7 +14,7 @@ COSINE_FLOOR = 1e-12
 # -- lambda annealing ---------------------------------------------------------------------------
 
 
-def annealed_lambda(initial: float, alfa: float, anneal_steps: int, step: int) -> float:
+def annealed_lambda(initial: float, alpha: float, anneal_steps: int, step: int) -> float:
     """λ at environment step `step`: λ₀ falling linearly to 1 at step anneal_steps·α, then 1.
 
     Environment steps, like every schedule of a job (total_steps, lr_end_step), so a user can set the
@@ -22,7 +22,7 @@ def annealed_lambda(initial: float, alfa: float, anneal_steps: int, step: int) -
     V-trace is steps / (unroll_length × batch_size) and made its Breakout horizon 6 times the budget.
     A pure function of the step: no rounding drift, and a resume continues it exactly.
     """
-    horizon = anneal_steps * alfa
+    horizon = anneal_steps * alpha
     if step >= horizon or initial <= 1.0:
         return 1.0
     return max(1.0, initial - (initial - 1.0) * (step / horizon))

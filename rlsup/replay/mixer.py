@@ -1,38 +1,36 @@
 """Replays mixed by ratio: every learner batch takes a fixed whole share from each replay."""
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any, Sequence, Union
 
 import numpy as np
 
-from rlsup.replay.samplers import SAMPLERS, FeatureSource, FifoSampler, Sampler, ScoredSampler
+from rlsup.replay.base import FeatureSource, ReplayStorage, Sampler, Writer
+from rlsup.replay.samplers import SAMPLERS
 from rlsup.replay.storage import TransitionBatch, TransitionStorage
-from rlsup.replay.unrolls import UnrollBatch, UnrollStorage, concatenate_unroll_batches
-from rlsup.spec import ReplaySection
+from rlsup.replay.unrolls import UnrollBatch, UnrollStorage
+from rlsup.replay.writers import RingWriter, make_writer
+from rlsup.spec import ReplaySection, Violation, item_violations, share_violations, whole_shares
 
-# Ratios come from TOML floats (0.1 + 0.2 != 0.3), so sums and shares are compared with this slack.
-RATIO_TOLERANCE = 1e-9
 # What a replay holds: DQN transitions or V-trace unrolls, and the storage class for each.
-STORAGES: dict[str, Any] = {"transitions": TransitionStorage, "unrolls": UnrollStorage}
-# Default readiness of replays other than queues: this share of capacity, or this many batch shares.
-READY_CAPACITY_FRACTION = 0.2
-READY_SHARES = 10
+STORAGES: dict[str, type[ReplayStorage]] = {"transitions": TransitionStorage, "unrolls": UnrollStorage}
 
 Batch = Union[TransitionBatch, UnrollBatch]
 
 
 @dataclass
 class Replay:
-    """One replay of a job: where items live, how they are picked, and its share of each batch."""
+    """One replay of a job: where items live, how they are picked and written, and its share of each batch."""
 
     kind: str
     capacity: int
     ratio: float
-    storage: Any  # TransitionStorage or UnrollStorage
+    storage: ReplayStorage
     sampler: Sampler
-    min_size: int = 0  # items needed before sampling; 0 picks the default of default_minimum
+    min_size: int = 0  # items needed before sampling; 0 picks the sampler's default_minimum
+    writer: Writer = field(default_factory=RingWriter)
 
     @property
     def name(self) -> str:
@@ -40,25 +38,29 @@ class Replay:
 
     @property
     def item(self) -> str:
-        return "unrolls" if isinstance(self.storage, UnrollStorage) else "transitions"
+        return self.storage.item
 
     def default_minimum(self, share: int) -> int:
-        """A queue waits until full; others for max(20% of capacity, 10 shares), at most their capacity."""
-        if self.min_size:
-            return self.min_size
-        if isinstance(self.sampler, FifoSampler):
-            return self.capacity
-        return min(self.capacity, max(math.ceil(READY_CAPACITY_FRACTION * self.capacity), READY_SHARES * share))
+        """min_size, or when 0 the sampler's default: a queue waits until full, others for a good part."""
+        return self.min_size or self.sampler.default_minimum(self.capacity, share)
 
-    def available(self, n_step: int) -> int:
-        """Items a draw can use now: unconsumed unrolls for a queue, valid items otherwise."""
-        if isinstance(self.sampler, FifoSampler):
-            return self.sampler.pending(self.storage)
-        return self.storage.valid_count(n_step)
+    def ready(self, minimum: int, n_step: int = 1) -> bool:
+        return self.sampler.ready(self.storage, minimum, n_step)
 
     def free(self) -> int | None:
-        """Unrolls a queue can take before overwriting unconsumed ones; None for replays that never block."""
-        return self.sampler.free(self.storage) if isinstance(self.sampler, FifoSampler) else None
+        """Items the replay can take before overwriting undrawn ones; None for replays that never block."""
+        return self.sampler.free(self.storage)
+
+    # -- checkpoint contract -----------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        return {"kind": self.kind, "capacity": self.capacity, "storage": self.storage.state_dict(),
+                "sampler": self.sampler.state_dict(), "writer": self.writer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.storage.load_state_dict(state["storage"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.writer.load_state_dict(state.get("writer", {}))  # checkpoints from before writers have none
 
 
 def make_replay(kind: str, capacity: int, ratio: float, *, generator: np.random.Generator | int | None,
@@ -75,18 +77,14 @@ def make_replay(kind: str, capacity: int, ratio: float, *, generator: np.random.
         raise ValueError(f"unknown replay kind {kind!r}; known: {sorted(SAMPLERS)}")
     if item not in STORAGES:
         raise ValueError(f"unknown replay item {item!r}; known: {sorted(STORAGES)}")
-    if kind == "queue" and item != "unrolls":
-        raise ValueError("a queue replay holds unrolls (vtrace); transitions use standard, elite or attentive")
-    if min_size > capacity:
-        raise ValueError(f"{kind} replay: min_size {min_size} exceeds its capacity {capacity}; "
-                         "it would never be ready")
     settings = settings if settings is not None else ReplaySection(kind=kind)
-    if settings.elite_insertion and item != "unrolls" and kind in ("elite", "attentive"):
-        # Transition rows are consecutive frames of an episode: overwriting one in the middle
-        # would break the stacks and n-step windows of its neighbours.
-        raise ValueError(f"{kind} replay: elite_insertion works on unrolls only, not on transitions")
+    table = dataclasses.replace(settings, kind=kind, capacity=capacity, ratio=ratio, min_size=min_size)
+    refuse(item_violations(0, table, item), [kind], prefix=f"{kind} replay")
     storage = STORAGES[item](capacity, **storage_arguments)
-    return Replay(kind, capacity, ratio, storage, SAMPLERS[kind](generator, settings), min_size)
+    # One random stream per replay: the sampler's draws and elite insertion's candidates, in call order.
+    generator = np.random.default_rng(generator)
+    return Replay(kind, capacity, ratio, storage, SAMPLERS[kind](generator, settings), min_size,
+                  make_writer(table, generator))
 
 
 def replay_from_settings(settings: ReplaySection, *, generator: np.random.Generator | int | None,
@@ -97,35 +95,23 @@ def replay_from_settings(settings: ReplaySection, *, generator: np.random.Genera
 
 
 def batch_shares(replays: Sequence[Replay], batch_size: int) -> list[int]:
-    """Items each replay gives a batch of batch_size; refuses ratios that do not split it whole."""
+    """Items each replay gives a batch of batch_size; refuses ratios that do not split it whole (the spec's rules)."""
     if not replays:
         raise ValueError("a replay mixer needs at least one replay")
-    total = sum(replay.ratio for replay in replays)
-    if not math.isclose(total, 1.0, rel_tol=0.0, abs_tol=RATIO_TOLERANCE):
-        listed = ", ".join(f"replay {number} ({replay.kind}): {replay.ratio}"
-                           for number, replay in enumerate(replays))
-        raise ValueError(f"replay ratios must sum to 1, these sum to {total}: {listed}")
-    shares = []
-    for number, replay in enumerate(replays):
-        share = replay.ratio * batch_size
-        whole = round(share)
-        if replay.ratio <= 0 or whole < 1 or abs(share - whole) > RATIO_TOLERANCE * batch_size:
-            raise ValueError(f"replay {number} ({replay.kind}): ratio {replay.ratio} × batch {batch_size} "
-                             f"= {share:g} items, which must be a whole number of at least 1")
-        if replay.kind == "queue" and replay.capacity < whole:
-            raise ValueError(f"replay {number} (queue): capacity {replay.capacity} is below its share of "
-                             f"{whole} unrolls per batch, so it could never fill one")
-        shares.append(whole)
-    return shares
+    refuse(share_violations(replays, batch_size), [replay.kind for replay in replays])
+    return whole_shares(replays, batch_size)
 
 
-def concatenate_batches(batches: Sequence[Batch]) -> Batch:
-    if len(batches) == 1:
-        return batches[0]
-    if isinstance(batches[0], UnrollBatch):
-        return concatenate_unroll_batches(list(batches))
-    return TransitionBatch(**{name: np.concatenate([getattr(batch, name) for batch in batches])
-                              for name in TransitionBatch.__dataclass_fields__})
+def refuse(violations: list[Violation], kinds: list[str], prefix: str = "") -> None:
+    """Raise the spec's rule violations as one ValueError, each naming its replay."""
+    if not violations:
+        return
+    lines = []
+    for violation in violations:
+        name = prefix or (f"replay {violation.table} ({kinds[violation.table]})" if violation.table is not None
+                          else "")
+        lines.append(f"{name}: {violation.message}" if name else violation.message)
+    raise ValueError("\n".join(lines))
 
 
 class QueueFull(ValueError):
@@ -150,19 +136,25 @@ class ReplayMixer:
                  features: Any = None, logits: Any = None) -> None:
         """One transition row to every replay; features and logits go to the storages that keep them."""
         for replay in self.replays:
-            storage = replay.storage
-            storage.add_step(env, frame, action, reward, terminal, first,
-                             features if storage.feature_size is not None else None,
-                             logits if storage.num_actions is not None else None)
+            replay.writer.add_step(replay.storage, env, frame, action, reward, terminal, first, features, logits)
 
     def add_final(self, env: int, frame: Any) -> None:
         for replay in self.replays:
-            replay.storage.add_final(env, frame)
+            replay.writer.add_final(replay.storage, env, frame)
 
     def free(self) -> int | None:
         """Unrolls that can be added now without a queue overwriting unconsumed ones (None: no queue)."""
         frees = [free for replay in self.replays if (free := replay.free()) is not None]
         return min(frees) if frees else None
+
+    def drop_oldest_queued(self) -> None:
+        """Warm-up: a full queue gives up its oldest unroll while another replay is still filling.
+
+        Every unroll goes to all replays, and a queue that refused them until, say, an elite replay
+        reached its minimum would never let that replay fill. The dropped unroll is in the others.
+        """
+        for replay in self.replays:
+            replay.sampler.drop_oldest(replay.storage)
 
     def add_unroll(self, observations: Any, actions: Any, rewards: Any, dones: Any, behaviour_logits: Any,
                    features: Any, feature_source: FeatureSource | None = None) -> list[int]:
@@ -172,14 +164,8 @@ class ReplayMixer:
         """
         if self.free() == 0:
             raise QueueFull("a queue replay is full of unconsumed unrolls; sample a batch before adding more")
-        indices = []
-        for replay in self.replays:
-            slot = None
-            if isinstance(replay.sampler, ScoredSampler):
-                slot = replay.sampler.insertion_slot(replay.storage, features, behaviour_logits, feature_source)
-            indices.append(replay.storage.add(observations, actions, rewards, dones, behaviour_logits, features,
-                                              slot=slot))
-        return indices
+        return [replay.writer.add_unroll(replay.storage, observations, actions, rewards, dones, behaviour_logits,
+                                         features, feature_source) for replay in self.replays]
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -193,7 +179,7 @@ class ReplayMixer:
             minimums = list(min_items)
         if len(minimums) != len(self.replays):
             raise ValueError(f"{len(minimums)} minimums for {len(self.replays)} replays")
-        return all(replay.available(n_step) >= minimum for replay, minimum in zip(self.replays, minimums))
+        return all(replay.ready(minimum, n_step) for replay, minimum in zip(self.replays, minimums))
 
     def sample(self, batch_size: int, n_step: int = 1, gamma: float = 1.0,
                features: FeatureSource | None = None, step: int = 0) -> Batch:
@@ -204,14 +190,12 @@ class ReplayMixer:
         for replay, share in zip(self.replays, shares):
             indices = replay.sampler.sample(replay.storage, share, n_step, features, step)
             batches.append(replay.storage.gather(indices, n_step, gamma))
-        return concatenate_batches(batches)
+        return self.replays[0].storage.concatenate(batches)
 
     # -- checkpoint contract -----------------------------------------------------------------
 
     def state_dict(self) -> dict:
-        return {str(number): {"kind": replay.kind, "capacity": replay.capacity,
-                              "storage": replay.storage.state_dict(), "sampler": replay.sampler.state_dict()}
-                for number, replay in enumerate(self.replays)}
+        return {str(number): replay.state_dict() for number, replay in enumerate(self.replays)}
 
     def load_state_dict(self, state: dict) -> None:
         expected = [str(number) for number in range(len(self.replays))]
@@ -222,5 +206,4 @@ class ReplayMixer:
             if (part.get("kind"), part.get("capacity")) != (replay.kind, replay.capacity):
                 raise ValueError(f"replay {number}: saved as {part.get('kind')} with capacity "
                                  f"{part.get('capacity')}, this job has {replay.name}")
-            replay.storage.load_state_dict(part["storage"])
-            replay.sampler.load_state_dict(part["sampler"])
+            replay.load_state_dict(part)

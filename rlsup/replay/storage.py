@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
-# Loading copies this many bytes per np.copyto call, so a memory-mapped checkpoint streams
-# through a bounded window rather than being faulted in all at once beside our buffers.
-LOAD_CHUNK_BYTES = 64 * 1024 * 1024
+from rlsup.replay.base import IndexedRows, ReplayStorage, copy_in_chunks
+from rlsup.replay.frames import FrameRings
 
 ROW_FIELDS = ("frames", "actions", "rewards", "terminals", "firsts", "finals")
 
@@ -26,31 +25,10 @@ class TransitionBatch:
     indices: np.ndarray            # int64 [B]: env * rows_per_env + ring row
 
 
-@dataclass(frozen=True)
-class Ring:
-    """Where each env's ring starts and how full it is, as arrays for vectorised lookups."""
-
-    sizes: np.ndarray   # int64 [E] rows written and not yet overwritten
-    oldest: np.ndarray  # int64 [E] ring row holding the oldest of them
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Everything gather needs about a set of indices, before any frame is copied."""
-
-    envs: np.ndarray
-    offsets: np.ndarray      # age of each start row: 0 is the oldest row of its ring
-    starts: np.ndarray       # flat positions of the start rows
-    lengths: np.ndarray      # k: rows from the start row to the row the next observation comes from
-    returns: np.ndarray      # float64 n-step reward sums
-    discounts: np.ndarray    # float64 bootstrap multipliers
-    stacks: np.ndarray       # int64 [2B, S] ages of the frames of observations, then of next observations
-    valid: np.ndarray        # bool [B]
-    ring: Ring
-
-
-class TransitionStorage:
+class TransitionStorage(FrameRings, ReplayStorage):
     """Per-env ring buffers of rows (newest frame, action, reward, terminal, first, final)."""
+
+    item = "transitions"
 
     def __init__(self, capacity: int, num_envs: int, frame_shape: tuple, frame_dtype: Any,
                  stack_size: int, feature_size: int | None = None, num_actions: int | None = None) -> None:
@@ -191,115 +169,7 @@ class TransitionStorage:
         if not 0 <= env < self.num_envs:
             raise IndexError(f"env {env} out of range for a storage of {self.num_envs} envs")
 
-    # -- locating rows -----------------------------------------------------------------------
-
-    def ring(self) -> Ring:
-        sizes = np.asarray(self.sizes, np.int64)
-        return Ring(sizes, (np.asarray(self.cursors, np.int64) - sizes) % self.rows_per_env)
-
-    def positions(self, envs: np.ndarray, offsets: np.ndarray, ring: Ring) -> np.ndarray:
-        """Flat positions in the [rows * envs] arrays of rows given by env and age."""
-        return ((ring.oldest[envs] + offsets) % self.rows_per_env) * self.num_envs + envs
-
-    def stored_count(self) -> int:
-        """Rows held now, final rows included: what samplers draw from before rejecting."""
-        return sum(self.sizes)
-
-    def stored_indices(self, positions: np.ndarray) -> np.ndarray:
-        """Global indices of stored rows numbered 0..stored_count()-1, env by env, oldest first."""
-        ring = self.ring()
-        ends = np.cumsum(ring.sizes)
-        envs = np.searchsorted(ends, positions, side="right")
-        offsets = positions - (ends[envs] - ring.sizes[envs])
-        return envs * self.rows_per_env + (ring.oldest[envs] + offsets) % self.rows_per_env
-
-    def locate(self, indices: np.ndarray, ring: Ring) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Env, age and whether the row is stored, for each global index (out-of-range ones are not)."""
-        in_range = (indices >= 0) & (indices < self.rows_per_env * self.num_envs)
-        envs, rows = np.divmod(np.where(in_range, indices, 0), self.rows_per_env)
-        offsets = (rows - ring.oldest[envs]) % self.rows_per_env
-        return envs, offsets, in_range & (offsets < ring.sizes[envs])
-
-    # -- planning transitions ----------------------------------------------------------------
-
-    def plan(self, indices: np.ndarray, n_step: int, gamma: float) -> Plan:
-        if n_step < 1:
-            raise ValueError(f"n_step must be at least 1, not {n_step}")
-        ring = self.ring()
-        envs, offsets, stored = self.locate(indices, ring)
-        starts = self.positions(envs, offsets, ring)
-        lengths, returns, discounts = self.windows(envs, offsets, ring, n_step, gamma)
-        both_envs = np.concatenate([envs, envs])
-        stacks = self.stack_offsets(both_envs, np.concatenate([offsets, offsets + lengths]), ring)
-        complete = stacks[:, 0] >= 0  # the stack's oldest frame is still stored
-        count = len(indices)
-        valid = (stored & ~self.flat["finals"][starts] & (offsets + lengths < ring.sizes[envs])
-                 & complete[:count] & complete[count:])
-        return Plan(envs, offsets, starts, lengths, returns, discounts, stacks, valid, ring)
-
-    def windows(self, envs: np.ndarray, offsets: np.ndarray, ring: Ring, n_step: int,
-                gamma: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Length k, discounted reward sum and bootstrap multiplier of each start row's n-step window."""
-        # Rows past the newest are read as the newest: such windows come out invalid anyway.
-        ages = np.minimum(offsets[:, None] + np.arange(n_step), (ring.sizes[envs] - 1)[:, None])
-        rows = self.positions(envs[:, None], ages, ring)
-        terminals = self.flat["terminals"][rows]
-        # A final row ends the episode without a terminal: bootstrap from it. (A final start row
-        # is not a transition at all; plan rejects it.)
-        finals = self.flat["finals"][rows]
-        # Step i belongs to the window unless a final row came at or before it or a terminal before it;
-        # so k, the row the next observation comes from, is the number of steps that belong.
-        closed = np.logical_or.accumulate(finals, axis=1)
-        closed[:, 1:] |= np.logical_or.accumulate(terminals[:, :-1], axis=1)
-        included = ~closed
-        returns = (included * float(gamma) ** np.arange(n_step) * self.flat["rewards"][rows]).sum(axis=1)
-        lengths = np.count_nonzero(included, axis=1)
-        cut = (included & terminals).any(axis=1)
-        discounts = np.where(cut, 0.0, float(gamma) ** lengths)
-        return lengths, returns, discounts
-
-    def stack_offsets(self, envs: np.ndarray, offsets: np.ndarray, ring: Ring) -> np.ndarray:
-        """[N, S] ages of each stack's frames, oldest first, repeating the episode's first frame as padding.
-
-        A negative age means the stack reaches rows already overwritten (or never stored).
-        """
-        ages = offsets[:, None] + np.arange(1 - self.stack_size, 1)
-        if self.stack_size == 1:
-            return ages
-        # Only `first` pads (a life-loss terminal keeps the game and its frames going): the stack
-        # begins at the latest episode start inside it. Negative ages read other rows' flags, but a
-        # stack reaching them starts below zero whatever they say, and is invalid.
-        firsts = self.flat["firsts"][self.positions(envs[:, None], ages, ring)]
-        latest_first = np.where(firsts, ages, np.iinfo(np.int64).min).max(axis=1)
-        return np.maximum(ages, latest_first[:, None])
-
     # -- reading -----------------------------------------------------------------------------
-
-    def is_valid(self, indices: np.ndarray, n_step: int) -> np.ndarray:
-        """Whether each global index is a transition gather can build now."""
-        return self.plan(np.asarray(indices, np.int64).reshape(-1), n_step, 1.0).valid
-
-    def valid_indices(self, n_step: int = 1) -> np.ndarray:
-        """Every index that can be sampled now (reads the whole storage: for fallbacks and tests)."""
-        indices = self.stored_indices(np.arange(self.stored_count()))
-        return indices[self.is_valid(indices, n_step)]
-
-    def valid_count(self, n_step: int = 1) -> int:
-        """Transitions that can be sampled now, counted without reading the whole storage."""
-        # Step rows at least stack_size - 1 rows from the oldest and n_step from the newest are
-        # always valid, so only the rows near either end of each ring need checking.
-        ring = self.ring()
-        sizes = ring.sizes[:, None]
-        near_oldest = np.broadcast_to(np.arange(self.stack_size - 1), (self.num_envs, self.stack_size - 1))
-        near_newest = sizes - n_step + np.arange(n_step)
-        ages = np.concatenate([near_oldest, near_newest], axis=1)
-        # In short rings the two groups overlap: such rows are counted in the first group only.
-        keep = np.concatenate([near_oldest < sizes, near_newest >= self.stack_size - 1], axis=1)
-        envs = np.broadcast_to(np.arange(self.num_envs)[:, None], ages.shape)[keep]
-        rows = (ring.oldest[envs] + ages[keep]) % self.rows_per_env
-        steps = ~self.finals[rows, envs]
-        valid = self.is_valid(envs * self.rows_per_env + rows, n_step)
-        return sum(self.step_rows) - int(np.count_nonzero(steps & ~valid))
 
     def gather(self, indices: np.ndarray, n_step: int, gamma: float) -> TransitionBatch:
         """Build the n-step transitions starting at these indices; raises on any invalid index."""
@@ -322,6 +192,14 @@ class TransitionStorage:
             discounts=plan.discounts.astype(np.float32),
             indices=indices,
         )
+
+    @staticmethod
+    def concatenate(batches: Sequence[TransitionBatch]) -> TransitionBatch:
+        """One batch from several, in order: the mixer's shares."""
+        if len(batches) == 1:
+            return batches[0]
+        return TransitionBatch(**{name: np.concatenate([getattr(batch, name) for batch in batches])
+                                  for name in TransitionBatch.__dataclass_fields__})
 
     # -- what elite and attentive replay read ------------------------------------------------
 
@@ -435,30 +313,3 @@ class TransitionStorage:
         if array.shape != shape or array.dtype != dtype:
             raise ValueError(f"replay storage state: {name} has shape {array.shape} and dtype {array.dtype}, "
                              f"expected {shape} and {dtype}")
-
-
-class IndexedRows:
-    """A [rows, envs, ...] array read by global index (env * rows_per_env + row), as samplers number items."""
-
-    def __init__(self, array: np.ndarray, rows_per_env: int) -> None:
-        self.array = array
-        self.rows_per_env = rows_per_env
-
-    def __getitem__(self, indices: Any) -> np.ndarray:
-        envs, rows = np.divmod(np.asarray(indices, np.int64), self.rows_per_env)
-        return self.array[rows, envs]
-
-    def __len__(self) -> int:
-        return self.array.shape[0] * self.array.shape[1]
-
-    @property
-    def shape(self) -> tuple:
-        return (len(self),) + self.array.shape[2:]
-
-
-def copy_in_chunks(destination: np.ndarray, source: np.ndarray) -> None:
-    """np.copyto along the first axis in pieces of about LOAD_CHUNK_BYTES: no full temporary."""
-    row_bytes = max(1, destination[:1].nbytes)
-    step = max(1, LOAD_CHUNK_BYTES // row_bytes)
-    for start in range(0, len(destination), step):
-        np.copyto(destination[start:start + step], source[start:start + step])

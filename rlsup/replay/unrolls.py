@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
-from rlsup.replay.storage import copy_in_chunks
+from rlsup.replay.base import ReplayStorage, copy_in_chunks
 
 UNROLL_FIELDS = ("observations", "actions", "rewards", "dones", "behaviour_logits", "unroll_features",
                  "times_sampled")
@@ -36,8 +36,10 @@ def concatenate_unroll_batches(batches: list[UnrollBatch]) -> UnrollBatch:
     return UnrollBatch(**joined, indices=np.concatenate([batch.indices for batch in batches]))
 
 
-class UnrollStorage:
+class UnrollStorage(ReplayStorage):
     """`capacity` unrolls of `unroll_length` steps; item index = slot, the oldest overwritten first."""
+
+    item = "unrolls"
 
     def __init__(self, capacity: int, unroll_length: int, observation_shape: tuple, observation_dtype: Any,
                  num_actions: int, feature_size: int) -> None:
@@ -175,6 +177,10 @@ class UnrollStorage:
                            rewards=time_major(self.rewards), dones=time_major(self.dones),
                            behaviour_logits=time_major(self.behaviour_logits),
                            features=time_major(self.unroll_features), indices=indices)
+
+    @staticmethod
+    def concatenate(batches: Sequence[UnrollBatch]) -> UnrollBatch:
+        return concatenate_unroll_batches(list(batches))
 
     # -- checkpoint contract -----------------------------------------------------------------
 

@@ -94,10 +94,10 @@ def test_unknown_distance_and_strategy_are_refused():
 # -- lambda annealing --------------------------------------------------------------------------
 
 
-def test_lambda_falls_linearly_in_env_steps_and_is_exactly_one_from_anneal_steps_times_alfa():
-    initial, alfa, anneal_steps = 6.0, 2.0, 5
-    decrement = (initial - 1) / (anneal_steps * alfa)
-    values = [elite.annealed_lambda(initial, alfa, anneal_steps, step) for step in range(14)]
+def test_lambda_falls_linearly_in_env_steps_and_is_exactly_one_from_anneal_steps_times_alpha():
+    initial, alpha, anneal_steps = 6.0, 2.0, 5
+    decrement = (initial - 1) / (anneal_steps * alpha)
+    values = [elite.annealed_lambda(initial, alpha, anneal_steps, step) for step in range(14)]
     np.testing.assert_allclose(values[:10], [initial - step * decrement for step in range(10)], rtol=1e-12)
     assert values[9] > 1.0
     assert values[10:] == [1.0, 1.0, 1.0, 1.0]
@@ -225,7 +225,7 @@ def test_elite_sampler_scores_its_bucket_with_the_current_network(strategy, dist
 
 def test_elite_sampler_becomes_the_uniform_sampler_once_lambda_reaches_one():
     storage = unroll_storage(30, 30)
-    settings = elite_settings(lambda_batch_multiplier=3.0, alfa_annealing_factor=0.5, anneal_steps=6)
+    settings = elite_settings(lambda_batch_multiplier=3.0, alpha_annealing_factor=0.5, anneal_steps=6)
     sampler = EliteSampler(5, settings)
     for step in range(3):  # steps 0, 1, 2 anneal; the horizon is 6 · 0.5 = 3 environment steps
         sampler.sample(storage, 8, features=DriftedFeatures(), step=step)

@@ -168,6 +168,9 @@ class CountingSampler:
     def __init__(self, inner) -> None:
         self.inner, self.calls = inner, []
 
+    def __getattr__(self, name):  # the rest of the sampler contract (ready, free, ...) as the inner one answers
+        return getattr(self.inner, name)
+
     def sample(self, storage, count, n_step=1, features=None, step=0):
         indices = self.inner.sample(storage, count, n_step, features, step)
         self.calls.append((count, indices))
@@ -400,7 +403,7 @@ def test_transition_replays_restore_identical_draws_through_a_checkpoint(tmp_pat
 
     mixer = build(0)
     fill([mixer], layout, 2, 120)
-    for step in range(3):  # λ anneals from 3 to 1 over steps 0-5 (anneal_steps 3, alfa 2)
+    for step in range(3):  # λ anneals from 3 to 1 over steps 0-5 (anneal_steps 3, alpha 2)
         mixer.sample(8, 2, GAMMA, LEARNER, step)
     entry = write_checkpoint(tmp_path, {"replay": mixer.state_dict()}, step=1, episodes=0, reason="pause",
                              fingerprint="-", spec_sha256="-", metrics_bytes=0, keep=1)

@@ -1,0 +1,96 @@
+"""Diffs between the spec a run has and an edited file, judged by each field's edit class."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from rlsup.spec.fields import IDENTITY, LIVE, JobSpec
+from rlsup.spec.locating import field_path, line_of, locate_keys
+
+
+@dataclass(frozen=True)
+class Change:
+    """One field that differs between two specs."""
+
+    field: str
+    old: Any
+    new: Any
+    edit: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {_show(self.old)} -> {_show(self.new)}"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, tuple):
+        return f"{len(value)} tables"
+    return json.dumps(value) if isinstance(value, (str, list)) else repr(value)
+
+
+def diff(old: JobSpec, new: JobSpec) -> list[Change]:
+    """Every field that differs, with its edit class."""
+    changes: list[Change] = []
+    for section in dataclasses.fields(JobSpec):
+        old_value, new_value = getattr(old, section.name), getattr(new, section.name)
+        if isinstance(old_value, tuple):
+            changes.extend(_diff_tables(section.name, old_value, new_value))
+        else:
+            changes.extend(_diff_section(section.name, old_value, new_value))
+    return changes
+
+
+def _diff_tables(name: str, old: tuple, new: tuple) -> list[Change]:
+    if len(old) != len(new):
+        return [Change(name, old, new, IDENTITY)]
+    changes = []
+    for index, (old_item, new_item) in enumerate(zip(old, new)):
+        changes.extend(_diff_section(f"{name}[{index}]", old_item, new_item))
+    return changes
+
+
+def _diff_section(prefix: str, old: Any, new: Any) -> list[Change]:
+    return [Change(f"{prefix}.{f.name}", getattr(old, f.name), getattr(new, f.name), f.metadata["edit"])
+            for f in dataclasses.fields(old) if getattr(old, f.name) != getattr(new, f.name)]
+
+
+def refused(changes: list[Change]) -> list[Change]:
+    """The identity changes, which no resume may apply."""
+    return [change for change in changes if change.edit == IDENTITY]
+
+
+def refusal_message(changes: list[Change], file: str | None = None, text: str | None = None) -> str:
+    """[FILE[:LINE]: ]field: old -> new for each refused field, then what to do instead.
+
+    The one wording of a refused edit, for `rlsup run --resume` and the daemon's watcher alike; given
+    the edited file's name and text, each field is located at its line.
+    """
+    lines = locate_keys(text) if text is not None else {}
+    located = []
+    for change in refused(changes):
+        line = line_of(lines, field_path(change.field))
+        where = f"{file}:{line}: " if file and line else (f"{file}: " if file else "")
+        located.append(f"{where}{change}: defines what the run learns, refused")
+    return "\n".join(located) + "\nstart a new run to use them"
+
+
+def identity_message(file: str, text: str, changes: list[Change]) -> str:
+    """refusal_message for an edit of a running job's file, which goes on as it was."""
+    return refusal_message(changes, file, text) + "; the job goes on with its current spec"
+
+
+def only_live(changes: list[Change]) -> bool:
+    return all(change.edit == LIVE for change in changes)
+
+
+def merge_live(current: JobSpec, edited: JobSpec) -> JobSpec:
+    """current with every live field taken from edited: what a running worker applies on SIGHUP."""
+    sections = {}
+    for section in dataclasses.fields(JobSpec):
+        old, new = getattr(current, section.name), getattr(edited, section.name)
+        if isinstance(old, tuple):
+            continue  # array tables hold identity fields only
+        live = {f.name: getattr(new, f.name) for f in dataclasses.fields(old) if f.metadata["edit"] == LIVE}
+        sections[section.name] = dataclasses.replace(old, **live)
+    return dataclasses.replace(current, **sections)

@@ -1,0 +1,270 @@
+"""Job-file fields: frozen dataclasses whose fields carry their default, doc, edit class and range."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from rlsup.fieldcheck import CAPACITY_MAX, COUNT_MAX, INT64_MAX, STEPS_MAX
+
+# Edit classes (DESIGN.md section 5).
+LIVE = "live"          # applied to a running worker by SIGHUP
+RESUME = "resume"      # applied by pause -> resume
+IDENTITY = "identity"  # refused: it would change what the run learns
+EDIT_CLASSES = (LIVE, RESUME, IDENTITY)
+
+
+def setting(default: Any, doc: str, edit: str, *, minimum: float | None = None,
+            maximum: float | None = None, exclusive_minimum: bool = False, env_state: bool = False,
+            formerly: str | None = None) -> Any:
+    """Declare a spec field: its default, one line of documentation and its edit class.
+
+    env_state: the field changes what a captured environment state means, so a state saved under
+    another value cannot be restored. formerly: an old spelling job files may still use (with a
+    deprecation warning).
+    """
+    assert edit in EDIT_CLASSES, edit
+    metadata = {"doc": doc, "edit": edit, "minimum": minimum, "maximum": maximum,
+                "exclusive_minimum": exclusive_minimum, "env_state": env_state, "formerly": formerly}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class JobSection:
+    """[job]: what the run is and how the supervisor treats it."""
+
+    name: str = setting("", "Job name; defaults to the file's stem.", LIVE)
+    algo: Literal["dqn", "vtrace"] = setting("dqn", "Training algorithm: dqn, or vtrace (IMPALA).", IDENTITY)
+    seed: int = setting(0, "Seed of every random stream of the run.", IDENTITY, minimum=0,
+                   maximum=INT64_MAX)
+    total_steps: int = setting(100_000, "Environment steps to train for; raise it to extend a run.",
+                               LIVE, minimum=1, maximum=STEPS_MAX)
+    device: Literal["auto", "cpu", "cuda"] = setting(
+        "auto", "Where the learner runs: auto picks cuda when a GPU is visible.", RESUME)
+    gpus: int = setting(0, "GPUs the daemon reserves for this job (CUDA_VISIBLE_DEVICES).", RESUME,
+                        minimum=0, maximum=1024)
+    threads: int = setting(1, "Torch CPU threads of the worker; results are bit-exact for a fixed count.",
+                           RESUME, minimum=1, maximum=4096)
+    priority: int = setting(0, "Higher runs first; ties go by submission order.", LIVE, minimum=-(2 ** 31),
+                            maximum=2 ** 31 - 1)
+    max_restarts: int = setting(3, "Restarts from the latest checkpoint after a crash.", LIVE, minimum=0,
+                           maximum=10_000)
+    stop_grace_s: float = setting(60.0, "Seconds a pausing worker gets before SIGKILL.", LIVE, minimum=0)
+
+
+@dataclass(frozen=True)
+class EnvSection:
+    """[env]: the environment and its preprocessing."""
+
+    id: str = setting("CartPole-v1", "Gymnasium id, e.g. CartPole-v1 or ALE/Pong-v5.", IDENTITY, env_state=True)
+    preset: Literal["classic", "atari"] = setting(
+        "classic", "classic: the env as registered; atari: DeepMind preprocessing.", IDENTITY, env_state=True)
+    num_envs: int = setting(1, "Environments stepped side by side by the worker.", IDENTITY, minimum=1,
+                           maximum=COUNT_MAX)
+    sticky_actions: float = setting(0.0, "Atari repeat_action_probability (0.25 for sticky actions).",
+                                    IDENTITY, minimum=0.0, maximum=1.0, env_state=True)
+    clip_rewards: bool = setting(False, "Clip learning rewards to their sign (game scores stay raw).",
+                                 IDENTITY, env_state=True)
+    episodic_life: bool = setting(False, "A lost life ends the episode for learning, not the game.",
+                                  IDENTITY, env_state=True)
+    noop_max: int = setting(30, "Atari: at most this many no-ops after a reset.", IDENTITY, minimum=0,
+                           maximum=100_000, env_state=True)
+    frame_skip: int = setting(4, "Atari: frames each action is repeated for.", IDENTITY, minimum=1,
+                             maximum=1000, env_state=True)
+    frame_stack: int = setting(4, "Atari: frames stacked into one observation.", IDENTITY, minimum=1,
+                              maximum=1000, env_state=True)
+    max_episode_steps: int = setting(0, "Truncate episodes after this many steps (0: env default).",
+                                     IDENTITY, minimum=0, maximum=STEPS_MAX, env_state=True)
+    fire_reset: bool = setting(True, "Atari: press FIRE after a reset and after a lost life, in games whose "
+                                     "actions include FIRE (FireResetEnv of CleanRL and stable-baselines3).",
+                               IDENTITY, env_state=True)
+
+
+@dataclass(frozen=True)
+class DqnSection:
+    """[dqn]: Deep Q-learning (double, n-step)."""
+
+    lr: float = setting(1e-4, "Adam learning rate at step 0.", IDENTITY, minimum=0.0, exclusive_minimum=True)
+    lr_end: float = setting(0.0, "Learning rate reached at lr_end_step, and kept after it.", IDENTITY,
+                            minimum=0.0)
+    lr_end_step: int = setting(0, "Absolute step at which the learning rate has moved linearly from lr to "
+                                  "lr_end (0: lr throughout).", IDENTITY, minimum=0, maximum=STEPS_MAX)
+    gamma: float = setting(0.99, "Discount factor.", IDENTITY, minimum=0.0, maximum=1.0)
+    batch_size: int = setting(32, "Transitions per gradient step.", IDENTITY, minimum=1,
+                             maximum=COUNT_MAX)
+    learning_starts: int = setting(80_000, "Step at which gradient updates begin.", IDENTITY, minimum=0,
+                                  maximum=STEPS_MAX)
+    train_every: int = setting(4, "Environment steps between rounds of gradient steps.", IDENTITY,
+                               minimum=1, maximum=STEPS_MAX)
+    gradient_steps: int = setting(1, "Gradient steps per round.", IDENTITY, minimum=1,
+                                 maximum=COUNT_MAX)
+    target_update_every: int = setting(1000, "Environment steps between target-network updates.",
+                                       IDENTITY, minimum=1, maximum=STEPS_MAX)
+    tau: float = setting(1.0, "Target update weight: 1 copies, below 1 is Polyak averaging.", IDENTITY,
+                         minimum=0.0, maximum=1.0, exclusive_minimum=True)
+    double: bool = setting(True, "Double DQN: the online network picks the next action.", IDENTITY)
+    n_step: int = setting(1, "Steps of reward summed into each target.", IDENTITY, minimum=1,
+                         maximum=100_000)
+    hidden_sizes: list[int] = setting([256, 256], "Widths of the MLP's hidden layers (vector obs).",
+                                      IDENTITY, minimum=1, maximum=COUNT_MAX)
+    loss: Literal["huber", "mse"] = setting("huber", "Temporal-difference loss.", IDENTITY)
+    max_grad_norm: float = setting(10.0, "Clip the gradient's norm to this (0: no clipping).", IDENTITY,
+                                   minimum=0.0)
+    epsilon_start: float = setting(1.0, "Exploration rate at step 0.", IDENTITY, minimum=0.0, maximum=1.0)
+    epsilon_end: float = setting(0.01, "Exploration rate from epsilon_end_step on.", IDENTITY,
+                                 minimum=0.0, maximum=1.0)
+    epsilon_end_step: int = setting(1_000_000, "Absolute step at which epsilon reaches epsilon_end.",
+                                    IDENTITY, minimum=1, maximum=STEPS_MAX)
+
+
+@dataclass(frozen=True)
+class ReplaySection:
+    """[[replay]]: one experience replay and its share of every batch."""
+
+    kind: Literal["standard", "queue", "elite", "attentive"] = setting(
+        "standard", "standard: uniform; queue: FIFO of fresh unrolls (vtrace); elite, attentive: most on-policy "
+        "or most similar to now, from uniform candidates.", IDENTITY)
+    capacity: int = setting(100_000, "Items the replay holds (transitions for dqn, unrolls for vtrace).",
+                            IDENTITY, minimum=1, maximum=CAPACITY_MAX)
+    ratio: float = setting(1.0, "Share of each batch drawn from this replay; shares sum to 1.", IDENTITY,
+                           minimum=0.0, maximum=1.0, exclusive_minimum=True)
+    min_size: int = setting(0, "Items needed before sampling (0: a full queue, else max(20% of capacity, "
+                               "10 x batch)).", IDENTITY, minimum=0, maximum=CAPACITY_MAX)
+    strategy: int = setting(1, "Elite/attentive selection: 1 nearest, 2 rank-stratified, 3 least-sampled, "
+                               "4 least-sampled per window.", IDENTITY, minimum=1, maximum=4)
+    distance: Literal["ln_norm", "cos_dist", "kl_div"] = setting(
+        "ln_norm", "How far stored features are from current ones.", IDENTITY)
+    p: float = setting(2.0, "The norm's p for distance = ln_norm.", IDENTITY, minimum=0.0, exclusive_minimum=True)
+    lambda_batch_multiplier: float = setting(6.0, "Candidates per sampled item at the start (lambda_0).",
+                                             IDENTITY, minimum=1.0)
+    alpha_annealing_factor: float = setting(2.0, "Stretches lambda's horizon: lambda reaches 1 at environment step "
+                                                 "anneal_steps * alpha.", IDENTITY, minimum=0.0,
+                                            exclusive_minimum=True, formerly="alfa_annealing_factor")
+    anneal_steps: int = setting(1_000_000, "Environment steps (the unit of total_steps) over which lambda falls "
+                                           "linearly to 1, times alpha.", IDENTITY, minimum=1, maximum=STEPS_MAX)
+    elite_insertion: bool = setting(False, "Once full, overwrite the farthest of some candidates, not the "
+                                           "oldest.", IDENTITY)
+    insertion_candidates: int = setting(32, "Candidates drawn for elite insertion.", IDENTITY, minimum=1,
+                                       maximum=COUNT_MAX)
+
+
+@dataclass(frozen=True)
+class VtraceSection:
+    """[vtrace]: actor/learner V-trace (IMPALA)."""
+
+    actors: int = setting(2, "Actor processes, each with a CPU copy of the policy.", RESUME, minimum=1,
+                         maximum=4096)
+    envs_per_actor: int = setting(4, "Environments each actor steps side by side.", IDENTITY, minimum=1,
+                                 maximum=COUNT_MAX)
+    unroll_length: int = setting(20, "Steps per unroll (T).", IDENTITY, minimum=1, maximum=100_000)
+    batch_size: int = setting(32, "Unrolls per learner batch.", IDENTITY, minimum=1, maximum=COUNT_MAX)
+    lr: float = setting(6e-4, "RMSProp learning rate at step 0.", IDENTITY, minimum=0.0, exclusive_minimum=True)
+    lr_end: float = setting(0.0, "Learning rate reached at lr_end_step, and kept after it.", IDENTITY,
+                            minimum=0.0)
+    lr_end_step: int = setting(50_000_000, "Absolute step at which the learning rate has moved linearly from lr "
+                                           "to lr_end.", IDENTITY, minimum=1, maximum=STEPS_MAX)
+    gamma: float = setting(0.99, "Discount factor.", IDENTITY, minimum=0.0, maximum=1.0)
+    rmsprop_alpha: float = setting(0.99, "RMSProp smoothing constant.", IDENTITY, minimum=0.0, maximum=1.0)
+    rmsprop_eps: float = setting(0.01, "RMSProp epsilon.", IDENTITY, minimum=0.0, exclusive_minimum=True)
+    rmsprop_momentum: float = setting(0.0, "RMSProp momentum.", IDENTITY, minimum=0.0)
+    baseline_cost: float = setting(0.5, "Weight of the value loss.", IDENTITY, minimum=0.0)
+    entropy_cost: float = setting(0.01, "Weight of the entropy bonus.", IDENTITY, minimum=0.0)
+    rho_clip: float = setting(1.0, "V-trace rho-bar: clip of the importance weights in the value targets.",
+                              IDENTITY, minimum=0.0, exclusive_minimum=True)
+    pg_rho_clip: float = setting(1.0, "Clip of the importance weights in the policy-gradient advantage.",
+                                 IDENTITY, minimum=0.0, exclusive_minimum=True)
+    c_clip: float = setting(1.0, "V-trace c-bar: clip of the trace-cutting coefficients.", IDENTITY,
+                            minimum=0.0, exclusive_minimum=True)
+    max_grad_norm: float = setting(40.0, "Clip the gradient's norm to this (0: no clipping).", IDENTITY,
+                                   minimum=0.0)
+    hidden_sizes: list[int] = setting([256, 256], "Widths of the MLP torso's hidden layers (vector obs).",
+                                      IDENTITY, minimum=1, maximum=COUNT_MAX)
+    feature_size: int = setting(512, "Width of the feature head whose outputs elite replay compares.",
+                                IDENTITY, minimum=1, maximum=COUNT_MAX)
+    serial: bool = setting(False, "Run actors and learner in one process (debugging; bit-exact resume).",
+                           RESUME)
+
+
+@dataclass(frozen=True)
+class CheckpointSection:
+    """[checkpoint]: when checkpoints are written and how many are kept."""
+
+    every_steps: int = setting(50_000, "Steps between interval checkpoints (0: only pause and final).",
+                               LIVE, minimum=0, maximum=STEPS_MAX)
+    keep: int = setting(3, "Newest checkpoints kept on disk.", LIVE, minimum=1, maximum=100_000)
+    replay: bool = setting(True, "Save replays in checkpoints; without them a resume is not exact.",
+                           LIVE)
+
+
+@dataclass(frozen=True)
+class LogSection:
+    """[log]: training metrics written to metrics.jsonl."""
+
+    every_steps: int = setting(1000, "Steps between train-metric lines.", LIVE, minimum=1,
+                              maximum=STEPS_MAX)
+    tensorboard: bool = setting(False, "Also write TensorBoard event files (needs tensorboard).", LIVE)
+
+
+@dataclass(frozen=True)
+class EvalSection:
+    """[eval]: greedy evaluation on its own environments and random streams."""
+
+    every_steps: int = setting(0, "Steps between evaluations (0: none).", LIVE, minimum=0,
+                              maximum=STEPS_MAX)
+    episodes: int = setting(5, "Episodes per evaluation.", LIVE, minimum=1, maximum=1_000_000)
+    epsilon: float = setting(0.0, "Exploration rate while evaluating (its own random stream).", LIVE,
+                             minimum=0.0, maximum=1.0)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A whole job file, every default filled in."""
+
+    job: JobSection = field(default_factory=JobSection)
+    env: EnvSection = field(default_factory=EnvSection)
+    dqn: DqnSection = field(default_factory=DqnSection)
+    vtrace: VtraceSection = field(default_factory=VtraceSection)
+    replay: tuple[ReplaySection, ...] = field(default_factory=lambda: (ReplaySection(),))
+    checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
+    log: LogSection = field(default_factory=LogSection)
+    eval: EvalSection = field(default_factory=EvalSection)
+
+    def to_toml(self) -> str:
+        """The resolved spec as TOML, each field preceded by its doc line."""
+        from rlsup.spec.render import render_toml  # render reads these classes: imported when used
+
+        return render_toml(self)
+
+    @property
+    def batch_size(self) -> int:
+        """Items per learner batch: transitions for dqn, unrolls for vtrace."""
+        return self.vtrace.batch_size if self.job.algo == "vtrace" else self.dqn.batch_size
+
+    def sha256(self) -> str:
+        return hashlib.sha256(self.to_toml().encode()).hexdigest()
+
+    def replace(self, section: str, **changes: Any) -> "JobSpec":
+        """A copy with fields of one table changed (tests and tools use this)."""
+        return dataclasses.replace(self, **{section: dataclasses.replace(getattr(self, section), **changes)})
+
+
+TABLES: dict[str, type] = {f.name: f.default_factory().__class__ for f in dataclasses.fields(JobSpec)
+                           if f.name != "replay"}
+ARRAY_TABLES: dict[str, type] = {"replay": ReplaySection}
+
+
+def env_state_fields() -> tuple[str, ...]:
+    """[env] fields that change what a captured environment state means (setting's env_state flag)."""
+    return tuple(f.name for f in dataclasses.fields(EnvSection) if f.metadata["env_state"])
+
+
+def section_field(cls: type, name: str) -> dataclasses.Field:
+    return next(f for f in dataclasses.fields(cls) if f.name == name)
+
+
+def former_names(cls: type) -> dict[str, str]:
+    """Old spelling -> field name, for the fields of cls declared with `formerly`."""
+    return {f.metadata["formerly"]: f.name for f in dataclasses.fields(cls) if f.metadata["formerly"]}

@@ -1,0 +1,157 @@
+"""Loading job files: TOML checked field by field and rule by rule, every problem located at its line."""
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+import typing
+import warnings
+from pathlib import Path
+from typing import Any
+
+from rlsup.fieldcheck import check_value
+from rlsup.spec.fields import ARRAY_TABLES, TABLES, JobSpec, former_names, section_field
+from rlsup.spec.locating import Located, Problem, SpecError
+from rlsup.spec.rules import job_violations
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+
+class SpecDeprecation(FutureWarning):
+    """A job file spells something the old way: it still loads, and the user is told where to change it.
+
+    A FutureWarning, which Python shows by default (a DeprecationWarning would be hidden from users).
+    """
+
+
+# One warning registry per job file: a file loaded again (the daemon reloads edited files) warns once.
+_WARNED: dict[str, dict] = {}
+
+
+def load(path: str | Path) -> JobSpec:
+    """Read and validate a job file; raise SpecError naming file, line and field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise SpecError([Problem(str(path), None, "", f"cannot read the file: {error}")]) from None
+    return loads(text, file=str(path), default_name=path.stem)
+
+
+def loads(text: str, *, file: str = "<string>", default_name: str = "job") -> JobSpec:
+    """Parse job-file text; see load(). Old spellings load too, each with a SpecDeprecation warning."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        line = getattr(error, "lineno", None) or _line_from_message(str(error))
+        if line is None and "end of document" in str(error):
+            line = max(len(text.splitlines()), 1)
+        message = getattr(error, "msg", None) or re.sub(r"\s*\(at line \d+, column \d+\)", "", str(error))
+        raise SpecError([Problem(file, line, "", f"invalid TOML: {message}")]) from None
+    located = _Loading(file, text)
+    spec = located.build_spec(data)
+    if spec is not None:
+        if not spec.job.name:
+            spec = spec.replace("job", name=sanitize_name(default_name))
+        located.problems.extend(located.problem(violation.path, violation.message)
+                                for violation in job_violations(spec))
+    if located.problems:
+        raise SpecError(located.problems)
+    located.warn_deprecations()
+    return spec
+
+
+def _line_from_message(message: str) -> int | None:
+    match = re.search(r"at line (\d+)", message)
+    return int(match.group(1)) if match else None
+
+
+class _Loading(Located):
+    """One file being loaded: the problems found so far and the old spellings it uses."""
+
+    def __init__(self, file: str, text: str):
+        super().__init__(file, text)
+        self.problems: list[Problem] = []
+        self.deprecations: list[Problem] = []
+
+    def build_spec(self, data: dict) -> JobSpec | None:
+        sections: dict[str, Any] = {}
+        known = list(TABLES) + list(ARRAY_TABLES)
+        for key, value in data.items():
+            if key in TABLES:
+                if not isinstance(value, dict):
+                    self.problems.append(self.problem((key,), f"must be a table [{key}]"))
+                    continue
+                sections[key] = self.build_section(TABLES[key], value, (key,))
+            elif key in ARRAY_TABLES:
+                if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+                    self.problems.append(self.problem((key,), f"must be an array of tables [[{key}]]"))
+                    continue
+                if not value:
+                    self.problems.append(self.problem((key,), "needs at least one entry"))
+                    continue
+                sections[key] = tuple(self.build_section(ARRAY_TABLES[key], item, (key, index))
+                                      for index, item in enumerate(value))
+            else:
+                self.problems.append(self.problem((key,), "unknown table" + _suggestion(key, known)))
+        if self.problems:
+            return None
+        return JobSpec(**sections)
+
+    def build_section(self, cls: type, data: dict, path: tuple) -> Any:
+        hints = typing.get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for name, (key, value) in self.current_names(cls, data, path).items():
+            if name not in hints:
+                self.problems.append(self.problem(path + (key,), "unknown field" + _suggestion(key, list(hints))))
+                continue
+            error = check_value(value, hints[name], section_field(cls, name).metadata)
+            if error:
+                self.problems.append(self.problem(path + (key,), error))
+            else:
+                values[name] = float(value) if hints[name] is float else value
+        return cls(**values)
+
+    def current_names(self, cls: type, data: dict, path: tuple) -> dict[str, tuple[str, Any]]:
+        """Field name -> (the key the file wrote, value): old spellings are noted, and an old and a new
+        spelling of one field together is a problem."""
+        renamed = {}
+        formerly = former_names(cls)
+        for key, value in data.items():
+            name = formerly.get(key, key)
+            if name != key:
+                if name in data:
+                    self.problems.append(self.problem(path + (key,), f"is the old spelling of {name}, which is "
+                                                                     f"also given; keep only {name}"))
+                    continue
+                self.deprecations.append(self.problem(path + (key,), f"is the old spelling of {name}; rename it "
+                                                                     "(the old one still loads, for now)"))
+            renamed[name] = (key, value)
+        return renamed
+
+    def warn_deprecations(self) -> None:
+        registry = _WARNED.setdefault(self.file, {})
+        for note in self.deprecations:
+            # Attributed to the job file's own line, so the warning shows that line, not this module's.
+            warnings.warn_explicit(f"{note.field}: {note.message}", SpecDeprecation, self.file, note.line or 0,
+                                   module="rlsup.spec", registry=registry)
+
+
+def field_problem(section: str, name: str, value: Any) -> str | None:
+    """Why value cannot be [section] name (type and range), or None: for values given outside a file."""
+    cls = TABLES[section]
+    return check_value(value, typing.get_type_hints(cls)[name], section_field(cls, name).metadata)
+
+
+def _suggestion(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def sanitize_name(name: str) -> str:
+    """A name safe as a path component: no separators, no dots at the start, no control characters."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.\-]+", "-", name).strip("-.")
+    return cleaned[:64] or "job"

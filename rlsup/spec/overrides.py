@@ -1,0 +1,37 @@
+"""Command-line overrides: values given at submit that win over the job file until the file changes them."""
+from __future__ import annotations
+
+import hashlib
+
+from rlsup.spec.fields import JobSpec
+from rlsup.spec.loading import field_problem, sanitize_name
+from rlsup.spec.locating import Problem, SpecError
+
+
+def make_overrides(loaded: JobSpec, *, name: str | None = None, priority: int | None = None) -> dict:
+    """Record each override with the file's value it replaced."""
+    overrides = {}
+    if name is not None or sanitize_name(loaded.job.name) != loaded.job.name:
+        # A name from the file is sanitised too: it becomes part of paths and must not hold '/' or '..'.
+        wanted = loaded.job.name if name is None else name
+        overrides["job.name"] = {"file": loaded.job.name, "value": sanitize_name(wanted)}
+    if priority is not None:
+        problem = field_problem("job", "priority", priority)
+        if problem:
+            raise SpecError([Problem("--priority", None, "job.priority", problem)])
+        overrides["job.priority"] = {"file": loaded.job.priority, "value": int(priority)}
+    return overrides
+
+
+def apply_overrides(loaded: JobSpec, overrides: dict) -> JobSpec:
+    """Apply each override while the file still holds the value it replaced; an edit there wins."""
+    for key, entry in overrides.items():
+        section, field = key.split(".", 1)
+        if getattr(getattr(loaded, section), field) == entry["file"]:
+            loaded = loaded.replace(section, **{field: entry["value"]})
+    return loaded
+
+
+def file_digest(data: bytes) -> str:
+    """What a job file's bytes are, to tell a real edit from a save without a change."""
+    return hashlib.sha256(data).hexdigest()

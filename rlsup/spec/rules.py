@@ -1,0 +1,92 @@
+"""Rules that involve more than one field: checked when a job file loads, and by the replay mixer it builds."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from rlsup.spec.fields import JobSpec, ReplaySection
+
+# Ratios come from TOML floats (0.1 + 0.2 != 0.3), so sums and shares are compared with this slack.
+RATIO_TOLERANCE = 1e-9
+# What the replays of each algorithm hold: DQN transitions, V-trace unrolls.
+REPLAY_ITEMS = {"dqn": "transitions", "vtrace": "unrolls"}
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A broken rule: the key path it is reported at, and which [[replay]] table it concerns (None: several)."""
+
+    path: tuple
+    message: str
+    table: int | None = None
+
+
+class ReplayShare(Protocol):
+    """What the batch rules read of a replay: a [[replay]] table, or the mixer's Replay built from one."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def capacity(self) -> int: ...
+
+    @property
+    def ratio(self) -> float: ...
+
+
+def job_violations(spec: JobSpec) -> list[Violation]:
+    """Every cross-field rule a loaded job file breaks."""
+    violations = share_violations(spec.replay, spec.batch_size)
+    item = REPLAY_ITEMS[spec.job.algo]
+    for index, replay in enumerate(spec.replay):
+        violations.extend(item_violations(index, replay, item))
+    if spec.dqn.epsilon_end > spec.dqn.epsilon_start:
+        violations.append(Violation(("dqn", "epsilon_end"), "must not exceed epsilon_start"))
+    if spec.env.preset == "atari" and not spec.env.id.startswith("ALE/"):
+        violations.append(Violation(("env", "id"), f"the atari preset needs an ALE/ id, not {spec.env.id!r}"))
+    if spec.job.device == "cpu" and spec.job.gpus:
+        violations.append(Violation(("job", "gpus"), "a job with device = \"cpu\" cannot reserve GPUs"))
+    return violations
+
+
+def share_violations(replays: Sequence[ReplayShare], batch_size: int) -> list[Violation]:
+    """Ratios that do not split every batch into whole shares of at least one item, and queues below their share."""
+    violations = []
+    total = sum(replay.ratio for replay in replays)
+    if not math.isclose(total, 1.0, rel_tol=0.0, abs_tol=RATIO_TOLERANCE):
+        violations.append(Violation(("replay", 0, "ratio"), f"replay ratios must sum to 1, they sum to {total:g}"))
+    for index, replay in enumerate(replays):
+        share = replay.ratio * batch_size
+        whole = round(share)
+        if whole < 1 or abs(share - whole) > RATIO_TOLERANCE * batch_size:
+            violations.append(Violation(("replay", index, "ratio"), f"ratio {replay.ratio:g} of batch {batch_size} "
+                                        f"is {share:g} items; it must be a whole number of at least 1", index))
+        if replay.kind == "queue" and replay.capacity < whole:
+            violations.append(Violation(("replay", index, "capacity"), f"a queue must hold at least its share of "
+                                        f"each batch: capacity {replay.capacity} is below its share of {whole} "
+                                        "unrolls", index))
+    return violations
+
+
+def whole_shares(replays: Sequence[ReplayShare], batch_size: int) -> list[int]:
+    """Items each replay gives a batch, for ratios share_violations accepts."""
+    return [round(replay.ratio * batch_size) for replay in replays]
+
+
+def item_violations(index: int, replay: ReplaySection, item: str) -> list[Violation]:
+    """What one [[replay]] table cannot do with the items it holds ("transitions" or "unrolls")."""
+    path = ("replay", index)
+    violations = []
+    if replay.kind == "queue" and item != "unrolls":
+        violations.append(Violation(path + ("kind",), "a queue replay holds unrolls for vtrace; dqn's transitions "
+                                    "use standard, elite or attentive", index))
+    if replay.elite_insertion and item != "unrolls":
+        # Transition rows are consecutive frames of an episode: overwriting one in the middle
+        # would break the stacks and n-step windows of its neighbours.
+        violations.append(Violation(path + ("elite_insertion",), "elite_insertion works on unrolls only (vtrace), "
+                                    "not on transitions (dqn)", index))
+    if replay.min_size > replay.capacity:
+        violations.append(Violation(path + ("min_size",), f"must not exceed capacity: min_size {replay.min_size} "
+                                    f"exceeds its capacity {replay.capacity}, so it would never be ready", index))
+    return violations
