@@ -52,4 +52,4 @@ def test_example_elite_lambda_anneals_within_its_budget(job_file: Path) -> None:
     spec = specs.load(job_file)
     for replay in spec.replay:
         if replay.kind in ("elite", "attentive"):
-            assert replay.anneal_steps * replay.alfa_annealing_factor <= spec.job.total_steps, replay
+            assert replay.anneal_steps * replay.alpha_annealing_factor <= spec.job.total_steps, replay
