@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 
 from rlsup import runfiles
-from rlsup.daemon import client
+from rlsup import client
 from rlsup.jobstate import Desired, State
 from rlsup.store import Store
 

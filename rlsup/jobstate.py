@@ -33,6 +33,18 @@ class Desired(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
+    @property
+    def verb(self) -> str:
+        """The word a user says for this intent: `rlsup pause|resume|kill`, the TUI's actions, the events."""
+        return INTENT_VERBS[self]
+
+    @classmethod
+    def from_verb(cls, verb: str) -> "Desired":
+        return next(desired for desired, word in INTENT_VERBS.items() if word == verb)
+
+
+INTENT_VERBS = {Desired.PAUSED: "pause", Desired.RUNNING: "resume", Desired.KILLED: "kill"}
+
 
 # States in which a worker process may exist.
 ACTIVE = frozenset({State.STARTING, State.RUNNING, State.PAUSING, State.STOPPING})
@@ -176,6 +188,27 @@ def intent_target(state: State, desired: Desired, *, new_intent: bool) -> State 
     if state in (State.FAILED, State.KILLED) and new_intent:
         return State.QUEUED
     return None
+
+
+# What each intent tells a user who asks it of a job it cannot act on.
+NOTHING_TO_DO = {Desired.PAUSED: "nothing to pause", Desired.RUNNING: "nothing to resume",
+                 Desired.KILLED: "already killed"}
+
+# The state an intent moves a live worker's job toward; resuming a job whose worker lives asks nothing.
+_ACTIVE_TARGETS = {Desired.PAUSED: State.PAUSING, Desired.KILLED: State.KILLED, Desired.RUNNING: None}
+
+
+def intent_applies(state: State, desired: Desired) -> bool:
+    """Whether a fresh intent has anything to do for a job in this state (clients refuse the others).
+
+    Pause: queued or a live worker not already pausing; resume: paused, failed or killed (a done job
+    runs again when an edit raises its budget); kill: anything not killed yet.
+    """
+    state, desired = State(state), Desired(desired)
+    if state in ACTIVE:
+        target = _ACTIVE_TARGETS[desired]
+        return target is not None and allowed(state, target)
+    return intent_target(state, desired, new_intent=True) is not None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,6 +4,8 @@ from __future__ import annotations
 import sys
 import time
 
+from rlsup.formatting import stopwatch
+
 STATUS_INTERVAL_S = 1.0
 PROGRESS_INTERVAL_S = 0.25
 
@@ -52,7 +54,7 @@ class ProgressLine:
     def show(self, step: int, total: int, rate: float, mean_return: float | None) -> None:
         fraction = min(step / total, 1.0)
         bar = "#" * int(fraction * 30)
-        eta = format_duration((total - step) / rate) if rate > 0 else "?"
+        eta = stopwatch((total - step) / rate) if rate > 0 else "?"
         returns = f"  return {mean_return:.1f}" if mean_return is not None else ""
         sys.stderr.write(f"\r\033[K[{bar:<30}] {step:,}/{total:,} {fraction:6.1%}  "
                          f"{rate:,.0f} steps/s  ETA {eta}{returns}")
@@ -65,8 +67,3 @@ class ProgressLine:
             sys.stderr.flush()
             self.visible = False
 
-
-def format_duration(seconds: float) -> str:
-    seconds = int(seconds)
-    hours, remainder = divmod(seconds, 3600)
-    return f"{hours}:{remainder // 60:02d}:{remainder % 60:02d}"

@@ -280,7 +280,7 @@ class Store:
             self.connection.execute(
                 "UPDATE jobs SET desired = ?, desired_seq = desired_seq + 1, updated = ? WHERE id = ?",
                 (desired.value, time.time(), int(job_id)))
-            self._event(job_id, "intent", None, None, f"{_INTENT_WORDS[desired]} requested", time.time())
+            self._event(job_id, "intent", None, None, f"{desired.verb} requested", time.time())
         return self.job(job_id)
 
     # ------------------------------------------------------------------ daemon writes
@@ -345,9 +345,6 @@ class Store:
         row = self.connection.execute(
             "SELECT sample FROM hardware_samples ORDER BY time DESC LIMIT 1").fetchone()
         return json.loads(row[0]) if row else None
-
-
-_INTENT_WORDS = {Desired.RUNNING: "resume", Desired.PAUSED: "pause", Desired.KILLED: "kill"}
 
 
 class _Transaction:

@@ -16,6 +16,7 @@ from rlsup.daemon import scheduler
 from rlsup.daemon.supervisor import Supervisor, Worker, WORKER_COMMAND, boot_id, exit_of_vanished
 from rlsup.daemon.watcher import EditApplier, SpecWatcher
 from rlsup.jobstate import ACTIVE, Desired, Exit, State
+from rlsup.jobview import read_worker_status
 from rlsup.store import Job, Store
 
 if sys.version_info >= (3, 11):
@@ -326,11 +327,11 @@ class Daemon:
 
     def poll_job(self, job: Job) -> None:
         worker = self.supervisor.workers.get(job.id)
-        status = runfiles.read_status(Path(job.run_dir))
-        if worker is None or status is None or status.get("pid") != worker.pid:
+        status = read_worker_status(job.run_dir)
+        if worker is None or status is None or status.pid != worker.pid:
             return
-        self.record_notice(job.id, worker.pid, status.get("notice"))
-        step, total = int(status.get("step") or 0), int(status.get("total_steps") or job.total_steps)
+        self.record_notice(job.id, worker.pid, status.notice)
+        step, total = status.step or 0, status.total_steps or job.total_steps
         if job.state is State.STARTING:
             self.store.transition(job.id, State.RUNNING, f"worker pid {worker.pid} reports", step=step,
                                   total_steps=total)

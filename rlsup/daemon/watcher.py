@@ -14,8 +14,9 @@ from watchdog.events import (FileClosedEvent, FileCreatedEvent, FileModifiedEven
 from watchdog.observers import Observer
 
 from rlsup import jobstate, runfiles, spec as specs
-from rlsup.daemon import client
+from rlsup import client
 from rlsup.jobstate import State
+from rlsup.jobview import jobs_following
 from rlsup.store import Job
 
 log = logging.getLogger("rlsup.daemon")
@@ -118,7 +119,7 @@ class EditApplier:
         self.store = daemon.store
 
     def check_file(self, path: str) -> None:
-        for job in client.jobs_following(path, self.store.jobs()):
+        for job in jobs_following(path, self.store.jobs()):
             self.daemon.contain(job.id, lambda job=job: self.check_job(job))
 
     def check_job(self, job: Job) -> None:

@@ -16,27 +16,20 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.screen import Screen
 from textual.worker import get_current_worker
 
-from rlsup import paths, spec as specs
+from rlsup import client, jobstate, jobview, paths, spec as specs
 from rlsup.checkpoint.manifest import verify
-from rlsup.daemon import client
-from rlsup.jobstate import ACTIVE, State
+from rlsup.jobstate import ACTIVE, Desired
+from rlsup.jobview import JobRow
 from rlsup.store import Event
 from rlsup.tui import data, messages
-from rlsup.tui.data import JobRow, MetricsView
+from rlsup.tui.data import MetricsView
 from rlsup.tui.screens import ConfirmScreen, DetailScreen, HelpScreen, JobView, MainScreen, SubmitScreen
 
 POLL_INTERVAL_S = 0.5
 VERIFY_LOCK = threading.Lock()
 EVENTS_KEPT = 1000
-
-# Which states each intent makes sense in, and what to tell the user otherwise.
-INTENT_STATES = {
-    "pause": (frozenset({State.QUEUED, State.STARTING, State.RUNNING, State.STOPPING}), "nothing to pause"),
-    "resume": (frozenset({State.PAUSED, State.FAILED, State.KILLED}),
-               "nothing to resume (a done job runs again when you raise total_steps with e)"),
-    "kill": (frozenset(State) - {State.KILLED}, "already killed"),
-}
-INTENT_CALLS = {"pause": client.pause, "resume": client.resume, "kill": client.kill}
+# Added to jobstate's refusal of a resume: the way to run a done job again, here.
+RESUME_HINT = " (a done job runs again when you raise total_steps with e)"
 
 
 @dataclass
@@ -278,40 +271,40 @@ class RlsupApp(App):
     # -- actions -----------------------------------------------------------------------------
 
     def action_pause(self) -> None:
-        self.intent("pause")
+        self.intent(Desired.PAUSED)
 
     def action_resume(self) -> None:
-        self.intent("resume")
+        self.intent(Desired.RUNNING)
 
     def action_kill(self) -> None:
-        self.intent("kill")
+        self.intent(Desired.KILLED)
 
-    def intent(self, verb: str) -> None:
+    def intent(self, desired: Desired) -> None:
         row = self.selected_row()
         if row is None:
             return
         job = row.job
-        states, problem = INTENT_STATES[verb]
-        if job.state not in states:
+        if not jobstate.intent_applies(job.state, desired):
+            problem = jobstate.NOTHING_TO_DO[desired] + (RESUME_HINT if desired is Desired.RUNNING else "")
             self.notify(f"Job {job.id} is {job.state}: {problem}.", severity="warning")
             return
-        if verb != "kill":
-            self.send_intent(verb, job.id)
+        if desired is not Desired.KILLED:
+            self.send_intent(desired, job.id)
             return
         question = f"Kill job {job.id} ({job.name})? It stops without a checkpoint."
         if job.state in ACTIVE:
             question += " Progress since its last checkpoint is lost."
         self.push_screen(ConfirmScreen(question, yes="Kill"),
-                         lambda confirmed: self.send_intent(verb, job.id) if confirmed else None)
+                         lambda confirmed: self.send_intent(desired, job.id) if confirmed else None)
 
     @work(thread=True, group="actions")
-    def send_intent(self, verb: str, job_id: int) -> None:
+    def send_intent(self, desired: Desired, job_id: int) -> None:
         try:
-            INTENT_CALLS[verb](str(job_id), home=self.home)
+            client.set_intent(str(job_id), desired, home=self.home)
         except (client.JobNotFound, client.DaemonError, sqlite3.Error, OSError) as error:
-            self.post_message(messages.ActionFinished(f"{verb} job {job_id}: {error}", failed=True))
+            self.post_message(messages.ActionFinished(f"{desired.verb} job {job_id}: {error}", failed=True))
             return
-        self.post_message(messages.ActionFinished(f"{verb.capitalize()} requested for job {job_id}."))
+        self.post_message(messages.ActionFinished(f"{desired.verb.capitalize()} requested for job {job_id}."))
 
     def action_edit(self) -> None:
         row = self.selected_row()
@@ -337,7 +330,7 @@ class RlsupApp(App):
 
     def edit_reach(self, path: str) -> str:
         """Name the jobs a shared file drives: one save reaches them all (a `submit --copy` job has its own)."""
-        drives = client.jobs_following(path, [row.job for row in self.model.rows])
+        drives = jobview.jobs_following(path, [row.job for row in self.model.rows])
         if len(drives) < 2:
             return ""
         return f"this file drives jobs {', '.join(str(job.id) for job in sorted(drives, key=lambda job: job.id))}; "

@@ -11,15 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from rlsup import paths, runfiles
+from rlsup import client, paths, runfiles
 from rlsup.checkpoint.manifest import checkpoints_dir, list_checkpoints
-from rlsup.daemon import client
 from rlsup.jobstate import ACTIVE, State
+from rlsup.jobview import JobRow, WorkerStatus, merge_status, read_worker_status, sorted_rows
+from rlsup.jobview import number as _number
 from rlsup.store import Job, Store
 from rlsup.tui import messages
-# JobRow and job_row are re-exported: the screens and tests know them from here.
-from rlsup.tui.jobview import (DriftCache, JobRow, RateWindows, file_stamp, gpu_holders,  # noqa: F401
-                               job_row, number as _number, sorted_rows)
+from rlsup.tui.rows import DriftCache, RateWindows, file_stamp, gpu_holders
 
 # Buckets per series: a 200-column plot shows about two min/max pairs per column.
 PLOT_BUCKETS = 400
@@ -239,7 +238,7 @@ class Poller:
         self.store: Store | None = None
         self._owns_hardware = hardware is None
         self._posted: dict[str, object] = {}
-        self._statuses: dict[int, tuple[State, dict | None]] = {}
+        self._statuses: dict[int, tuple[State, WorkerStatus | None]] = {}
         self._last_event_id: int | None = None
         self._hardware_at = -math.inf
         self.drifts = DriftCache()
@@ -286,13 +285,13 @@ class Poller:
 
     def _row(self, job: Job) -> JobRow:
         status = self._status(job)
-        return job_row(job, status, self.drifts.drift(job), self.rates.rate(job, status))
+        return merge_status(job, status, rate=self.rates.rate(job, status), drift=self.drifts.drift(job))
 
-    def _status(self, job: Job) -> dict | None:
+    def _status(self, job: Job) -> WorkerStatus | None:
         """status.json, re-read while the job is active or after its state changed, cached otherwise."""
         cached = self._statuses.get(job.id)
         if cached is None or job.state in ACTIVE or cached[0] is not job.state:
-            cached = (job.state, runfiles.read_status(Path(job.run_dir)))
+            cached = (job.state, read_worker_status(job.run_dir))
             self._statuses[job.id] = cached
         return cached[1]
 

@@ -8,8 +8,9 @@ from textual.message import Message
 if TYPE_CHECKING:
     from rlsup.checkpoint.manifest import CheckpointEntry
     from rlsup.hardware import Sample
+    from rlsup.jobview import JobRow
     from rlsup.store import Event
-    from rlsup.tui.data import JobRow, MetricsView
+    from rlsup.tui.data import MetricsView
 
 
 class DaemonChanged(Message):

@@ -11,11 +11,12 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
 
+from rlsup.formatting import DATE_AND_MINUTE, clock_time, decimal, duration, short_count, speed
+from rlsup.jobview import JobRow
 from rlsup.tui.completion import PathSuggester
-from rlsup.tui.data import JobRow
 from rlsup.tui.logtail import LogTail
 from rlsup.tui.widgets import (PLOT_KINDS, CheckpointsTable, DaemonBanner, EventsLog, HardwareStrip, JobsTable,
-                               MetricsPlot, clock_time, duration, short_count, state_text)
+                               MetricsPlot, state_text)
 
 # Shown in the footer of both job screens; the actions live on the app so the palette shares them.
 JOB_BINDINGS = [
@@ -195,13 +196,13 @@ class DetailScreen(JobView, Screen):
 def job_details(row: JobRow, home: Path) -> Group:
     """The job's fields as a grid of label / value pairs, then its reason and paths at full width."""
     job = row.job
-    stamp = "%Y-%m-%d %H:%M"
+    stamp = DATE_AND_MINUTE
     pairs = [
         ("Job", f"{job.id} {job.name}"), ("State", state_text(job.state)),
         ("Algo / env", f"{job.algo} on {job.env}"), ("Wanted", str(job.desired)),
         ("Step", f"{short_count(row.step)} of {short_count(job.total_steps)}"),
-        ("Steps/s", f"{row.steps_per_second:,.0f}" if row.steps_per_second else "–"),
-        ("ETA", duration(row.eta_s)), ("Mean return", f"{row.mean_return:.2f}" if row.mean_return is not None else "–"),
+        ("Steps/s", speed(row.steps_per_second)), ("ETA", duration(row.eta_s)),
+        ("Mean return", decimal(row.mean_return, 2)),
         ("Priority", str(job.priority)), ("Restarts", f"{job.restarts} of {job.max_restarts}"),
         ("GPUs", job.gpus or "none"), ("PID", str(job.pid or "–")),
         ("Submitted", clock_time(job.submitted, stamp)), ("Started", clock_time(job.started, stamp)),

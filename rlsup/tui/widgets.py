@@ -1,7 +1,6 @@
-"""The TUI's widgets: jobs table, plots, checkpoints, events, log tail, hardware strip, and their formatting."""
+"""The TUI's widgets: jobs table, plots, checkpoints, events, log tail and hardware strip."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from rich.cells import cell_len
@@ -12,11 +11,13 @@ from textual.widgets import DataTable, RichLog, Static
 from textual_plotext import PlotextPlot
 
 from rlsup.checkpoint.manifest import BEST, CheckpointEntry, best_entries
+from rlsup.formatting import DAY_AND_MINUTE, byte_size, clock_time, decimal, duration, short_count, speed
 from rlsup.hardware import Gpu, Sample
 from rlsup.jobstate import State
+from rlsup.jobview import JobRow
 from rlsup.store import Event
-from rlsup.tui.data import JobRow, MetricsView
-from rlsup.tui.jobview import training_phase_speeds
+from rlsup.tui.data import MetricsView
+from rlsup.tui.rows import training_phase_speeds
 
 STATE_STYLES = {
     State.RUNNING: "bold green", State.STARTING: "green", State.PAUSING: "yellow", State.STOPPING: "yellow",
@@ -37,43 +38,6 @@ LEVELS = "▁▂▃▄▅▆▇█"
 
 # ---------------------------------------------------------------------------------------------
 # Formatting
-
-
-def short_count(value: float | None) -> str:
-    """12_345 -> 12.3k, 2_000_000 -> 2M: a step count that fits a narrow column."""
-    if value is None:
-        return "–"
-    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= limit * 0.9995:  # 999,999 rounds to "1M", not "1e+03k"
-            return f"{value / limit:.3g}{suffix}"
-    return f"{value:.0f}" if float(value).is_integer() else f"{value:.3g}"
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    seconds = int(seconds)
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, seconds = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours:02d}h"
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
-
-
-def byte_size(count: int | None) -> str:
-    if count is None:
-        return "–"
-    for limit, suffix in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if count >= limit:
-            return f"{count / limit:.1f} {suffix}"
-    return f"{count} B"
-
-
-def clock_time(stamp: float | None, pattern: str = "%H:%M:%S") -> str:
-    return time.strftime(pattern, time.localtime(stamp)) if stamp else "–"
 
 
 def progress(step: int, total: int) -> Text:
@@ -115,8 +79,7 @@ def job_cells(row: JobRow) -> tuple:
     job = row.job
     return (Text(str(job.id), justify="right"), job.name, job.algo, job.env, state_cell(row),
             progress(row.step, job.total_steps),
-            Text(f"{row.steps_per_second:,.0f}" if row.steps_per_second else "–", justify="right"),
-            Text(f"{row.mean_return:.1f}" if row.mean_return is not None else "–", justify="right"),
+            Text(speed(row.steps_per_second), justify="right"), Text(decimal(row.mean_return, 1), justify="right"),
             Text(duration(row.eta_s), justify="right"), job.gpus.replace(",", " ") or "–")
 
 
@@ -145,7 +108,6 @@ class JobsTable(DataTable):
         super().__init__(cursor_type="row", zebra_stripes=True, **options)
         self.rows_shown: dict[int, JobRow] = {}
         self.cells_shown: dict[int, tuple] = {}
-        self.cells_updated = 0   # counts redrawn cells: the 200-job test checks that idle polls redraw none
 
     def on_mount(self) -> None:
         self.ensure_columns()
@@ -195,7 +157,6 @@ class JobsTable(DataTable):
         for (column, _), before, after in zip(JOB_COLUMNS, old, cells):
             if before != after:
                 self.update_cell(str(job_id), column, after)
-                self.cells_updated += 1
                 cell_width = width(after)
                 if cell_width > max(self.columns[column].content_width, widest.get(column, (0,))[0]):
                     widest[column] = (cell_width, str(job_id), after)
@@ -305,7 +266,7 @@ class CheckpointsTable(DataTable):
         for entry in reversed(entries):
             path = str(entry.path)
             self.add_row(Text(short_count(entry.step), justify="right"), checkpoint_mark(entry.path, newest, best),
-                         clock_time(entry.time, "%m-%d %H:%M"), entry.label,
+                         clock_time(entry.time, DAY_AND_MINUTE), entry.label,
                          Text(byte_size(entry.bytes), justify="right"),
                          verified_mark(path, verified), key=path)
 

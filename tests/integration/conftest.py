@@ -16,7 +16,7 @@ import pytest
 
 from rlsup import cli, paths, runfiles
 from rlsup.checkpoint.manifest import list_checkpoints
-from rlsup.daemon import client
+from rlsup import client
 from rlsup.jobstate import State
 from rlsup.store import Job, Store
 from rlsup_testing import cartpole_job, cartpole_text

@@ -75,7 +75,7 @@ def test_edits_on_disk_apply_live_restart_refuse_and_requeue(harness) -> None:
 
 def test_command_line_values_hold_until_the_file_changes_that_field() -> None:
     from rlsup import spec as specs
-    from rlsup.daemon import client
+    from rlsup import client
 
     loaded = specs.loads('[job]\nname = "a/../b"\npriority = 1\n', default_name="file")
     overrides = client.make_overrides(loaded, priority=7)

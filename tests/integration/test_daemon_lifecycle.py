@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from rlsup import runfiles
-from rlsup.jobstate import State
+from rlsup.jobstate import EXIT_PAUSED, State
 
 
 def test_submit_runs_to_done_and_the_cli_reports_it(harness) -> None:
@@ -73,7 +73,7 @@ def test_pause_then_resume_matches_a_run_never_paused(harness) -> None:
     run_dir = Path(resting.run_dir)
     checkpoint = harness.newest_checkpoint(run_dir)
     assert checkpoint.reason == "pause" and 700 <= checkpoint.step < total
-    assert runfiles.read_exit(run_dir)["code"] == 75
+    assert runfiles.read_exit(run_dir)["code"] == EXIT_PAUSED
     assert ("running", "pausing") in harness.transitions(paused.id)
 
     code, _, _ = harness.cli("resume", str(paused.id))

@@ -8,9 +8,9 @@ import numpy as np
 from rlsup import runfiles
 from rlsup.checkpoint.manifest import latest_verified
 from rlsup.checkpoint.store import load_checkpoint
+from rlsup.jobstate import EXIT_PAUSED
 from rlsup_testing import cartpole_job, checkpoint_reasons, final_fingerprint, pause_when, run_rlsup, start_rlsup
 
-EXIT_PAUSED = 75
 STEPS = 2_000
 # Half of each batch of 32 from each replay; λ anneals until step 1,400 (anneal_steps × alfa),
 # so the pause at about step 800 falls while the elite bookkeeping is still changing.

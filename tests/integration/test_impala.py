@@ -19,11 +19,10 @@ from rlsup.algos.nets import build_policy_value_network, fingerprint
 from rlsup.algos.shared_memory import WeightsBuffer
 from rlsup.checkpoint.manifest import latest_verified
 from rlsup.checkpoint.store import load_checkpoint
-from rlsup.jobstate import State
+from rlsup.jobstate import EXIT_PAUSED, State
 from rlsup_testing import (final_fingerprint, metric_steps, pause_when, rlsup_command, run_rlsup, start_rlsup,
                             wait_for)
 
-EXIT_PAUSED = 75
 STEPS_PER_UPDATE = 10 * 8  # unroll_length × batch_size below
 
 SMALL_VTRACE = """

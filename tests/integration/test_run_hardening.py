@@ -12,10 +12,10 @@ import pytest
 
 from rlsup import runfiles
 from rlsup.checkpoint.manifest import list_checkpoints, read_manifest
+from rlsup.jobstate import EXIT_ABORTED, EXIT_NO_SPACE, EXIT_PAUSED
 from rlsup_testing import (cartpole_job, checkpoint_reasons, metric_steps, run_rlsup,
                            small_filesystem, start_rlsup, wait_for)
 
-EXIT_NO_SPACE, EXIT_PAUSED, EXIT_ABORTED = 74, 75, 130
 STEPS = 2_000
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from rlsup import runfiles
+from rlsup.jobstate import EXIT_PAUSED
 from rlsup_testing import (breakout_job, cartpole_job, checkpoint_reasons, final_fingerprint, metric_steps,
                             pause_when, run_rlsup, start_rlsup)
 
-EXIT_PAUSED = 75
 STEPS = 6_000
 
 

@@ -13,7 +13,7 @@ import pytest
 from rlsup_testing import cartpole_job
 
 from rlsup import paths
-from rlsup.daemon import client
+from rlsup import client
 from rlsup.store import Store
 
 # Quick to react without busy-polling a machine the test shares with others.

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 from rlsup import paths
-from rlsup.daemon.client import DaemonStatus
+from rlsup.client import DaemonStatus
 from rlsup.hardware import FakeHardware
 from rlsup.jobstate import State
+from rlsup.jobview import merge_status, parse_status, sorted_rows
 from rlsup.store import Store
 from rlsup.tui import messages
-from rlsup.tui.data import Downsampler, JobMetrics, MetricsPoller, Poller, job_row, sorted_rows
+from rlsup.tui.data import Downsampler, JobMetrics, MetricsPoller, Poller
 
 
 # -- downsampling -------------------------------------------------------------------------------
@@ -137,10 +138,10 @@ def test_rows_take_speed_and_eta_from_the_live_worker_only(rlsup_home):
         job = submit(store, rlsup_home, "a")
         job = store.transition(job.id, State.STARTING, "started", pid=41)
     status = {"pid": 41, "step": 400, "steps_per_second": 100.0, "mean_return": 12.5}
-    row = job_row(job, status, rate=100.0)  # the smoothed rate, not the status' instantaneous one
+    row = merge_status(job, parse_status(status), rate=100.0)  # the smoothed rate, not the status' instantaneous one
     assert (row.step, row.steps_per_second, row.eta_s, row.mean_return) == (400, 100.0, 6.0, 12.5)
-    assert job_row(job, status).eta_s is None  # no smoothed rate yet: "–", not a guess
-    stale = job_row(job, {**status, "pid": 40}, rate=100.0)  # a previous worker's file
+    assert merge_status(job, parse_status(status)).eta_s is None  # no smoothed rate yet: "–", not a guess
+    stale = merge_status(job, parse_status({**status, "pid": 40}), rate=100.0)  # a previous worker's file
     assert (stale.step, stale.steps_per_second, stale.eta_s) == (0, None, None)
 
 
@@ -149,7 +150,7 @@ def test_rows_sort_by_state_then_priority_then_id(rlsup_home):
         low, high, running = (submit(store, rlsup_home, name, priority=priority)
                               for name, priority in (("low", 0), ("high", 5), ("run", 0)))
         running = store.transition(running.id, State.STARTING, "started")
-        rows = sorted_rows([job_row(job, None) for job in store.jobs()])
+        rows = sorted_rows([merge_status(job, None) for job in store.jobs()])
     assert [row.job.name for row in rows] == ["run", "high", "low"]
 
 
@@ -199,7 +200,7 @@ def test_the_metrics_poller_posts_new_points_and_every_fresh_selection(tmp_path)
 
 
 def test_the_rate_says_nothing_until_ten_seconds_then_averages_the_last_minute():
-    from rlsup.tui.jobview import smoothed_rate
+    from rlsup.tui.rows import smoothed_rate
     assert smoothed_rate([]) is None
     assert smoothed_rate([(0.0, 0), (5.0, 5_000)]) is None          # 5 s: too early to say
     # 15,000 steps/s of warm-up long ago, then 100 steps/s: only the last minute counts.
@@ -211,7 +212,7 @@ def test_the_rate_says_nothing_until_ten_seconds_then_averages_the_last_minute()
 
 
 def test_the_rate_starts_over_where_a_resume_took_the_step_back():
-    from rlsup.tui.jobview import smoothed_rate
+    from rlsup.tui.rows import smoothed_rate
     before = [(float(t), 50 * t) for t in range(0, 60)]
     after = [(100.0 + t, 1_000 + 200 * t) for t in range(0, 20)]     # resumed from the step-1,000 checkpoint
     assert smoothed_rate(before + after) == pytest.approx(200.0)
@@ -219,7 +220,7 @@ def test_the_rate_starts_over_where_a_resume_took_the_step_back():
 
 
 def test_the_speed_plot_is_scaled_to_the_training_phase():
-    from rlsup.tui.jobview import training_phase_speeds
+    from rlsup.tui.rows import training_phase_speeds
     warm_up = [15_000.0] * 10
     training = [300.0 + (index % 7) for index in range(90)]
     clipped = training_phase_speeds(warm_up + training)

@@ -1,14 +1,14 @@
 """The events pane: a state change and its reason stay apart however the pane wraps them."""
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
 from textual.app import App, ComposeResult
 
 from rlsup.store import Event
-from rlsup.tui.widgets import EventsLog, clock_time
+from rlsup.formatting import clock_time
+from rlsup.tui.widgets import EventsLog
 
 NOW = time.time()
 EVENTS = (Event(1, NOW, 1, "state", "paused", "queued", "running requested"),
@@ -30,25 +30,23 @@ class EventsOnly(App):
         self.query_one(EventsLog).styles.width = self.pane_width
 
 
-def shown_texts(width: int) -> list[str]:
+async def shown_texts(width: int) -> list[str]:
     """What a reader of the pane gets of each event: its lines, each without trailing blanks, run together."""
-    async def scenario() -> list[str]:
-        app = EventsOnly(width)
-        texts = []
-        async with app.run_test(size=(100, 20)) as pilot:
-            pane = app.query_one(EventsLog)
-            for event in EVENTS:
-                pane.load(1, (event,))
-                await pilot.pause(0.05)
-                texts.append("".join(line.text.rstrip() for line in pane.lines))
-        return texts
-    return asyncio.run(scenario())
+    app = EventsOnly(width)
+    texts = []
+    async with app.run_test(size=(100, 20)) as pilot:
+        pane = app.query_one(EventsLog)
+        for event in EVENTS:
+            pane.load(1, (event,))
+            await pilot.pause(0.05)
+            texts.append("".join(line.text.rstrip() for line in pane.lines))
+    return texts
 
 
 @pytest.mark.parametrize("width", range(22, 64, 2))
-def test_a_wrapped_event_keeps_every_word_apart(width):
+async def test_a_wrapped_event_keeps_every_word_apart(width):
     clock = clock_time(NOW)
-    shown = [" ".join(text.split()) for text in shown_texts(width)]
+    shown = [" ".join(text.split()) for text in await shown_texts(width)]
     assert shown == [f"{clock} paused → queued running requested",
                      f"{clock} starting → running worker pid 4242 reports status",
                      f"{clock} refused dqn.lr is an identity field: start a new run"]

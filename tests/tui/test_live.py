@@ -1,7 +1,6 @@
 """Pilot tests against a real daemon and real CartPole workers: what the user sees after each key."""
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 from pathlib import Path
@@ -9,7 +8,7 @@ from pathlib import Path
 from rlsup_testing import cartpole_job
 
 from rlsup import paths, runfiles
-from rlsup.daemon import client
+from rlsup import client
 from rlsup.hardware import FakeHardware
 from rlsup.store import Store
 from rlsup.tui.app import RlsupApp
@@ -43,32 +42,29 @@ def report(home: Path, job_id: int) -> str:
     return "\n".join(lines)
 
 
-def test_pause_resume_and_kill_from_the_keys(daemon_home, job_file, wait_until):
+async def test_pause_resume_and_kill_from_the_keys(daemon_home, job_file, wait_until):
     job = client.submit(job_file(), home=daemon_home)
 
-    async def scenario():
-        app = RlsupApp(daemon_home, hardware=FakeHardware())
-        async with app.run_test(size=SIZE) as pilot:
-            explain = lambda: report(daemon_home, job.id)  # noqa: E731
-            await wait_until(pilot, lambda: shown_state(app, job.id) == "running", what="the job shown running",
-                             report=explain)
-            await pilot.press("p")
-            await wait_until(pilot, lambda: shown_state(app, job.id) == "paused" and "pause" in checkpoint_reasons(app),
-                             what="paused, with a pause checkpoint in the pane", report=explain)
-            await pilot.press("r")
-            await wait_until(pilot, lambda: shown_state(app, job.id) == "running", what="running again",
-                             report=explain)
-            await pilot.press("k")
-            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the kill confirmation")
-            await pilot.press("y")
-            await wait_until(pilot, lambda: shown_state(app, job.id) == "killed", what="killed", report=explain)
-            await wait_until(pilot, lambda: [kind for kind, _ in shown_events(app)].count("intent") == 3,
-                             what="the three intents in the events pane", report=lambda: str(shown_events(app)))
-
-    asyncio.run(scenario())
+    app = RlsupApp(daemon_home, hardware=FakeHardware())
+    async with app.run_test(size=SIZE) as pilot:
+        explain = lambda: report(daemon_home, job.id)  # noqa: E731
+        await wait_until(pilot, lambda: shown_state(app, job.id) == "running", what="the job shown running",
+                         report=explain)
+        await pilot.press("p")
+        await wait_until(pilot, lambda: shown_state(app, job.id) == "paused" and "pause" in checkpoint_reasons(app),
+                         what="paused, with a pause checkpoint in the pane", report=explain)
+        await pilot.press("r")
+        await wait_until(pilot, lambda: shown_state(app, job.id) == "running", what="running again",
+                         report=explain)
+        await pilot.press("k")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the kill confirmation")
+        await pilot.press("y")
+        await wait_until(pilot, lambda: shown_state(app, job.id) == "killed", what="killed", report=explain)
+        await wait_until(pilot, lambda: [kind for kind, _ in shown_events(app)].count("intent") == 3,
+                         what="the three intents in the events pane", report=lambda: str(shown_events(app)))
 
 
-def test_edits_show_as_applied_and_refused_events(daemon_home, job_file, wait_until, tmp_path, monkeypatch):
+async def test_edits_show_as_applied_and_refused_events(daemon_home, job_file, wait_until, tmp_path, monkeypatch):
     path = job_file()
     job = client.submit(path, home=daemon_home)
     # The editor: a script that raises the budget, run through `e` as $EDITOR would be.
@@ -79,45 +75,39 @@ def test_edits_show_as_applied_and_refused_events(daemon_home, job_file, wait_un
     monkeypatch.setenv("EDITOR", f"{sys.executable} {editor}")
     monkeypatch.delenv("VISUAL", raising=False)
 
-    async def scenario():
-        app = RlsupApp(daemon_home, hardware=FakeHardware())
-        # The headless test driver cannot give the terminal away; the editor still runs.
-        app.suspend = contextlib.nullcontext
-        async with app.run_test(size=SIZE) as pilot:
-            explain = lambda: report(daemon_home, job.id)  # noqa: E731
-            await wait_until(pilot, lambda: shown_state(app, job.id) == "running", what="the job shown running",
-                             report=explain)
-            await pilot.press("e")
-            await wait_until(pilot, lambda: any(kind == "edit" and "total_steps" in message
-                                                for kind, message in shown_events(app)),
-                             what="the applied edit in the events pane", report=explain)
-            # The daemon records the event, then the new budget: the table may show it a poll later.
-            table = app.screen.query_one(JobsTable)
-            await wait_until(pilot, lambda: "300k" in table.get_cell(str(job.id), "progress").plain,
-                             what="the new budget in the table", report=explain)
-            # Written straight to the file, as any editor would: a new seed changes what the run learns.
-            path.write_text(path.read_text().replace("seed = 3", "seed = 4"))
-            await wait_until(pilot, lambda: any(kind == "refused" and "seed" in message
-                                                for kind, message in shown_events(app)),
-                             what="the refused edit in the events pane", report=explain)
-
-    asyncio.run(scenario())
+    app = RlsupApp(daemon_home, hardware=FakeHardware())
+    # The headless test driver cannot give the terminal away; the editor still runs.
+    app.suspend = contextlib.nullcontext
+    async with app.run_test(size=SIZE) as pilot:
+        explain = lambda: report(daemon_home, job.id)  # noqa: E731
+        await wait_until(pilot, lambda: shown_state(app, job.id) == "running", what="the job shown running",
+                         report=explain)
+        await pilot.press("e")
+        await wait_until(pilot, lambda: any(kind == "edit" and "total_steps" in message
+                                            for kind, message in shown_events(app)),
+                         what="the applied edit in the events pane", report=explain)
+        # The daemon records the event, then the new budget: the table may show it a poll later.
+        table = app.screen.query_one(JobsTable)
+        await wait_until(pilot, lambda: "300k" in table.get_cell(str(job.id), "progress").plain,
+                         what="the new budget in the table", report=explain)
+        # Written straight to the file, as any editor would: a new seed changes what the run learns.
+        path.write_text(path.read_text().replace("seed = 3", "seed = 4"))
+        await wait_until(pilot, lambda: any(kind == "refused" and "seed" in message
+                                            for kind, message in shown_events(app)),
+                         what="the refused edit in the events pane", report=explain)
 
 
-def test_banner_while_the_daemon_is_down_and_D_starts_it(daemon_home, wait_until):
-    async def scenario():
-        app = RlsupApp(daemon_home, hardware=FakeHardware())
-        async with app.run_test(size=SIZE) as pilot:
-            banner = app.screen.query_one(DaemonBanner)
-            await wait_until(pilot, lambda: banner.has_class("-down"), what="the banner")
-            await pilot.press("D")
-            await wait_until(pilot, lambda: not banner.has_class("-down"), what="the daemon started by D")
-            client.stop_daemon(daemon_home)  # and it comes back: the TUI carries on with the new one
-            await wait_until(pilot, lambda: banner.has_class("-down"), what="the banner again")
-            await pilot.press("D")
-            await wait_until(pilot, lambda: not banner.has_class("-down"), what="the restarted daemon")
-
-    asyncio.run(scenario())
+async def test_banner_while_the_daemon_is_down_and_D_starts_it(daemon_home, wait_until):
+    app = RlsupApp(daemon_home, hardware=FakeHardware())
+    async with app.run_test(size=SIZE) as pilot:
+        banner = app.screen.query_one(DaemonBanner)
+        await wait_until(pilot, lambda: banner.has_class("-down"), what="the banner")
+        await pilot.press("D")
+        await wait_until(pilot, lambda: not banner.has_class("-down"), what="the daemon started by D")
+        client.stop_daemon(daemon_home)  # and it comes back: the TUI carries on with the new one
+        await wait_until(pilot, lambda: banner.has_class("-down"), what="the banner again")
+        await pilot.press("D")
+        await wait_until(pilot, lambda: not banner.has_class("-down"), what="the restarted daemon")
 
 
 
@@ -129,20 +119,17 @@ def checkpoint_marks(app: RlsupApp) -> dict[str, str]:
     return {mark: reason for mark, reason in cells if mark}
 
 
-def test_best_checkpoint_is_marked_beside_the_newest(daemon_home, tmp_path, wait_until):
+async def test_best_checkpoint_is_marked_beside_the_newest(daemon_home, tmp_path, wait_until):
     job = client.submit(cartpole_job(tmp_path, seed=3, total_steps=200_000, checkpoint_every=100_000,
                                      eval_every=500), home=daemon_home)
 
-    async def scenario():
-        app = RlsupApp(daemon_home, hardware=FakeHardware())
-        async with app.run_test(size=SIZE) as pilot:
-            explain = lambda: report(daemon_home, job.id) + f"\nmarks: {checkpoint_marks(app)}"  # noqa: E731
-            await wait_until(pilot, lambda: checkpoint_marks(app).get("★ best", "").startswith("best (eval "),
-                             what="a best checkpoint marked in the pane", report=explain)
-            await pilot.press("p")
-            # The pause checkpoint is where a resume starts; the best keeps its own mark beside it.
-            await wait_until(pilot, lambda: checkpoint_marks(app).get("newest") == "pause"
-                             and "★ best" in checkpoint_marks(app), what="newest on the pause checkpoint, best kept",
-                             report=explain)
-
-    asyncio.run(scenario())
+    app = RlsupApp(daemon_home, hardware=FakeHardware())
+    async with app.run_test(size=SIZE) as pilot:
+        explain = lambda: report(daemon_home, job.id) + f"\nmarks: {checkpoint_marks(app)}"  # noqa: E731
+        await wait_until(pilot, lambda: checkpoint_marks(app).get("★ best", "").startswith("best (eval "),
+                         what="a best checkpoint marked in the pane", report=explain)
+        await pilot.press("p")
+        # The pause checkpoint is where a resume starts; the best keeps its own mark beside it.
+        await wait_until(pilot, lambda: checkpoint_marks(app).get("newest") == "pause"
+                         and "★ best" in checkpoint_marks(app), what="newest on the pause checkpoint, best kept",
+                         report=explain)

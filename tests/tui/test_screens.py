@@ -1,21 +1,21 @@
 """Pilot tests without a daemon: 200 jobs, the filter, dialogs, the command palette and the import rule."""
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from rlsup.daemon import client
-from rlsup.daemon.client import DaemonStatus
+from rlsup import client
+from rlsup.client import DaemonStatus
+from rlsup.formatting import byte_size, duration, short_count
 from rlsup.hardware import FakeHardware
 from rlsup.jobstate import Desired
 from rlsup.store import Store
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.screens import ConfirmScreen, HelpScreen, SubmitScreen
-from rlsup.tui.widgets import JobsTable, byte_size, duration, short_count
+from rlsup.tui.widgets import JobsTable
 
 SIZE = (160, 48)
 
@@ -37,108 +37,106 @@ def no_daemon_starts(monkeypatch):
     monkeypatch.setattr(client, "ensure_daemon", lambda home=None, **options: DaemonStatus(True, 1, home))
 
 
-def test_two_hundred_jobs_and_a_refresh_redraws_only_the_changed_cell(rlsup_home, wait_until):
+def redrawn_cells(table: JobsTable, monkeypatch) -> set[tuple[str, str]]:
+    """The (row, column) of every cell the table is asked to redraw from now on."""
+    redrawn: set[tuple[str, str]] = set()
+    update_cell = table.update_cell
+
+    def recording(row_key, column_key, value, **options):
+        redrawn.add((str(row_key), str(column_key)))
+        return update_cell(row_key, column_key, value, **options)
+
+    monkeypatch.setattr(table, "update_cell", recording)
+    return redrawn
+
+
+async def test_two_hundred_jobs_and_a_refresh_redraws_only_the_changed_cell(rlsup_home, wait_until, monkeypatch):
     ids = submit_jobs(rlsup_home, [f"job-{number:03d}" for number in range(200)])
 
-    async def scenario():
-        app = make_app(rlsup_home)
-        async with app.run_test(size=SIZE) as pilot:
-            table = app.screen.query_one(JobsTable)
-            await wait_until(pilot, lambda: table.row_count == 200, what="200 rows")
-            before = table.cells_updated
-            app.poll_now()
-            await pilot.pause()
-            assert table.cells_updated == before
-            with Store(rlsup_home) as store:
-                store.update(ids[7], step=5_000)
-            app.poll_now()
-            await wait_until(pilot, lambda: table.cells_updated > before, what="the changed row")
-            assert table.cells_updated == before + 1
-            assert "5k/10k" in table.get_cell(str(ids[7]), "progress").plain
-
-    asyncio.run(scenario())
+    app = make_app(rlsup_home)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.screen.query_one(JobsTable)
+        await wait_until(pilot, lambda: table.row_count == 200, what="200 rows")
+        redrawn = redrawn_cells(table, monkeypatch)
+        app.poll_now()
+        await pilot.pause()
+        assert redrawn == set()
+        with Store(rlsup_home) as store:
+            store.update(ids[7], step=5_000)
+        app.poll_now()
+        await wait_until(pilot, lambda: redrawn, what="the changed row")
+        assert redrawn == {(str(ids[7]), "progress")}
+        assert "5k/10k" in table.get_cell(str(ids[7]), "progress").plain
 
 
-def test_slash_filters_jobs_by_name_and_escape_clears_it(rlsup_home, wait_until):
+async def test_slash_filters_jobs_by_name_and_escape_clears_it(rlsup_home, wait_until):
     submit_jobs(rlsup_home, ["pong-a", "breakout", "pong-b"])
 
-    async def scenario():
-        app = make_app(rlsup_home)
-        async with app.run_test(size=SIZE) as pilot:
-            table = app.screen.query_one(JobsTable)
-            await wait_until(pilot, lambda: table.row_count == 3, what="3 rows")
-            await pilot.press("slash", "p", "o", "n", "g")
-            await wait_until(pilot, lambda: table.row_count == 2, what="the pong jobs only")
-            assert sorted(row.job.name for row in table.rows_shown.values()) == ["pong-a", "pong-b"]
-            await pilot.press("enter")  # keeps the filter, back to the table
-            assert table.has_focus and table.row_count == 2
-            await pilot.press("escape")
-            await wait_until(pilot, lambda: table.row_count == 3, what="every job again")
-
-    asyncio.run(scenario())
+    app = make_app(rlsup_home)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.screen.query_one(JobsTable)
+        await wait_until(pilot, lambda: table.row_count == 3, what="3 rows")
+        await pilot.press("slash", "p", "o", "n", "g")
+        await wait_until(pilot, lambda: table.row_count == 2, what="the pong jobs only")
+        assert sorted(row.job.name for row in table.rows_shown.values()) == ["pong-a", "pong-b"]
+        await pilot.press("enter")  # keeps the filter, back to the table
+        assert table.has_focus and table.row_count == 2
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: table.row_count == 3, what="every job again")
 
 
-def test_kill_asks_first_and_no_means_no(rlsup_home, wait_until, no_daemon_starts):
+async def test_kill_asks_first_and_no_means_no(rlsup_home, wait_until, no_daemon_starts):
     [job_id] = submit_jobs(rlsup_home, ["victim"])
 
-    async def scenario():
-        app = make_app(rlsup_home)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_until(pilot, lambda: app.selected_job_id == job_id, what="the job selected")
-            await pilot.press("k")
-            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the question")
-            await pilot.press("n")
-            await pilot.press("question_mark")
-            await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help")
-            await pilot.press("escape")
-        with Store(rlsup_home) as store:
-            assert store.job(job_id).desired is Desired.RUNNING
-
-    asyncio.run(scenario())
+    app = make_app(rlsup_home)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.selected_job_id == job_id, what="the job selected")
+        await pilot.press("k")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the question")
+        await pilot.press("n")
+        await pilot.press("question_mark")
+        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help")
+        await pilot.press("escape")
+    with Store(rlsup_home) as store:
+        assert store.job(job_id).desired is Desired.RUNNING
 
 
-def test_the_command_palette_pauses_the_selected_job(rlsup_home, wait_until, no_daemon_starts):
+async def test_the_command_palette_pauses_the_selected_job(rlsup_home, wait_until, no_daemon_starts):
     [job_id] = submit_jobs(rlsup_home, ["queued-one"])
 
     def desired():
         with Store(rlsup_home) as store:
             return store.job(job_id).desired
 
-    async def scenario():
-        app = make_app(rlsup_home)
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_until(pilot, lambda: app.selected_job_id == job_id, what="the job selected")
-            await pilot.press("ctrl+p", *"pause queued")
-            await pilot.pause(0.5)  # the palette searches in the background
-            await pilot.press("enter")
-            await wait_until(pilot, lambda: desired() is Desired.PAUSED, what="the pause intent")
-
-    asyncio.run(scenario())
+    app = make_app(rlsup_home)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.selected_job_id == job_id, what="the job selected")
+        await pilot.press("ctrl+p", *"pause queued")
+        await pilot.pause(0.5)  # the palette searches in the background
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: desired() is Desired.PAUSED, what="the pause intent")
 
 
-def test_submit_completes_the_path_and_queues_the_file(rlsup_home, wait_until, no_daemon_starts, tmp_path,
+async def test_submit_completes_the_path_and_queues_the_file(rlsup_home, wait_until, no_daemon_starts, tmp_path,
                                                         monkeypatch):
     jobs = tmp_path / "jobs"
     jobs.mkdir()
     (jobs / "cartpole-quick.toml").write_text('[job]\ntotal_steps = 1000\n\n[env]\nid = "CartPole-v1"\n')
     monkeypatch.chdir(tmp_path)
 
-    async def scenario():
-        app = make_app(rlsup_home)
-        async with app.run_test(size=SIZE) as pilot:
-            await pilot.press("s")
-            await wait_until(pilot, lambda: isinstance(app.screen, SubmitScreen), what="the submit dialog")
-            await pilot.press(*"jo", "tab")
-            await pilot.pause(0.3)
-            await pilot.press("tab")
-            await pilot.pause(0.3)
-            field = app.screen.query_one("#path")
-            assert field.value == str(tmp_path) + "/jobs/cartpole-quick.toml"
-            await pilot.press("enter")
-            table = app.screen.query_one(JobsTable)
-            await wait_until(pilot, lambda: table.row_count == 1, what="the submitted job")
-
-    asyncio.run(scenario())
+    app = make_app(rlsup_home)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("s")
+        await wait_until(pilot, lambda: isinstance(app.screen, SubmitScreen), what="the submit dialog")
+        await pilot.press(*"jo", "tab")
+        await pilot.pause(0.3)
+        await pilot.press("tab")
+        await pilot.pause(0.3)
+        field = app.screen.query_one("#path")
+        assert field.value == str(tmp_path) + "/jobs/cartpole-quick.toml"
+        await pilot.press("enter")
+        table = app.screen.query_one(JobsTable)
+        await wait_until(pilot, lambda: table.row_count == 1, what="the submitted job")
 
 
 def test_short_counts_durations_and_sizes():

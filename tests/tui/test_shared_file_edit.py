@@ -1,17 +1,16 @@
 """The `e` key says which jobs an edit will reach when the file drives more than one."""
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 
-from rlsup.daemon import client
+from rlsup import client
 from rlsup.hardware import FakeHardware
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.widgets import JobsTable
 
 
-def test_edit_of_a_shared_file_names_every_job_it_drives(rlsup_home, job_file, wait_until, monkeypatch):
+async def test_edit_of_a_shared_file_names_every_job_it_drives(rlsup_home, job_file, wait_until, monkeypatch):
     path = job_file()
     first = client.submit(path, home=rlsup_home, start_daemon=False)
     second = client.submit(path, home=rlsup_home, start_daemon=False, name="again")
@@ -19,24 +18,21 @@ def test_edit_of_a_shared_file_names_every_job_it_drives(rlsup_home, job_file, w
     monkeypatch.setenv("EDITOR", f"{sys.executable} -c pass")  # an editor that saves nothing
     monkeypatch.delenv("VISUAL", raising=False)
 
-    async def scenario():
-        app = RlsupApp(rlsup_home, hardware=FakeHardware())
-        app.suspend = contextlib.nullcontext  # the headless driver cannot give the terminal away
-        notes: list[str] = []
-        original_notify = app.notify
-        app.notify = lambda message, **options: (notes.append(message), original_notify(message, **options))
-        async with app.run_test(size=(160, 48)) as pilot:
-            table = app.screen.query_one(JobsTable)
-            await wait_until(pilot, lambda: {first.id, second.id, alone.id} <= set(table.rows_shown),
-                             what="the three jobs in the table")
-            app.select_job(first.id)
-            await pilot.press("e")
-            await wait_until(pilot, lambda: any(f"drives jobs {first.id}, {second.id}" in note for note in notes),
-                             what="the jobs the edit reaches", report=lambda: str(notes))
-            notes.clear()
-            app.select_job(alone.id)
-            await pilot.press("e")
-            await wait_until(pilot, lambda: any("Saved" in note for note in notes), what="the save note")
-            assert not any("drives" in note for note in notes)
-
-    asyncio.run(scenario())
+    app = RlsupApp(rlsup_home, hardware=FakeHardware())
+    app.suspend = contextlib.nullcontext  # the headless driver cannot give the terminal away
+    notes: list[str] = []
+    original_notify = app.notify
+    app.notify = lambda message, **options: (notes.append(message), original_notify(message, **options))
+    async with app.run_test(size=(160, 48)) as pilot:
+        table = app.screen.query_one(JobsTable)
+        await wait_until(pilot, lambda: {first.id, second.id, alone.id} <= set(table.rows_shown),
+                         what="the three jobs in the table")
+        app.select_job(first.id)
+        await pilot.press("e")
+        await wait_until(pilot, lambda: any(f"drives jobs {first.id}, {second.id}" in note for note in notes),
+                         what="the jobs the edit reaches", report=lambda: str(notes))
+        notes.clear()
+        app.select_job(alone.id)
+        await pilot.press("e")
+        await wait_until(pilot, lambda: any("Saved" in note for note in notes), what="the save note")
+        assert not any("drives" in note for note in notes)

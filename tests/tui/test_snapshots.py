@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rlsup import runfiles
-from rlsup.daemon.client import DaemonStatus
+from rlsup.client import DaemonStatus
 from rlsup.hardware import FakeHardware
 from rlsup.jobstate import State
 from rlsup.store import Store

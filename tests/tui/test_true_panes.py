@@ -1,14 +1,13 @@
 """Panes that stay true over time: the log follows its file, waits say why, a refused edit stays marked."""
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from rlsup_testing import cartpole_job, run_rlsup
 
 from rlsup import paths
-from rlsup.daemon import client
-from rlsup.daemon.client import DaemonStatus
+from rlsup import client
+from rlsup.client import DaemonStatus
 from rlsup.hardware import FakeHardware
 from rlsup.store import Store
 from rlsup.tui.app import RlsupApp
@@ -28,7 +27,7 @@ def append_lines(path: Path, first: int, count: int) -> None:
         file.writelines(f"line {number}\n" for number in range(first, first + count))
 
 
-def test_the_log_pane_follows_the_file_end_unless_scrolled_up(rlsup_home, wait_until):
+async def test_the_log_pane_follows_the_file_end_unless_scrolled_up(rlsup_home, wait_until):
     run_dir = rlsup_home / "runs" / "tail"
     run_dir.mkdir(parents=True)
     log_file = run_dir / paths.LOG_FILE
@@ -37,36 +36,33 @@ def test_the_log_pane_follows_the_file_end_unless_scrolled_up(rlsup_home, wait_u
         store.submit(name="tail", spec_path=rlsup_home / "tail.toml", run_dir=run_dir, algo="dqn",
                      env="CartPole-v1", total_steps=10_000)
 
-    async def scenario():
-        app = RlsupApp(rlsup_home, hardware=FakeHardware(), poll_interval_s=None,
-                       daemon_status=lambda home: DaemonStatus(True, 1, home))
-        async with app.run_test(size=SIZE) as pilot:
-            log = app.screen.query_one(LogTail)
-            await wait_until(pilot, lambda: visible_lines(log)[-1:] == ["line 59"], what="the newest line at the bottom",
-                             report=lambda: str(visible_lines(log)))
-            for first in (60, 80, 300):  # the last batch is longer than the tail the poller reads
-                append_lines(log_file, first, 20 if first < 300 else 250)
-                app.poll_now()
-                newest = f"line {first + (19 if first < 300 else 249)}"
-                await wait_until(pilot, lambda: visible_lines(log)[-1:] == [newest],
-                                 what=f"{newest} at the bottom", timeout=10, report=lambda: str(visible_lines(log)))
-            log.scroll_to(y=log.scroll_offset.y - 10, animate=False, immediate=True)
-            await pilot.pause()
-            shown = visible_lines(log)
-            append_lines(log_file, 600, 5)
+    app = RlsupApp(rlsup_home, hardware=FakeHardware(), poll_interval_s=None,
+                   daemon_status=lambda home: DaemonStatus(True, 1, home))
+    async with app.run_test(size=SIZE) as pilot:
+        log = app.screen.query_one(LogTail)
+        await wait_until(pilot, lambda: visible_lines(log)[-1:] == ["line 59"], what="the newest line at the bottom",
+                         report=lambda: str(visible_lines(log)))
+        for first in (60, 80, 300):  # the last batch is longer than the tail the poller reads
+            append_lines(log_file, first, 20 if first < 300 else 250)
             app.poll_now()
-            await wait_until(pilot, lambda: log.lines[-1] == "line 604", what="the new lines read",
-                             report=lambda: str(log.lines[-3:]))
-            await pilot.pause()
-            assert visible_lines(log) == shown  # the reader keeps their place, as in tail -f's pagers
-            log.scroll_end(animate=False, immediate=True)
-            await pilot.pause()
-            append_lines(log_file, 605, 3)
-            app.poll_now()
-            await wait_until(pilot, lambda: visible_lines(log)[-1:] == ["line 607"], what="following again",
-                             report=lambda: str(visible_lines(log)))
-
-    asyncio.run(scenario())
+            newest = f"line {first + (19 if first < 300 else 249)}"
+            await wait_until(pilot, lambda: visible_lines(log)[-1:] == [newest],
+                             what=f"{newest} at the bottom", timeout=10, report=lambda: str(visible_lines(log)))
+        log.scroll_to(y=log.scroll_offset.y - 10, animate=False, immediate=True)
+        await pilot.pause()
+        shown = visible_lines(log)
+        append_lines(log_file, 600, 5)
+        app.poll_now()
+        await wait_until(pilot, lambda: log.lines[-1] == "line 604", what="the new lines read",
+                         report=lambda: str(log.lines[-3:]))
+        await pilot.pause()
+        assert visible_lines(log) == shown  # the reader keeps their place, as in tail -f's pagers
+        log.scroll_end(animate=False, immediate=True)
+        await pilot.pause()
+        append_lines(log_file, 605, 3)
+        app.poll_now()
+        await wait_until(pilot, lambda: visible_lines(log)[-1:] == ["line 607"], what="following again",
+                         report=lambda: str(visible_lines(log)))
 
 
 def state_cell(app: RlsupApp, job_id: int) -> str:
@@ -78,42 +74,36 @@ def shown_events(app: RlsupApp) -> list[tuple[str, str]]:
     return [(event.kind, event.message) for event in app.screen.query_one(EventsLog).shown]
 
 
-def test_a_job_waiting_for_a_gpu_says_why_in_the_table_and_the_events(daemon_home, tmp_path, wait_until,
+async def test_a_job_waiting_for_a_gpu_says_why_in_the_table_and_the_events(daemon_home, tmp_path, wait_until,
                                                                        monkeypatch):
     monkeypatch.setenv("RLSUP_FAKE_GPUS", "0")  # the daemon, started by submit, inherits it
     job = client.submit(cartpole_job(tmp_path, gpus=1, total_steps=10_000), home=daemon_home)
 
-    async def scenario():
-        app = RlsupApp(daemon_home, hardware=FakeHardware())
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_until(pilot, lambda: "queued: needs 1 GPU" in state_cell(app, job.id),
-                             what="the waiting reason in the state cell", report=lambda: state_cell(app, job.id))
-            await wait_until(pilot, lambda: any("needs 1 GPU; this machine has 0" in message
-                                                for _, message in shown_events(app)),
-                             what="the waiting reason in the events", report=lambda: str(shown_events(app)))
-            await pilot.pause(1.0)  # many scheduler rounds later, the reason is still recorded once
-            assert sum("needs 1 GPU" in message for _, message in shown_events(app)) == 1
-
-    asyncio.run(scenario())
+    app = RlsupApp(daemon_home, hardware=FakeHardware())
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: "queued: needs 1 GPU" in state_cell(app, job.id),
+                         what="the waiting reason in the state cell", report=lambda: state_cell(app, job.id))
+        await wait_until(pilot, lambda: any("needs 1 GPU; this machine has 0" in message
+                                            for _, message in shown_events(app)),
+                         what="the waiting reason in the events", report=lambda: str(shown_events(app)))
+        await pilot.pause(1.0)  # many scheduler rounds later, the reason is still recorded once
+        assert sum("needs 1 GPU" in message for _, message in shown_events(app)) == 1
 
 
-def test_a_refused_edit_stays_marked_until_file_and_run_agree(daemon_home, tmp_path, wait_until):
+async def test_a_refused_edit_stays_marked_until_file_and_run_agree(daemon_home, tmp_path, wait_until):
     path = cartpole_job(tmp_path, total_steps=400_000, lr="1e-3")
     job = client.submit(path, home=daemon_home)
     original = path.read_text()
 
-    async def scenario():
-        app = RlsupApp(daemon_home, hardware=FakeHardware())
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_until(pilot, lambda: state_cell(app, job.id).startswith("running"), what="running",
-                             report=lambda: state_cell(app, job.id))
-            path.write_text(original.replace("lr = 1e-3", "lr = 5e-4"))
-            await wait_until(pilot, lambda: "file differs from run: dqn.lr refused" in state_cell(app, job.id),
-                             what="the refused-edit marker", report=lambda: state_cell(app, job.id))
-            status = run_rlsup("status", str(job.id))
-            assert "file differs from run: dqn.lr refused" in status.stdout, status.stdout + status.stderr
-            path.write_text(original)
-            await wait_until(pilot, lambda: state_cell(app, job.id) == "running", what="the marker gone",
-                             report=lambda: state_cell(app, job.id))
-
-    asyncio.run(scenario())
+    app = RlsupApp(daemon_home, hardware=FakeHardware())
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: state_cell(app, job.id).startswith("running"), what="running",
+                         report=lambda: state_cell(app, job.id))
+        path.write_text(original.replace("lr = 1e-3", "lr = 5e-4"))
+        await wait_until(pilot, lambda: "file differs from run: dqn.lr refused" in state_cell(app, job.id),
+                         what="the refused-edit marker", report=lambda: state_cell(app, job.id))
+        status = run_rlsup("status", str(job.id))
+        assert "file differs from run: dqn.lr refused" in status.stdout, status.stdout + status.stderr
+        path.write_text(original)
+        await wait_until(pilot, lambda: state_cell(app, job.id) == "running", what="the marker gone",
+                         report=lambda: state_cell(app, job.id))

@@ -7,7 +7,8 @@ import signal
 import pytest
 
 from rlsup import jobstate
-from rlsup.jobstate import Desired, Exit, State
+from rlsup.jobstate import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC, Desired, Exit,
+                            State)
 
 Q, ST, R, PG, SP = State.QUEUED, State.STARTING, State.RUNNING, State.PAUSING, State.STOPPING
 P, D, F, K = State.PAUSED, State.DONE, State.FAILED, State.KILLED
@@ -90,6 +91,11 @@ def outcome(ended: Exit, desired=Desired.RUNNING, *, total=1000, restarts=0, max
                                  max_restarts=max_restarts, stopped_by_daemon=stopped)
 
 
+def test_exit_codes_are_the_worker_contract():
+    # Written out from DESIGN.md section 6: every other module and test takes them from jobstate.
+    assert (EXIT_DONE, EXIT_ERROR, EXIT_SPEC, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_ABORTED) == (0, 1, 2, 74, 75, 130)
+
+
 def test_exit_zero_at_the_budget_is_done():
     result = outcome(Exit(code=0, step=1000))
     assert result.state is D and not result.restart
@@ -99,10 +105,10 @@ def test_exit_zero_below_a_raised_budget_requeues():
     assert outcome(Exit(code=0, step=800), total=1000).state is Q
 
 
-def test_exit_75_follows_the_intent():
-    assert outcome(Exit(code=75, step=10), Desired.PAUSED).state is P
+def test_exit_paused_follows_the_intent():
+    assert outcome(Exit(code=EXIT_PAUSED, step=10), Desired.PAUSED).state is P
     # Paused by someone else (an edit needing a restart, a shutdown's SIGTERM): resume it.
-    assert outcome(Exit(code=75, step=10), Desired.RUNNING).state is Q
+    assert outcome(Exit(code=EXIT_PAUSED, step=10), Desired.RUNNING).state is Q
 
 
 def test_a_worker_that_died_of_our_pause_signal_counts_as_paused():
@@ -112,7 +118,7 @@ def test_a_worker_that_died_of_our_pause_signal_counts_as_paused():
 
 
 def test_kill_intent_wins_over_everything():
-    for ended in (Exit(code=0, step=1000), Exit(code=75), Exit(code=1), Exit(signal=9), Exit()):
+    for ended in (Exit(code=0, step=1000), Exit(code=EXIT_PAUSED), Exit(code=1), Exit(signal=9), Exit()):
         assert outcome(ended, Desired.KILLED).state is K
 
 
@@ -158,7 +164,7 @@ def test_a_crash_while_pausing_rests_paused():
 
 
 def test_every_outcome_is_an_allowed_transition_from_every_active_state():
-    exits = [Exit(code=code, step=step) for code in (0, 1, 2, 74, 75, 130, None) for step in (None, 10, 1000)]
+    exits = [Exit(code=code, step=step) for code in (EXIT_DONE, EXIT_ERROR, EXIT_SPEC, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_ABORTED, None) for step in (None, 10, 1000)]
     exits += [Exit(signal=number) for number in (2, 9, 15)]
     for ended, desired, stopped, active in itertools.product(exits, Desired, (False, True), jobstate.ACTIVE):
         result = outcome(ended, desired, stopped=stopped)
@@ -194,6 +200,26 @@ def test_intent_targets(state, desired, new_intent, target):
     assert jobstate.intent_target(state, desired, new_intent=new_intent) == target
     if target is not None:
         assert jobstate.allowed(state, target)
+
+
+# Written out independently of jobstate, as the TUI refused intents before it asked jobstate.
+INTENT_STATES = {
+    Desired.PAUSED: {Q, ST, R, SP},
+    Desired.RUNNING: {P, F, K},
+    Desired.KILLED: set(State) - {K},
+}
+
+
+@pytest.mark.parametrize("state,desired", list(itertools.product(State, Desired)))
+def test_an_intent_applies_exactly_in_its_states(state, desired):
+    assert jobstate.intent_applies(state, desired) == (state in INTENT_STATES[desired])
+
+
+def test_each_intent_has_one_verb_and_one_refusal():
+    assert {desired.verb for desired in Desired} == {"pause", "resume", "kill"}
+    for desired in Desired:
+        assert Desired.from_verb(desired.verb) is desired
+        assert jobstate.NOTHING_TO_DO[desired]
 
 
 # ---------------------------------------------------------------------------------------------

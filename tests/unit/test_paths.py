@@ -4,7 +4,8 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from rlsup import cli, paths
+from rlsup import paths
+from rlsup.cli.training import start_run
 from rlsup import spec as specs
 
 
@@ -16,7 +17,7 @@ def test_an_existing_run_dir_keeps_its_permissions(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o1777)
-    run_dir = cli.start_run(specs.JobSpec(), str(shared))
+    run_dir = start_run(specs.JobSpec(), str(shared))
     assert run_dir == shared.resolve()
     assert mode(shared) == 0o1777
     assert (shared / paths.JOB_FILE).is_file()

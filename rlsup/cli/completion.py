@@ -34,7 +34,7 @@ def command_complete(args: argparse.Namespace) -> int:
 
 
 def command_completion(args: argparse.Namespace) -> int:
-    from rlsup.cli import build_parser  # the parser is the one list of commands and options
+    from rlsup.cli.parser import build_parser  # the parser is the one list of commands and options
 
     commands = visible_commands(build_parser())
     print({"bash": bash_script, "zsh": zsh_script, "fish": fish_script}[args.shell](commands))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rlsup import jobstate, locks, paths, runfiles, spec as specs
 from rlsup.jobstate import ACTIVE, Desired, State
+from rlsup.jobview import jobs_following
 from rlsup.store import Job, Store
 
 
@@ -121,12 +122,6 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     return job
 
 
-def jobs_following(path: str | Path, jobs: list[Job]) -> list[Job]:
-    """The jobs that edits of this file reach (the daemon watches no killed job's file)."""
-    wanted = os.path.normpath(str(path))
-    return [job for job in jobs if job.state is not State.KILLED and os.path.normpath(job.spec_path) == wanted]
-
-
 def bound_message(path: Path, bound: list[Job]) -> str:
     jobs = ", ".join(f"job {job.id} ({job.name}, {job.state})" for job in bound)
     return (f"{path} already drives {jobs}, and its edits would reach every job it drives; submit again with "
@@ -138,10 +133,6 @@ def snapshot(data: bytes, run_dir: Path) -> Path:
     copy = run_dir / paths.SOURCE_COPY
     copy.write_bytes(data)
     return copy
-
-
-def is_own_copy(job: Job) -> bool:
-    return Path(job.spec_path) == Path(job.run_dir) / paths.SOURCE_COPY
 
 
 def find_job(reference: str, home: Path | None = None) -> Job:
@@ -176,18 +167,6 @@ def set_intent(reference: str, desired: Desired, *, home: Path | None = None,
     if start_daemon and needs_daemon(job):
         ensure_daemon(home)
     return job
-
-
-def pause(reference: str, **options) -> Job:
-    return set_intent(reference, Desired.PAUSED, **options)
-
-
-def resume(reference: str, **options) -> Job:
-    return set_intent(reference, Desired.RUNNING, **options)
-
-
-def kill(reference: str, **options) -> Job:
-    return set_intent(reference, Desired.KILLED, **options)
 
 
 def needs_daemon(job: Job) -> bool:

@@ -1,62 +1,14 @@
-"""One line of the jobs table: a job with its live status, smoothed speed, and any file/run disagreement."""
+"""What the jobs table adds to a job row: a smoothed speed, the file/run disagreement, who holds each GPU."""
 from __future__ import annotations
 
 import json
-import math
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 
-from rlsup import paths, runfiles
-from rlsup.daemon import client
+from rlsup import client, paths, runfiles
 from rlsup.jobstate import ACTIVE, State
+from rlsup.jobview import WorkerStatus, is_live, number
 from rlsup.store import Job
-
-# Attention first: what runs, then what waits, then what needs a look, then what is over.
-STATE_ORDER = {state: rank for rank, state in enumerate((
-    State.RUNNING, State.STARTING, State.PAUSING, State.STOPPING, State.QUEUED,
-    State.PAUSED, State.FAILED, State.KILLED, State.DONE))}
-
-
-# ---------------------------------------------------------------------------------------------
-# Job rows
-
-
-@dataclass(frozen=True)
-class JobRow:
-    """A job with what its status.json adds: live step, speed, mean return and time left."""
-
-    job: Job
-    step: int
-    steps_per_second: float | None
-    mean_return: float | None
-    eta_s: float | None
-    drift: str | None = None   # "file differs from run: dqn.lr refused" until they agree again
-
-    @property
-    def sort_key(self) -> tuple:
-        return STATE_ORDER.get(self.job.state, len(STATE_ORDER)), -self.job.priority, self.job.id
-
-
-def job_row(job: Job, status: dict | None, drift: str | None = None, rate: float | None = None) -> JobRow:
-    """Combine a job with its run's status; speed (smoothed, see smoothed_rate) and ETA only while it runs."""
-    status = status or {}
-    live = is_live(job, status)
-    step = int(status.get("step") or 0) if live else job.step
-    speed = rate if live else None
-    remaining = job.total_steps - step
-    eta = remaining / speed if speed and remaining > 0 else None
-    return JobRow(job=job, step=step, steps_per_second=speed, mean_return=number(status.get("mean_return")),
-                  eta_s=eta, drift=drift)
-
-
-def is_live(job: Job, status: dict) -> bool:
-    """status.json was written by the worker that runs the job now, not a previous one."""
-    return job.state in ACTIVE and job.pid is not None and status.get("pid") == job.pid
-
-
-def sorted_rows(rows: list[JobRow]) -> tuple[JobRow, ...]:
-    return tuple(sorted(rows, key=lambda row: row.sort_key))
 
 
 def gpu_holders(jobs: list[Job]) -> dict[int, str]:
@@ -67,13 +19,6 @@ def gpu_holders(jobs: list[Job]) -> dict[int, str]:
             for index in job.gpu_indices:
                 holders.setdefault(index, []).append(f"{job.id} {job.name}")
     return {index: ", ".join(names) for index, names in holders.items()}
-
-
-def number(value) -> float | None:
-    """A finite int or float as a float; None for anything else (bools, strings, NaN)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -144,14 +89,14 @@ class RateWindows:
     def __init__(self):
         self._samples: dict[int, deque] = {}
 
-    def rate(self, job: Job, status: dict | None) -> float | None:
-        if not status or not is_live(job, status):
+    def rate(self, job: Job, status: WorkerStatus | None) -> float | None:
+        if not is_live(job, status):
             self._samples.pop(job.id, None)
             return None
         samples = self._samples.get(job.id)
         if samples is None:
             samples = self._samples[job.id] = deque(train_samples(Path(job.run_dir)), maxlen=4 * SEED_LINES)
-        sample = (number(status.get("time")), number(status.get("step")))
+        sample = (status.time, number(status.step))
         if None not in sample and (not samples or sample[0] > samples[-1][0]):
             samples.append(sample)
         return smoothed_rate(samples)

@@ -1,0 +1,42 @@
+"""What a JOB or RUN argument names, and the one-line usage error every command reports."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rlsup import client, paths
+from rlsup.store import Job
+
+
+class CliError(Exception):
+    """A usage problem reported as one line and exit code 2."""
+
+
+def resolve_run(text: str) -> Path:
+    """A run directory from a path, `latest`, or a job id or name known to the daemon's store."""
+    path = Path(text).expanduser()
+    if (path / paths.JOB_FILE).is_file():
+        return path.resolve()
+    if text == "latest":
+        return newest_run()
+    try:
+        return Path(client.find_job(text).run_dir)
+    except client.JobNotFound as error:
+        raise CliError(str(error)) from None
+
+
+def newest_run() -> Path:
+    runs_dir = paths.home_path() / "runs"  # looked at, never made: no run is there if it is missing
+    runs = [run for run in runs_dir.iterdir() if (run / paths.JOB_FILE).is_file()] if runs_dir.is_dir() else []
+    if not runs:
+        raise CliError(f"there are no runs in {runs_dir} yet")
+    return max(runs, key=lambda run: (run / paths.JOB_FILE).stat().st_mtime)
+
+
+def find_job_or_say(reference: str) -> Job | None:
+    """The job a JOB argument names, or None after saying on stderr that there is none."""
+    try:
+        return client.find_job(reference)
+    except client.JobNotFound as error:
+        print(f"rlsup: {error}", file=sys.stderr)
+        return None

@@ -1,0 +1,161 @@
+"""`rlsup submit`, `list`, `pause`, `resume` and `kill`: queue jobs, see them, and record intents."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rlsup import client, colour, formatting, jobview, paths, spec as specs
+from rlsup.daemon.scheduler import gpu_shortage
+from rlsup.hardware import Hardware
+from rlsup.jobstate import RESTING, Desired, State
+from rlsup.store import Job, Store
+
+INTENT_HELP = {Desired.PAUSED: "pause jobs with a checkpoint",
+               Desired.RUNNING: "resume jobs from their newest checkpoint",
+               Desired.KILLED: "stop jobs at once, without a checkpoint"}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    submit = subparsers.add_parser("submit", help="queue a job; starts the daemon if needed")
+    submit.add_argument("job", metavar="JOB.toml", help="the job file; later edits of it reach the job")
+    submit.add_argument("--name", help="job name (default: [job] name, else the file's stem)")
+    submit.add_argument("--priority", type=int, help="higher runs first (default: [job] priority)")
+    submit.add_argument("--copy", action="store_true",
+                        help="follow a copy of the file made in the run directory (RUN/source.toml), so edits of "
+                             "the file reach only the jobs already bound to it")
+    submit.set_defaults(handler=command_submit)
+
+    listing = subparsers.add_parser("list", help="jobs, states and progress")
+    listing.add_argument("--json", action="store_true", help="a JSON list of objects")
+    listing.set_defaults(handler=command_list)
+
+    for desired in (Desired.PAUSED, Desired.RUNNING, Desired.KILLED):
+        intent = subparsers.add_parser(desired.verb, help=INTENT_HELP[desired])
+        intent.add_argument("jobs", metavar="JOB", nargs="+", help="job id, job name or run directory")
+        intent.set_defaults(handler=command_intent, desired=desired)
+
+
+# ---------------------------------------------------------------------------------------------
+# submit and intents
+
+
+def command_submit(args: argparse.Namespace) -> int:
+    try:
+        job = client.submit(args.job, name=args.name, priority=args.priority, start_daemon=False, copy=args.copy)
+    except specs.SpecError as error:
+        print(error, file=sys.stderr)
+        return 2
+    except client.FileAlreadyBound as error:
+        print(f"rlsup: {error}", file=sys.stderr)
+        return 2
+    print(job.id)
+    print(f"queued {job.name} as job {job.id}; run directory {job.run_dir}", file=sys.stderr)
+    say_who_follows(job)
+    warn_if_gpus_missing(job)
+    try:
+        client.ensure_daemon()
+    except client.DaemonError as error:
+        print(f"rlsup: job {job.id} is queued, but {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def say_who_follows(job: Job) -> None:
+    """Which file the new job follows, and which other jobs the same edits reach."""
+    with Store() as store:
+        others = [other for other in jobview.jobs_following(job.spec_path, store.jobs()) if other.id != job.id]
+    if jobview.is_own_copy(job):
+        print(f"job {job.id} follows its own copy {job.spec_path}: edit that file to change it", file=sys.stderr)
+    elif others:
+        drives = ", ".join(str(other.id) for other in [*others, job])
+        print(f"note: {job.spec_path} now drives jobs {drives}: its edits reach "
+              + ("both" if len(others) == 1 else "all of them"), file=sys.stderr)
+
+
+def warn_if_gpus_missing(job: Job) -> None:
+    """Say at once when a job asks for more GPUs than exist, rather than leave it queued in silence."""
+    if job.gpus_wanted == 0:
+        return
+    hardware = Hardware()
+    try:
+        available = len(hardware.gpu_indices())
+    finally:
+        hardware.close()
+    if job.gpus_wanted > available:
+        print(f"rlsup: warning: job {job.id} {gpu_shortage(job.gpus_wanted, available)}", file=sys.stderr)
+
+
+def command_intent(args: argparse.Namespace) -> int:
+    verb = args.desired.verb
+    code = 0
+    for reference in args.jobs:
+        try:
+            job = client.set_intent(reference, args.desired)
+        except client.JobNotFound as error:
+            print(f"rlsup: {error}", file=sys.stderr)
+            code = 1
+            continue
+        except client.DaemonError as error:
+            print(f"rlsup: {verb} recorded, but {error}", file=sys.stderr)
+            code = 1
+            continue
+        print(f"job {job.id} ({job.name}): {verb} requested (now {job.state})")
+        if job.state is State.DONE and args.desired is Desired.RUNNING:
+            print(f"  it reached its budget; raise total_steps in {job.spec_path} to train further")
+    return code
+
+
+# ---------------------------------------------------------------------------------------------
+# list
+
+
+def job_json(row: jobview.JobRow) -> dict:
+    """What `rlsup list --json` says of a job: the store's row with live values from status.json."""
+    job = row.job
+    return {"id": job.id, "name": job.name, "algo": job.algo, "env": job.env, "state": job.state.value,
+            "desired": job.desired.value, "step": row.step, "total_steps": job.total_steps,
+            "steps_per_second": row.steps_per_second, "mean_return": row.mean_return,
+            "gpus": list(job.gpu_indices), "pid": job.pid, "priority": job.priority, "restarts": job.restarts,
+            "reason": job.reason, "run_dir": job.run_dir, "spec_path": job.spec_path, "submitted": job.submitted}
+
+
+def command_list(args: argparse.Namespace) -> int:
+    home = paths.home_path()
+    if not (home / paths.DATABASE).exists():
+        rows = []
+    else:
+        with Store(home) as store:
+            rows = [jobview.read_row(job) for job in store.jobs()]
+    if args.json:
+        print(json.dumps([job_json(row) for row in rows], indent=1))
+        return 0
+    print_table(rows)
+    if not client.daemon_status(home).running and any(row.job.state not in RESTING for row in rows):
+        print("(the daemon is not running: `rlsup daemon start`)", file=sys.stderr)
+    return 0
+
+
+COLUMNS = ("ID", "NAME", "ALGO", "ENV", "STATE", "STEP/TOTAL", "STEPS/S", "RETURN", "GPU", "RUN DIR")
+
+
+def print_table(rows: list[jobview.JobRow]) -> None:
+    if not rows:
+        print("no jobs; queue one with `rlsup submit JOB.toml`")
+        return
+    cells = [COLUMNS] + [table_cells(row) for row in rows]
+    widths = [max(len(line[index]) for line in cells) for index in range(len(COLUMNS) - 1)]
+    painted = colour.wanted()
+    state_column = COLUMNS.index("STATE")
+    for number, line in enumerate(cells):
+        padded = [cell.ljust(width) for cell, width in zip(line, widths)]
+        if number:  # colour after padding: escape codes have no width on screen
+            padded[state_column] = colour.paint_state(padded[state_column], line[state_column], painted)
+        print("  ".join(padded) + "  " + line[-1])
+
+
+def table_cells(row: jobview.JobRow) -> tuple[str, ...]:
+    job = row.job
+    return (str(job.id), job.name, job.algo, job.env, job.state.value, f"{row.step:,}/{job.total_steps:,}",
+            formatting.speed(row.steps_per_second, missing="-"), formatting.decimal(row.mean_return, 1, missing="-"),
+            ",".join(map(str, job.gpu_indices)) or "-", job.run_dir)

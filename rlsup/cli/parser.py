@@ -1,0 +1,73 @@
+"""The `rlsup` parser, built from each command module's register(), and main(), which maps errors to exit codes."""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+
+from rlsup import __version__
+from rlsup import spec as specs
+from rlsup.checkpoint.manifest import CheckpointProblem
+from rlsup.cli import checkpoints, completion, daemon_control, job_files, jobs, status, training
+from rlsup.cli.arguments import CliError
+from rlsup.jobstate import EXIT_SPEC
+
+# What a shell reports for a command that a signal stopped (128 + its number): Ctrl-C, and SIGPIPE,
+# so that `rlsup … | head` ends as `cat` does.
+INTERRUPTED = 128 + signal.SIGINT
+CLOSED_STDOUT = 128 + signal.SIGPIPE
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rlsup", description="Supervise reinforcement-learning training jobs.")
+    parser.add_argument("--version", action="version", version=f"rlsup {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", help="what to do (default: tui)")
+    # In the order `rlsup --help` lists them: files and foreground training first, then the daemon's jobs.
+    for register in (job_files.register, training.register, checkpoints.register, training.register_enjoy,
+                     register_tui, jobs.register, status.register, daemon_control.register, completion.register):
+        register(commands)
+    return parser
+
+
+def register_tui(subparsers: argparse._SubParsersAction) -> None:
+    tui = subparsers.add_parser("tui", help="the live dashboard (also: rlsup with no command)")
+    tui.set_defaults(handler=command_tui)
+
+
+def command_tui(args: argparse.Namespace) -> int:
+    from rlsup.tui.app import run  # imported here so other commands never load Textual
+
+    return run()
+
+
+def leave_closed_stdout() -> int:
+    """The reader of stdout has gone (`rlsup schema | head`): stop writing, without a word."""
+    # Python flushes stdout once more at exit; pointed at devnull, that flush cannot fail again.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return CLOSED_STDOUT
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # each command handles Ctrl-C itself
+        args = build_parser().parse_args(argv)
+        if args.command is None:
+            args.handler = command_tui
+        code = args.handler(args)
+        sys.stdout.flush()  # here, not at exit: a reader gone by then would be reported with a traceback
+        return code
+    except BrokenPipeError:
+        return leave_closed_stdout()
+    except specs.SpecError as error:
+        print(error, file=sys.stderr)
+        return EXIT_SPEC
+    except (CliError, CheckpointProblem) as error:
+        print(f"rlsup: {error}", file=sys.stderr)
+        return EXIT_SPEC
+    except KeyboardInterrupt:
+        print("rlsup: interrupted", file=sys.stderr)
+        return INTERRUPTED

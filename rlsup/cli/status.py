@@ -1,0 +1,107 @@
+"""`rlsup logs` and `rlsup status`: one job's worker.log, and its state, events and checkpoints."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from rlsup import client, colour, formatting, jobview, paths, runfiles
+from rlsup.cli.arguments import find_job_or_say
+from rlsup.cli.checkpoints import run_checkpoint_lines
+from rlsup.store import Job, Store
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    logs = subparsers.add_parser("logs", help="show a job's worker.log")
+    logs.add_argument("job", metavar="JOB", help="job id, job name or run directory")
+    logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    logs.add_argument("-n", "--lines", type=int, default=50, help="lines of the tail to show first")
+    logs.set_defaults(handler=command_logs)
+
+    status = subparsers.add_parser("status", help="a job's state, events and checkpoints")
+    status.add_argument("job", metavar="JOB", help="job id, job name or run directory")
+    status.add_argument("--events", type=int, default=30, help="newest events shown")
+    status.set_defaults(handler=command_status)
+
+
+# ---------------------------------------------------------------------------------------------
+# logs
+
+
+def command_logs(args: argparse.Namespace) -> int:
+    job = find_job_or_say(args.job)
+    if job is None:
+        return 1
+    path = Path(job.run_dir) / paths.LOG_FILE
+    for line in runfiles.tail_lines(path, args.lines):
+        print(line)
+    if args.follow:
+        try:
+            follow(path)
+        except KeyboardInterrupt:
+            return 0
+    return 0
+
+
+def follow(path: Path, *, poll_s: float = 0.25) -> None:
+    """Print what is appended to path, like tail -f, until interrupted."""
+    offset = path.stat().st_size if path.exists() else 0
+    while True:
+        size = path.stat().st_size if path.exists() else 0
+        if size < offset:  # truncated or replaced: start from its beginning
+            offset = 0
+        if size > offset:
+            with open(path, "rb") as handle:
+                handle.seek(offset)
+                data = handle.read(size - offset)
+            offset = size
+            sys.stdout.write(data.decode(errors="replace"))
+            sys.stdout.flush()
+        time.sleep(poll_s)
+
+
+# ---------------------------------------------------------------------------------------------
+# status
+
+
+def command_status(args: argparse.Namespace) -> int:
+    job = find_job_or_say(args.job)
+    if job is None:
+        return 1
+    row = jobview.read_row(job)
+    state = colour.paint_state(job.state.value, job.state.value, colour.wanted())
+    print(f"job {job.id} {job.name}: {state} (wants {job.desired})")
+    print(f"  step {row.step:,} of {job.total_steps:,}; restarts {job.restarts}/{job.max_restarts}"
+          + (f"; pid {job.pid}" if job.pid else "") + (f"; GPU {job.gpus}" if job.gpus else ""))
+    print("  " + following_line(job) + f"\n  run  {job.run_dir}")
+    if job.reason:
+        print("  " + job.reason.replace("\n", "\n  "))
+    drift = client.spec_drift(job)
+    if drift:
+        print("  " + drift)
+    print_events(job, args.events)
+    print("\ncheckpoints:")
+    for line in run_checkpoint_lines(Path(job.run_dir)):
+        print("  " + line)
+    return 0
+
+
+def print_events(job: Job, count: int) -> None:
+    with Store() as store:
+        events = store.events(job.id, count)
+    print("\nevents:")
+    for event in events:
+        change = f"{event.from_state or ''} -> {event.to_state}" if event.to_state else event.kind
+        message = event.message.replace("\n", "\n" + " " * 22)
+        print(f"  {formatting.clock_time(event.time, formatting.DATE_AND_TIME)}  {change:20} {message}")
+
+
+def following_line(job: Job) -> str:
+    """Which file's edits reach the job, and which other jobs that file drives."""
+    if jobview.is_own_copy(job):
+        return f"follows {job.spec_path} (its own copy, made at submit: edits of the original do not reach it)"
+    with Store() as store:
+        drives = [str(other.id) for other in jobview.jobs_following(job.spec_path, store.jobs())]
+    shared = f" (this file drives jobs {', '.join(drives)}: its edits reach them all)" if len(drives) > 1 else ""
+    return f"follows {job.spec_path}{shared}"

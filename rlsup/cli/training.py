@@ -1,0 +1,116 @@
+"""`rlsup run` and `rlsup enjoy`: train in the foreground without a daemon, and play a trained policy."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from rlsup import paths, runfiles
+from rlsup import spec as specs
+from rlsup.cli.arguments import CliError, resolve_run
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    run = subparsers.add_parser("run", help="train in the foreground; Ctrl-C pauses with a checkpoint")
+    run.add_argument("job", metavar="JOB.toml", nargs="?", help="the job file (with --resume: an edited spec)")
+    run.add_argument("--run-dir", help="where to put the run (default: under $RLSUP_HOME/runs/)")
+    run.add_argument("--resume", metavar="RUN", help="continue RUN from its newest verified checkpoint")
+    run.add_argument("--from-scratch", action="store_true",
+                     help="with --resume: train RUN again from step 0, moving its checkpoints and metrics "
+                          "aside (never deleted)")
+    run.set_defaults(handler=command_run)
+
+
+def register_enjoy(subparsers: argparse._SubParsersAction) -> None:
+    enjoy = subparsers.add_parser("enjoy", help="play a trained policy")
+    enjoy.add_argument("run", metavar="RUN", help="run directory, job id or name, or latest")
+    enjoy.add_argument("--checkpoint", default="latest",
+                       help="latest, best (the best evaluation so far), a step, or a checkpoint path")
+    enjoy.add_argument("--episodes", type=int, default=5, help="episodes to play (default: 5)")
+    enjoy.add_argument("--seed", type=int, default=None, help="env seed (default: the job's seed)")
+    enjoy.add_argument("--render", choices=["none", "terminal", "video"], default="none",
+                       help="terminal: draw the frames here; video: write an mp4 "
+                            "(CartPole needs: pip install 'rlsup[render]')")
+    enjoy.add_argument("--fps", type=float, default=None,
+                       help="frames per second while rendering (default: the env's own; 0: as fast as it plays)")
+    enjoy.add_argument("--video", metavar="PATH.mp4",
+                       help="with --render video: where to write it (default: enjoy-TIME.mp4 in the run)")
+    enjoy.add_argument("--json", action="store_true", help="print the returns as one JSON object")
+    enjoy.set_defaults(handler=command_enjoy)
+
+
+# ---------------------------------------------------------------------------------------------
+# run
+
+
+def command_run(args: argparse.Namespace) -> int:
+    if args.from_scratch and not args.resume:
+        raise CliError("--from-scratch goes with --resume RUN: it restarts an existing run from step 0")
+    if args.resume:
+        run_dir = resolve_run(args.resume)
+        if args.job:
+            apply_resume_edit(run_dir, specs.load(args.job))
+    else:
+        if not args.job:
+            raise CliError("rlsup run needs JOB.toml, or --resume RUN")
+        run_dir = start_run(specs.load(args.job), args.run_dir)
+    print(run_dir, flush=True)
+    from rlsup import worker
+
+    worker.exit_now(worker.run(run_dir, foreground=True, from_scratch=args.from_scratch))
+
+
+def start_run(spec: specs.JobSpec, requested: str | None) -> Path:
+    if requested:
+        run_dir = Path(requested).expanduser().resolve()
+        if (run_dir / paths.JOB_FILE).exists():
+            raise CliError(f"{run_dir} already holds a run; continue it with: rlsup run --resume {run_dir}")
+        paths.ensure_private_dir(run_dir)
+    else:
+        run_dir = paths.new_run_dir(spec.job.name)
+    runfiles.write_run_spec(run_dir, spec)
+    return run_dir
+
+
+def apply_resume_edit(run_dir: Path, edited: specs.JobSpec) -> None:
+    try:
+        changes = runfiles.accept_edit(run_dir, edited)
+    except runfiles.EditRefused as refusal:
+        raise CliError(str(refusal)) from None
+    for change in changes:
+        print(f"applying {change} ({change.edit})", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------------------------
+# enjoy
+
+
+def command_enjoy(args: argparse.Namespace) -> int:
+    from rlsup.enjoy import RenderUnavailable, enjoy
+
+    run_dir = resolve_run(args.run)
+    report = (lambda line: None) if args.json else print
+    video = video_path(args, run_dir)
+    try:
+        returns, entry = enjoy(run_dir, which=args.checkpoint, episodes=args.episodes, seed=args.seed, video=video,
+                               terminal=args.render == "terminal", fps=args.fps, report=report)
+    except RenderUnavailable as error:
+        print(f"rlsup: {error}", file=sys.stderr)
+        return 1
+    mean = sum(returns) / len(returns)
+    if args.json:
+        print(json.dumps({"returns": returns, "mean": mean, "checkpoint": entry.path.name, "step": entry.step}))
+    else:
+        print(f"mean return {mean:g} over {len(returns)} episodes" + (f"; video: {video}" if video else ""))
+    return 0
+
+
+def video_path(args: argparse.Namespace, run_dir: Path) -> Path | None:
+    """Where --render video writes: --video, else a new file in the run directory."""
+    if args.render != "video":
+        return None
+    if args.video:
+        return Path(args.video).expanduser()
+    return run_dir / f"enjoy-{time.strftime('%Y%m%d-%H%M%S')}.mp4"

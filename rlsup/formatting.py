@@ -1,0 +1,67 @@
+"""How numbers, sizes, times and durations read on screen: one module for the CLI, the TUI and the worker."""
+from __future__ import annotations
+
+import time
+
+MISSING = "–"  # no value yet: a speed before the first report, a time not reached
+# Patterns for clock_time: a column shows what its width allows.
+TIME_OF_DAY = "%H:%M:%S"
+DATE_AND_TIME = "%Y-%m-%d %H:%M:%S"
+DATE_AND_MINUTE = "%Y-%m-%d %H:%M"
+DAY_AND_MINUTE = "%m-%d %H:%M"
+
+
+def short_count(value: float | None) -> str:
+    """12_345 -> 12.3k, 2_000_000 -> 2M: a step count that fits a narrow column."""
+    if value is None:
+        return MISSING
+    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= limit * 0.9995:  # 999,999 rounds to "1M", not "1e+03k"
+            return f"{value / limit:.3g}{suffix}"
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.3g}"
+
+
+def speed(value: float | None, missing: str = MISSING) -> str:
+    """Steps per second as a whole number with thousands separators; missing before the first report."""
+    return f"{value:,.0f}" if value else missing
+
+
+def decimal(value: float | None, places: int, missing: str = MISSING) -> str:
+    """A value such as a mean return to a fixed number of places; missing when there is none yet."""
+    return f"{value:.{places}f}" if isinstance(value, (int, float)) else missing
+
+
+def duration(seconds: float | None) -> str:
+    """A compact duration for a table cell: 5s, 1m05s, 1h01m, 1d01h."""
+    if seconds is None:
+        return MISSING
+    seconds = int(seconds)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+
+
+def stopwatch(seconds: float) -> str:
+    """A duration as hours:minutes:seconds, for a line redrawn in place whose width must not jump."""
+    hours, remainder = divmod(int(seconds), 3600)
+    return f"{hours}:{remainder // 60:02d}:{remainder % 60:02d}"
+
+
+def byte_size(count: float | None) -> str:
+    """A size in binary units (KiB, MiB, GiB, TiB), as memory and files are measured."""
+    if count is None:
+        return MISSING
+    for limit, suffix in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if count >= limit:
+            return f"{count / limit:.1f} {suffix}"
+    return f"{count:.0f} B"
+
+
+def clock_time(stamp: float | None, pattern: str = TIME_OF_DAY) -> str:
+    """A Unix time as local time, or MISSING for none (a job not started yet)."""
+    return time.strftime(pattern, time.localtime(stamp)) if stamp else MISSING

@@ -1,0 +1,130 @@
+"""One job as the CLI, the TUI and the daemon see it: the store's row merged with its worker's status.json."""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlsup import paths, runfiles
+from rlsup.jobstate import ACTIVE, State
+from rlsup.store import Job
+
+# ---------------------------------------------------------------------------------------------
+# status.json, read once into checked values
+
+
+def number(value: object) -> float | None:
+    """A finite int or float as a float; None for anything else (bools, strings, NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def whole(value: object) -> int | None:
+    found = number(value)
+    return int(found) if found is not None else None
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """What a worker last wrote to status.json (DESIGN.md section 6), each value checked; None where absent."""
+
+    pid: int | None
+    phase: str | None
+    time: float | None
+    step: int | None
+    total_steps: int | None
+    steps_per_second: float | None
+    mean_return: float | None
+    notice: str | None
+
+
+def parse_status(raw: dict | None) -> WorkerStatus | None:
+    """The checked values of a status.json object; None for a missing or half-written file."""
+    if raw is None:
+        return None
+    notice, phase = raw.get("notice"), raw.get("phase")
+    return WorkerStatus(pid=whole(raw.get("pid")), phase=phase if isinstance(phase, str) else None,
+                        time=number(raw.get("time")), step=whole(raw.get("step")),
+                        total_steps=whole(raw.get("total_steps")), steps_per_second=number(raw.get("steps_per_second")),
+                        mean_return=number(raw.get("mean_return")), notice=str(notice) if notice else None)
+
+
+def read_worker_status(run_dir: str | Path) -> WorkerStatus | None:
+    return parse_status(runfiles.read_status(Path(run_dir)))
+
+
+def is_live(job: Job, status: WorkerStatus | None) -> bool:
+    """status.json was written by the worker that runs the job now, not a previous one."""
+    return status is not None and job.state in ACTIVE and job.pid is not None and status.pid == job.pid
+
+
+# ---------------------------------------------------------------------------------------------
+# Job rows
+
+# Attention first: what runs, then what waits, then what needs a look, then what is over.
+STATE_ORDER = {state: rank for rank, state in enumerate((
+    State.RUNNING, State.STARTING, State.PAUSING, State.STOPPING, State.QUEUED,
+    State.PAUSED, State.FAILED, State.KILLED, State.DONE))}
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """A job with what its status.json adds: live step, speed, mean return and time left."""
+
+    job: Job
+    step: int
+    steps_per_second: float | None
+    mean_return: float | None
+    eta_s: float | None
+    drift: str | None = None   # "file differs from run: dqn.lr refused" until they agree again
+
+    @property
+    def sort_key(self) -> tuple:
+        return STATE_ORDER.get(self.job.state, len(STATE_ORDER)), -self.job.priority, self.job.id
+
+
+def merge_status(job: Job, status: WorkerStatus | None, *, rate: float | None = None,
+                 drift: str | None = None) -> JobRow:
+    """A job with its run's status: the step and the speed (rate) come from it only while its worker runs.
+
+    rate is the steps per second to show: the TUI's smoothed one, or reported_rate(status).
+    """
+    live = is_live(job, status)
+    step = status.step if live and status.step is not None else job.step
+    speed = rate if live else None
+    remaining = job.total_steps - step
+    eta = remaining / speed if speed and remaining > 0 else None
+    return JobRow(job=job, step=step, steps_per_second=speed, eta_s=eta, drift=drift,
+                  mean_return=status.mean_return if status else None)
+
+
+def reported_rate(status: WorkerStatus | None) -> float | None:
+    """The worker's own steps per second over its last second."""
+    return status.steps_per_second if status else None
+
+
+def read_row(job: Job) -> JobRow:
+    """A job merged with its run's status.json as it is now, at the speed the worker reports."""
+    status = read_worker_status(job.run_dir)
+    return merge_status(job, status, rate=reported_rate(status))
+
+
+def sorted_rows(rows: list[JobRow]) -> tuple[JobRow, ...]:
+    return tuple(sorted(rows, key=lambda row: row.sort_key))
+
+
+# ---------------------------------------------------------------------------------------------
+# Which file drives which job
+
+
+def jobs_following(path: str | Path, jobs: list[Job]) -> list[Job]:
+    """The jobs that edits of this file reach (the daemon watches no killed job's file)."""
+    wanted = os.path.normpath(str(path))
+    return [job for job in jobs if job.state is not State.KILLED and os.path.normpath(job.spec_path) == wanted]
+
+
+def is_own_copy(job: Job) -> bool:
+    """The job follows the copy of its file made at `submit --copy`, not the file itself."""
+    return Path(job.spec_path) == Path(job.run_dir) / paths.SOURCE_COPY
