@@ -1,7 +1,6 @@
 """What clients (CLI, TUI) do: submit jobs, record intents, find jobs, start and stop the daemon."""
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import signal
@@ -29,34 +28,6 @@ class FileAlreadyBound(ValueError):
     """The job file already drives a job: a second job from it needs --copy or --name."""
 
 
-# ---------------------------------------------------------------------------------------------
-# Command-line overrides: values given at submit that win over the file until the file changes them
-
-
-def make_overrides(loaded: specs.JobSpec, *, name: str | None = None, priority: int | None = None) -> dict:
-    """Record each override with the file's value it replaced."""
-    overrides = {}
-    if name is not None or specs.sanitize_name(loaded.job.name) != loaded.job.name:
-        # A name from the file is sanitised too: it becomes part of paths and must not hold '/' or '..'.
-        wanted = loaded.job.name if name is None else name
-        overrides["job.name"] = {"file": loaded.job.name, "value": specs.sanitize_name(wanted)}
-    if priority is not None:
-        problem = specs.field_problem("job", "priority", priority)
-        if problem:
-            raise specs.SpecError([specs.Problem("--priority", None, "job.priority", problem)])
-        overrides["job.priority"] = {"file": loaded.job.priority, "value": int(priority)}
-    return overrides
-
-
-def apply_overrides(loaded: specs.JobSpec, overrides: dict) -> specs.JobSpec:
-    """Apply each override while the file still holds the value it replaced; an edit there wins."""
-    for key, entry in overrides.items():
-        section, field = key.split(".", 1)
-        if getattr(getattr(loaded, section), field) == entry["file"]:
-            loaded = loaded.replace(section, **{field: entry["value"]})
-    return loaded
-
-
 def spec_drift(job: Job) -> str | None:
     """What the job's file says that its run refused ("file differs from run: dqn.lr refused"), or None.
 
@@ -71,15 +42,11 @@ def spec_drift(job: Job) -> str | None:
     except specs.SpecError:
         return None  # a run not written yet: nothing to compare
     try:
-        edited = apply_overrides(specs.load(job.spec_path), job.override_values)
+        edited = specs.apply_overrides(specs.load(job.spec_path), job.override_values)
     except specs.SpecError:
         return "file differs from run: the file does not load (see rlsup validate)"
     fields = [change.field for change in specs.refused(specs.diff(run, edited))]
     return f"file differs from run: {', '.join(fields)} refused" if fields else None
-
-
-def file_digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,8 +64,8 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     path = Path(spec_path).expanduser().resolve()
     loaded = specs.load(path)
     data = path.read_bytes()
-    overrides = make_overrides(loaded, name=name, priority=priority)
-    effective = apply_overrides(loaded, overrides)
+    overrides = specs.make_overrides(loaded, name=name, priority=priority)
+    effective = specs.apply_overrides(loaded, overrides)
     home = home or paths.rlsup_home()
     with Store(home) as store:
         bound = jobs_following(path, store.jobs())
@@ -112,7 +79,7 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
             job = store.submit(name=effective.job.name, spec_path=followed, run_dir=run_dir, algo=effective.job.algo,
                                env=effective.env.id, priority=effective.job.priority,
                                gpus_wanted=effective.job.gpus, total_steps=effective.job.total_steps,
-                               max_restarts=effective.job.max_restarts, spec_seen=file_digest(data),
+                               max_restarts=effective.job.max_restarts, spec_seen=specs.file_digest(data),
                                overrides=overrides)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)  # just made, empty of training: no orphan run left behind

@@ -75,18 +75,17 @@ def test_edits_on_disk_apply_live_restart_refuse_and_requeue(harness) -> None:
 
 def test_command_line_values_hold_until_the_file_changes_that_field() -> None:
     from rlsup import spec as specs
-    from rlsup import client
 
     loaded = specs.loads('[job]\nname = "a/../b"\npriority = 1\n', default_name="file")
-    overrides = client.make_overrides(loaded, priority=7)
-    effective = client.apply_overrides(loaded, overrides)
+    overrides = specs.make_overrides(loaded, priority=7)
+    effective = specs.apply_overrides(loaded, overrides)
     assert (effective.job.name, effective.job.priority) == ("a-..-b", 7)  # sanitised: no path separators
     longer = loaded.replace("job", total_steps=5)
-    assert client.apply_overrides(longer, overrides).job.priority == 7
+    assert specs.apply_overrides(longer, overrides).job.priority == 7
     reprioritised = loaded.replace("job", priority=3)
-    assert client.apply_overrides(reprioritised, overrides).job.priority == 3  # the file's edit wins
-    renamed = client.make_overrides(loaded, name="my run")
-    assert client.apply_overrides(loaded, renamed).job.name == "my-run"
+    assert specs.apply_overrides(reprioritised, overrides).job.priority == 3  # the file's edit wins
+    renamed = specs.make_overrides(loaded, name="my run")
+    assert specs.apply_overrides(loaded, renamed).job.name == "my-run"
 
 
 def test_a_job_that_never_started_takes_any_edit(harness) -> None:
