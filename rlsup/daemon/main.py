@@ -13,7 +13,8 @@ from typing import Callable
 
 from rlsup import hardware as hardware_module, jobstate, locks, paths, runfiles, spec as specs
 from rlsup.daemon import scheduler
-from rlsup.daemon.supervisor import Supervisor, Worker, WORKER_COMMAND, boot_id, exit_of_vanished
+from rlsup.daemon.runner import JobRunner, Signal, WorkerHandle
+from rlsup.daemon.supervisor import LocalRunner
 from rlsup.daemon.watcher import EditApplier, SpecWatcher
 from rlsup.jobstate import ACTIVE, Desired, Exit, State
 from rlsup.store import Job, Store
@@ -77,20 +78,23 @@ def detach_output() -> None:
 
 
 class Daemon:
-    """The reconcile loop. Only this class writes job states, spawns and signals workers."""
+    """The reconcile loop. Only this class writes job states and, through its runner, starts and signals workers.
 
-    def __init__(self, home: Path, settings: scheduler.Settings, *, machine=None,
-                 worker_command: tuple[str, ...] = WORKER_COMMAND):
+    machine (the hardware placement sees) and runner (where workers run) are built by the caller:
+    tests and demos pass fakes; by default the real machine and local processes.
+    """
+
+    def __init__(self, home: Path, settings: scheduler.Settings, *, machine: hardware_module.Machine | None = None,
+                 runner: JobRunner | None = None):
         self.home = Path(home)
         self.settings = settings
         self.store = Store(self.home)
-        self.supervisor = Supervisor(worker_command)
+        self.runner: JobRunner = runner or LocalRunner()
         self.machine = machine or hardware_module.Hardware()
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.watcher = SpecWatcher(settings.debounce_s, self.wake)
         self.edits = EditApplier(self)
-        self.boot_id = boot_id()
         self.pending_reload: set[int] = set()   # live edits that reached a worker still starting
         self.known_jobs: set[int] = set()       # jobs whose file has been checked since start-up
         self.notices_seen: set[tuple[int, int]] = set()  # (job, worker pid) whose status notice is an event
@@ -114,7 +118,7 @@ class Daemon:
         finally:
             self.watcher.stop()
             self.store.add_event(None, "daemon", "daemon stopped; workers keep running")
-            log.info("daemon stopped; %d worker(s) left running", len(self.supervisor.workers))
+            log.info("daemon stopped; %d worker(s) left running", len(self.runner.handles()))
             self.store.close()
             self.machine.close()
 
@@ -123,7 +127,7 @@ class Daemon:
             self.apply_settings()
         now = time.monotonic()
         version = self.store.data_version()
-        ended = self.supervisor.reap()
+        ended = self.runner.reap()
         for worker, outcome in ended:
             self.contain(worker.job_id, lambda: self.finish(worker, outcome))
         for path in self.watcher.due():
@@ -174,21 +178,19 @@ class Daemon:
                 self.store.transition(job.id, State.QUEUED, "the daemon stopped before the worker started",
                                       gpus="", signal_sent=None)
             return
-        same_boot = job.boot_id == self.boot_id
-        if same_boot and self.supervisor.adopt(job.id, job.pid, job.process_start, Path(job.run_dir)):
+        recorded = WorkerHandle(job.id, job.pid, job.process_start, job.boot_id or "", Path(job.run_dir))
+        if self.runner.adopt(recorded):
             self.store.add_event(job.id, "adopted", f"adopted running worker pid {job.pid}")
             return
         # Gone (or a pid from before a reboot): its exit.json, if any, says how it ended.
-        worker = Worker(job.id, job.pid, job.process_start or 0.0, Path(job.run_dir))
-        self.finish(worker, exit_of_vanished(worker))
+        self.finish(recorded, self.runner.exit_of_lost(recorded))
 
     def adopt_lock_holder(self, job: Job, why: str) -> bool:
         """Adopt the live worker holding the job's run lock, if there is one; True when adopted."""
-        holder = self.supervisor.run_lock_holder(Path(job.run_dir))
-        worker = self.supervisor.adopt(job.id, holder.pid, None, Path(job.run_dir)) if holder.pid else None
+        worker = self.runner.adopt_run_holder(job.id, Path(job.run_dir))
         if worker is None:
             return False
-        self.store.update(job.id, pid=worker.pid, process_start=worker.start_time, boot_id=self.boot_id)
+        self.record_worker(worker)
         self.store.add_event(job.id, "adopted", f"adopted worker pid {worker.pid} holding the run ({why})")
         return True
 
@@ -202,8 +204,8 @@ class Daemon:
 
     def fail_broken(self, job_id: int, reason: str) -> None:
         try:
-            self.supervisor.kill(job_id)  # a worker nobody tracks would be a second writer later
-            self.supervisor.forget(job_id)
+            self.runner.signal(job_id, Signal.KILL)  # a worker nobody tracks would be a second writer later
+            self.runner.forget(job_id)
             job = self.store.job(job_id)
             if job is not None and jobstate.allowed(job.state, State.FAILED):
                 self.store.transition(job_id, State.FAILED, reason, pid=None, gpus="", signal_sent=None)
@@ -250,23 +252,23 @@ class Daemon:
         """Carry a client's intent to a live worker; escalate a pause that overran its grace."""
         if job.new_intent:
             self.store.update(job.id, applied_seq=job.desired_seq)
-        if job.id not in self.supervisor.workers:
+        if self.runner.handle(job.id) is None:
             return  # reaped this tick or being settled; its exit already moved it
         if job.desired is Desired.KILLED:
-            if job.signal_sent != "kill" and self.supervisor.kill(job.id):
+            if job.signal_sent != "kill" and self.runner.signal(job.id, Signal.KILL):
                 self.store.update(job.id, signal_sent="kill", signal_time=time.time())
                 self.store.add_event(job.id, "signal", "SIGKILL to the process group (kill requested)")
         elif job.desired is Desired.PAUSED and job.state is not State.PAUSING:
             self.begin_pause(job, "pause requested")
         elif job.state is State.PAUSING and job.signal_sent == "pause":
             grace = self.stop_grace(job)
-            if job.signal_time and time.time() - job.signal_time > grace and self.supervisor.kill(job.id):
+            if job.signal_time and time.time() - job.signal_time > grace and self.runner.signal(job.id, Signal.KILL):
                 self.store.update(job.id, signal_sent="pause-kill")
                 self.store.add_event(job.id, "signal", f"no pause checkpoint after {grace:g} s: SIGKILL")
 
     def begin_pause(self, job: Job, reason: str) -> None:
         """SIGINT: the worker finishes its step, writes a pause checkpoint and exits 75."""
-        if self.supervisor.send(job.id, signal.SIGINT):
+        if self.runner.signal(job.id, Signal.PAUSE):
             self.store.transition(job.id, State.PAUSING, reason, signal_sent="pause", signal_time=time.time())
 
     def stop_grace(self, job: Job) -> float:
@@ -299,7 +301,7 @@ class Daemon:
     def start(self, job: Job, gpus: tuple[int, ...]) -> None:
         # The state is written before the spawn: a daemon dying in between leaves a job in
         # `starting` without a pid, which recover() adopts through the run's lock or re-queues.
-        if self.supervisor.run_lock_holder(Path(job.run_dir)).held:
+        if self.runner.run_held(Path(job.run_dir)):
             # A worker already trains this run (left by a daemon that died while starting it): adopt
             # it, since a second one would write the same files. Not yet identifiable: next round.
             if self.adopt_lock_holder(job, "found before spawning another"):
@@ -311,11 +313,15 @@ class Daemon:
                               gpus=gpus, pid=None, signal_sent=None, signal_time=None, started=time.time(),
                               exit_code=None)
         try:
-            worker = self.supervisor.spawn(job.id, Path(job.run_dir), gpus)
+            worker = self.runner.start(job.id, Path(job.run_dir), gpus)
         except OSError as error:
             self.store.transition(job.id, State.FAILED, f"cannot start the worker: {error}", gpus="")
             return
-        self.store.update(job.id, pid=worker.pid, process_start=worker.start_time, boot_id=self.boot_id)
+        self.record_worker(worker)
+
+    def record_worker(self, worker: WorkerHandle) -> None:
+        """What recognises the worker after a daemon restart."""
+        self.store.update(worker.job_id, pid=worker.pid, process_start=worker.start_time, boot_id=worker.boot_id)
 
     # ------------------------------------------------------------------ workers' progress and exits
 
@@ -325,7 +331,7 @@ class Daemon:
             self.contain(job.id, lambda: self.poll_job(job))
 
     def poll_job(self, job: Job) -> None:
-        worker = self.supervisor.workers.get(job.id)
+        worker = self.runner.handle(job.id)
         status = runfiles.read_status(Path(job.run_dir))
         if worker is None or status is None or status.get("pid") != worker.pid:
             return
@@ -350,10 +356,10 @@ class Daemon:
             self.store.add_event(job_id, "checkpoint", str(notice))
 
     def reload(self, job_id: int) -> None:
-        if self.supervisor.send(job_id, signal.SIGHUP):
+        if self.runner.signal(job_id, Signal.RELOAD):
             self.store.add_event(job_id, "signal", "SIGHUP: the worker applies the live fields")
 
-    def finish(self, worker: Worker, ended: Exit) -> None:
+    def finish(self, worker: WorkerHandle, ended: Exit) -> None:
         """Move a job whose worker ended to its next state."""
         job = self.store.job(worker.job_id)
         self.pending_reload.discard(worker.job_id)
@@ -382,7 +388,7 @@ class Daemon:
             delay = jobstate.restart_backoff(job.restarts, self.settings.restart_backoff_s)
             columns.update(restarts=job.restarts + 1, not_before=time.time() + delay)
         if outcome.state is State.FAILED:
-            tail = runfiles.tail_lines(Path(job.run_dir) / paths.LOG_FILE, LOG_TAIL_LINES)
+            tail = self.runner.log_tail(Path(job.run_dir), LOG_TAIL_LINES)
             reason += ("\nlast lines of worker.log:\n" + "\n".join(tail)) if tail else ""
         log.info("job %s: worker pid %s ended (%s) -> %s", job.id, worker.pid, ended.describe(), outcome.state)
         self.store.transition(job.id, outcome.state, reason, **columns)
@@ -394,8 +400,8 @@ class Daemon:
             log.exception("hardware sample failed")
 
 
-def run(home: Path | None = None, *, settings: scheduler.Settings | None = None, machine=None,
-        worker_command: tuple[str, ...] = WORKER_COMMAND, detach: bool = False) -> int:
+def run(home: Path | None = None, *, settings: scheduler.Settings | None = None,
+        machine: hardware_module.Machine | None = None, runner: JobRunner | None = None, detach: bool = False) -> int:
     """Run a daemon for home in this process until SIGTERM / SIGINT; returns an exit code.
 
     SIGHUP re-reads daemon.toml. detach (what `python -m rlsup.daemon` does) points stdout and
@@ -415,7 +421,7 @@ def run(home: Path | None = None, *, settings: scheduler.Settings | None = None,
         return 0
     setup_logging(home, settings)
     try:
-        daemon = Daemon(home, settings, machine=machine, worker_command=worker_command)
+        daemon = Daemon(home, settings, machine=machine, runner=runner)
     except Exception as error:  # e.g. a database from a newer rlsup
         log.exception("daemon cannot start")
         print(f"rlsup daemon: {error}", file=sys.stderr)
