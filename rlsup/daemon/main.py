@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import logging.handlers
 import os
 import signal
 import sys
@@ -11,70 +10,21 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from rlsup import hardware as hardware_module, jobstate, locks, paths, runfiles, spec as specs
-from rlsup.daemon import scheduler
+from rlsup import hardware as hardware_module, jobstate, paths, runfiles, spec as specs
+from rlsup.daemon import edits, scheduler
+from rlsup.daemon.edits import EditAction
 from rlsup.daemon.runner import JobRunner, Signal, WorkerHandle
 from rlsup.daemon.supervisor import LocalRunner
-from rlsup.daemon.watcher import EditApplier, SpecWatcher
+from rlsup.daemon.startup import AlreadyRunning, detach_output, load_settings, setup_logging, take_lock
+from rlsup.daemon.watcher import SpecWatcher
 from rlsup.jobstate import ACTIVE, Desired, Exit, State
 from rlsup.store import Job, Store
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 log = logging.getLogger("rlsup.daemon")
 
 FULL_RECONCILE_S = 1.0    # even without a database change: backoffs expire, grace periods run out
 STATUS_POLL_S = 0.25      # reading status.json of active jobs: starting -> running, step cache
 LOG_TAIL_LINES = 12       # lines of worker.log quoted in a failure reason
-
-
-class AlreadyRunning(RuntimeError):
-    """Another daemon holds this home's lock."""
-
-
-def load_settings(home: Path) -> scheduler.Settings:
-    path = Path(home) / paths.DAEMON_SETTINGS
-    if not path.exists():
-        return scheduler.Settings()
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise scheduler.SettingsError(f"{path}: {error}") from None
-    return scheduler.settings_from_mapping(data, source=str(path))
-
-
-def take_lock(home: Path, *, wait_s: float = 1.0) -> int:
-    """Hold $RLSUP_HOME/daemon.lock for the daemon's lifetime; its content is our pid."""
-    try:
-        return locks.acquire(Path(home) / paths.DAEMON_LOCK, wait_s=wait_s)
-    except locks.LockHeld:
-        raise AlreadyRunning(f"a daemon already runs for {home}") from None
-
-
-def setup_logging(home: Path, settings: scheduler.Settings) -> None:
-    handler = logging.handlers.RotatingFileHandler(Path(home) / paths.DAEMON_LOG, maxBytes=settings.log_max_bytes,
-                                                   backupCount=settings.log_backups)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    root = logging.getLogger("rlsup")
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
-
-
-def detach_output() -> None:
-    """A detached daemon's stdout and stderr lead nowhere (the starting client has gone): send them to
-    /dev/null and route uncaught exceptions of every thread to daemon.log instead."""
-    sys.excepthook = lambda kind, value, trace: log.critical("uncaught", exc_info=(kind, value, trace))
-    threading.excepthook = lambda hook: log.critical("uncaught in thread %s", hook.thread,
-                                                     exc_info=(hook.exc_type, hook.exc_value, hook.exc_traceback))
-    if sys.stderr is not None and sys.stderr.isatty():
-        return  # run by hand in a terminal: keep the terminal
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    for descriptor in (1, 2):
-        os.dup2(devnull, descriptor)
-    os.close(devnull)
 
 
 class Daemon:
@@ -94,7 +44,6 @@ class Daemon:
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.watcher = SpecWatcher(settings.debounce_s, self.wake)
-        self.edits = EditApplier(self)
         self.pending_reload: set[int] = set()   # live edits that reached a worker still starting
         self.known_jobs: set[int] = set()       # jobs whose file has been checked since start-up
         self.notices_seen: set[tuple[int, int]] = set()  # (job, worker pid) whose status notice is an event
@@ -131,7 +80,7 @@ class Daemon:
         for worker, outcome in ended:
             self.contain(worker.job_id, lambda: self.finish(worker, outcome))
         for path in self.watcher.due():
-            self.edits.check_file(path)
+            self.check_file(path)
         if ended or self.dirty or version != self.last_version or now - self.last_reconcile >= FULL_RECONCILE_S:
             self.last_version, self.last_reconcile, self.dirty = version, now, False
             self.reconcile()
@@ -223,7 +172,7 @@ class Daemon:
                 self.known_jobs.add(job.id)
                 fresh = self.store.job(job.id)  # the list may predate this reconcile's own changes
                 if fresh.state is not State.KILLED:
-                    self.contain(job.id, lambda: self.edits.check_job(fresh))
+                    self.contain(job.id, lambda: self.check_edit(fresh))
 
     # ------------------------------------------------------------------ reconcile
 
@@ -322,6 +271,52 @@ class Daemon:
     def record_worker(self, worker: WorkerHandle) -> None:
         """What recognises the worker after a daemon restart."""
         self.store.update(worker.job_id, pid=worker.pid, process_start=worker.start_time, boot_id=worker.boot_id)
+
+    # ------------------------------------------------------------------ edits of job files
+
+    def check_file(self, path: str) -> None:
+        for job in edits.jobs_following(path, self.store.jobs()):
+            self.contain(job.id, lambda job=job: self.check_edit(job))
+
+    def check_edit(self, job: Job) -> None:
+        """Judge the job's saved file once per content, then carry out what the edit needs."""
+        saved = edits.read_saved(job)
+        if saved is None:
+            return
+        self.store.update(job.id, spec_seen=saved.digest)
+        try:
+            current = runfiles.read_run_spec(Path(job.run_dir))
+        except specs.SpecError as error:
+            decision: edits.Decision = edits.unreadable_run_spec(error)
+        else:
+            decision = edits.decide(job, current, saved)
+        if isinstance(decision, edits.Refuse):
+            log.info("job %s: edit refused: %s", job.id, decision.message.splitlines()[0])
+            self.store.add_event(job.id, "refused", decision.message)
+        elif decision is not None:
+            self.apply_edit(job, decision)
+
+    def apply_edit(self, job: Job, edit: edits.Accept) -> None:
+        runfiles.write_run_spec(Path(job.run_dir), edit.spec)
+        if edit.new_identity:
+            self.store.update(job.id, algo=edit.spec.job.algo, env=edit.spec.env.id)
+        self.store.add_event(job.id, "edit", edit.summary)
+        section = edit.spec.job
+        job = self.store.update(job.id, name=section.name, priority=section.priority, total_steps=section.total_steps,
+                                max_restarts=section.max_restarts, gpus_wanted=section.gpus)
+        log.info("job %s: edit applied (%s) -> %s", job.id, ", ".join(c.field for c in edit.changes), edit.action)
+        if edit.action is EditAction.RELOAD and job.state is State.STARTING:
+            self.pending_reload.add(job.id)  # SIGHUP before its handler exists would kill it
+        elif edit.action is EditAction.RELOAD:
+            self.reload(job.id)
+        elif edit.action is EditAction.RESTART:
+            self.begin_pause(job, edit.restart_reason)
+        elif edit.action is EditAction.REQUEUE:
+            self.store.transition(job.id, State.QUEUED,
+                                  f"total_steps raised to {section.total_steps} (done at step {job.step})",
+                                  not_before=0.0)
+        self.dirty = True
+        self.wake.set()
 
     # ------------------------------------------------------------------ workers' progress and exits
 
