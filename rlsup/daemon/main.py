@@ -1,6 +1,7 @@
 """The daemon: one per RLSUP_HOME; reconciles what clients want with the workers that run."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -18,7 +19,7 @@ from rlsup.daemon.supervisor import LocalRunner
 from rlsup.daemon.startup import AlreadyRunning, detach_output, load_settings, setup_logging, take_lock
 from rlsup.daemon.watcher import SpecWatcher
 from rlsup.jobstate import ACTIVE, Desired, Exit, State
-from rlsup.store import Job, Store
+from rlsup.store import Job, JobChanges, Process, SentSignal, SignalKind, Store
 
 log = logging.getLogger("rlsup.daemon")
 
@@ -124,24 +125,24 @@ class Daemon:
             # The previous daemon died between recording the start and recording the pid: the worker
             # it spawned may be running all the same, holding the run's lock.
             if not self.adopt_lock_holder(job, "spawned just before the previous daemon stopped"):
-                self.store.transition(job.id, State.QUEUED, "the daemon stopped before the worker started",
-                                      gpus="", signal_sent=None)
+                self.store.transition(job.id, State.QUEUED, "the daemon stopped before the worker started")
             return
-        recorded = WorkerHandle(job.id, job.pid, job.process_start, job.boot_id or "", Path(job.run_dir))
+        process = job.process
+        recorded = WorkerHandle(job.id, job.pid, process.start_time, process.boot_id or "", Path(job.run_dir))
         if self.runner.adopt(recorded):
             self.store.add_event(job.id, "adopted", f"adopted running worker pid {job.pid}")
             return
         # Gone (or a pid from before a reboot): its exit.json, if any, says how it ended.
         self.finish(recorded, self.runner.exit_of_lost(recorded))
 
-    def adopt_lock_holder(self, job: Job, why: str) -> bool:
-        """Adopt the live worker holding the job's run lock, if there is one; True when adopted."""
+    def adopt_lock_holder(self, job: Job, why: str) -> WorkerHandle | None:
+        """Adopt the live worker holding the job's run lock, if there is one."""
         worker = self.runner.adopt_run_holder(job.id, Path(job.run_dir))
         if worker is None:
-            return False
-        self.record_worker(worker)
+            return None
+        self.record_worker(worker, job.gpu_indices)
         self.store.add_event(job.id, "adopted", f"adopted worker pid {worker.pid} holding the run ({why})")
-        return True
+        return worker
 
     def contain(self, job_id: int, action: Callable[[], object]) -> None:
         """Do one job's part of the loop; whatever in that job breaks it fails the job, never the daemon."""
@@ -157,7 +158,7 @@ class Daemon:
             self.runner.forget(job_id)
             job = self.store.job(job_id)
             if job is not None and jobstate.allowed(job.state, State.FAILED):
-                self.store.transition(job_id, State.FAILED, reason, pid=None, gpus="", signal_sent=None)
+                self.store.transition(job_id, State.FAILED, reason)
             else:
                 self.store.add_event(job_id, "daemon", reason)
         except Exception:
@@ -190,10 +191,10 @@ class Daemon:
         """Apply a client's intent to a job without a worker: pause or kill a queued job, resume one."""
         target = jobstate.intent_target(job.state, job.desired, new_intent=job.new_intent)
         if target is not None:
-            columns = {"applied_seq": job.desired_seq}
+            changes: JobChanges = {"applied_seq": job.desired_seq}
             if job.state in (State.FAILED, State.KILLED) and target is State.QUEUED:
-                columns.update(restarts=0, not_before=0.0)
-            self.store.transition(job.id, target, f"{job.desired} requested", **columns)
+                changes.update(restarts=0, not_before=0.0)
+            self.store.transition(job.id, target, f"{job.desired} requested", **changes)
         elif job.new_intent:
             self.store.update(job.id, applied_seq=job.desired_seq)
 
@@ -203,28 +204,30 @@ class Daemon:
             self.store.update(job.id, applied_seq=job.desired_seq)
         if self.runner.handle(job.id) is None:
             return  # reaped this tick or being settled; its exit already moved it
+        sent = job.signal.kind if job.signal else None
         if job.desired is Desired.KILLED:
-            if job.signal_sent != "kill" and self.runner.signal(job.id, Signal.KILL):
-                self.store.update(job.id, signal_sent="kill", signal_time=time.time())
+            if sent is not SignalKind.KILL and self.runner.signal(job.id, Signal.KILL):
+                self.store.update(job.id, signal=SentSignal(SignalKind.KILL, time.time()))
                 self.store.add_event(job.id, "signal", "SIGKILL to the process group (kill requested)")
         elif job.desired is Desired.PAUSED and job.state is not State.PAUSING:
             self.begin_pause(job, "pause requested")
-        elif job.state is State.PAUSING and job.signal_sent == "pause":
-            grace = self.stop_grace(job)
-            if job.signal_time and time.time() - job.signal_time > grace and self.runner.signal(job.id, Signal.KILL):
-                self.store.update(job.id, signal_sent="pause-kill")
+        elif job.state is State.PAUSING and sent is SignalKind.PAUSE:
+            grace, since = self.run_settings(job).stop_grace_s, job.signal.time
+            if since and time.time() - since > grace and self.runner.signal(job.id, Signal.KILL):
+                self.store.update(job.id, signal=SentSignal(SignalKind.PAUSE_KILL, since))
                 self.store.add_event(job.id, "signal", f"no pause checkpoint after {grace:g} s: SIGKILL")
 
     def begin_pause(self, job: Job, reason: str) -> None:
         """SIGINT: the worker finishes its step, writes a pause checkpoint and exits 75."""
         if self.runner.signal(job.id, Signal.PAUSE):
-            self.store.transition(job.id, State.PAUSING, reason, signal_sent="pause", signal_time=time.time())
+            self.store.transition(job.id, State.PAUSING, reason, signal=SentSignal(SignalKind.PAUSE, time.time()))
 
-    def stop_grace(self, job: Job) -> float:
+    def run_settings(self, job: Job) -> specs.JobSection:
+        """The run's [job] as accepted (its job.toml): the one source of its budget, restarts and grace."""
         try:
-            return runfiles.read_run_spec(Path(job.run_dir)).job.stop_grace_s
-        except specs.SpecError:
-            return specs.JobSection().stop_grace_s
+            return runfiles.read_run_spec(Path(job.run_dir)).job
+        except specs.SpecError:  # unreadable: the row's copy of it, defaults for the rest
+            return dataclasses.replace(specs.JobSection(), total_steps=job.total_steps, max_restarts=job.max_restarts)
 
     def schedule(self) -> None:
         jobs = self.store.jobs([State.QUEUED, *ACTIVE])
@@ -253,24 +256,24 @@ class Daemon:
         if self.runner.run_held(Path(job.run_dir)):
             # A worker already trains this run (left by a daemon that died while starting it): adopt
             # it, since a second one would write the same files. Not yet identifiable: next round.
-            if self.adopt_lock_holder(job, "found before spawning another"):
-                self.store.transition(job.id, State.STARTING, "a worker already trains this run", gpus=gpus,
-                                      signal_sent=None, signal_time=None, exit_code=None)
+            worker = self.adopt_lock_holder(job, "found before spawning another")
+            if worker is not None:
+                self.store.transition(job.id, State.STARTING, "a worker already trains this run",
+                                      process=process_of(worker, gpus), exit_code=None)
             return
         where = f" on GPU {','.join(map(str, gpus))}" if gpus else ""
-        self.store.transition(job.id, State.STARTING, "placed" + where,
-                              gpus=gpus, pid=None, signal_sent=None, signal_time=None, started=time.time(),
+        self.store.transition(job.id, State.STARTING, "placed" + where, process=Process(gpus), started=time.time(),
                               exit_code=None)
         try:
             worker = self.runner.start(job.id, Path(job.run_dir), gpus)
         except OSError as error:
-            self.store.transition(job.id, State.FAILED, f"cannot start the worker: {error}", gpus="")
+            self.store.transition(job.id, State.FAILED, f"cannot start the worker: {error}")
             return
-        self.record_worker(worker)
+        self.record_worker(worker, gpus)
 
-    def record_worker(self, worker: WorkerHandle) -> None:
+    def record_worker(self, worker: WorkerHandle, gpus: tuple[int, ...]) -> None:
         """What recognises the worker after a daemon restart."""
-        self.store.update(worker.job_id, pid=worker.pid, process_start=worker.start_time, boot_id=worker.boot_id)
+        self.store.update(worker.job_id, process=process_of(worker, gpus))
 
     # ------------------------------------------------------------------ edits of job files
 
@@ -333,16 +336,15 @@ class Daemon:
         self.record_notice(job.id, worker.pid, status.get("notice"))
         step, total = int(status.get("step") or 0), int(status.get("total_steps") or job.total_steps)
         if job.state is State.STARTING:
-            self.store.transition(job.id, State.RUNNING, f"worker pid {worker.pid} reports", step=step,
-                                  total_steps=total)
+            self.store.transition(job.id, State.RUNNING, f"worker pid {worker.pid} reports", step=step)
             if job.id in self.pending_reload:
                 self.pending_reload.discard(job.id)
                 self.reload(job.id)
         elif job.state is State.RUNNING and step >= total:
-            self.store.transition(job.id, State.STOPPING, f"budget reached at step {step}", step=step,
-                                  total_steps=total)
-        elif (step, total) != (job.step, job.total_steps):
-            self.store.update(job.id, step=step, total_steps=total)
+            self.store.transition(job.id, State.STOPPING, f"budget reached at step {step}", step=step)
+        elif step != job.step:
+            # Only the step: the budget is job.toml's, which the worker applies at its next reload.
+            self.store.update(job.id, step=step)
 
     def record_notice(self, job_id: int, pid: int, notice: object) -> None:
         """What a worker says once at its start (newer checkpoints skipped, and why) becomes an event."""
@@ -363,36 +365,37 @@ class Daemon:
         # Another worker holds the run (this one found it locked and left): follow that one instead.
         if self.adopt_lock_holder(job, f"worker pid {worker.pid} ended beside it"):
             return
-        try:
-            run_spec = runfiles.read_run_spec(Path(job.run_dir)).job
-            total, max_restarts = run_spec.total_steps, run_spec.max_restarts
-        except specs.SpecError:
-            total, max_restarts = job.total_steps, job.max_restarts
+        run = self.run_settings(job)
         outcome = jobstate.exit_outcome(
-            ended, desired=job.desired, total_steps=total, restarts=job.restarts, max_restarts=max_restarts,
-            stopped_by_daemon=job.signal_sent in ("pause", "pause-kill"))
-        columns = dict(pid=None, process_start=None, gpus="", signal_sent=None, signal_time=None,
-                       exit_code=ended.code if ended.signal is None else -ended.signal, finished=time.time(),
-                       total_steps=total, max_restarts=max_restarts)
+            ended, desired=job.desired, total_steps=run.total_steps, restarts=job.restarts,
+            max_restarts=run.max_restarts,
+            stopped_by_daemon=job.signal is not None and job.signal.kind in (SignalKind.PAUSE, SignalKind.PAUSE_KILL))
+        # The row's copy of the budget follows job.toml, which a live edit may have changed meanwhile.
+        changes: JobChanges = dict(exit_code=ended.code if ended.signal is None else -ended.signal,
+                                   finished=time.time(), total_steps=run.total_steps, max_restarts=run.max_restarts)
         if ended.step is not None:
-            columns["step"] = ended.step
+            changes["step"] = ended.step
         reason = outcome.reason
         if outcome.desired is not None:
-            columns["desired"] = outcome.desired
+            changes["desired"] = outcome.desired
         if outcome.restart:
             delay = jobstate.restart_backoff(job.restarts, self.settings.restart_backoff_s)
-            columns.update(restarts=job.restarts + 1, not_before=time.time() + delay)
+            changes.update(restarts=job.restarts + 1, not_before=time.time() + delay)
         if outcome.state is State.FAILED:
             tail = self.runner.log_tail(Path(job.run_dir), LOG_TAIL_LINES)
             reason += ("\nlast lines of worker.log:\n" + "\n".join(tail)) if tail else ""
         log.info("job %s: worker pid %s ended (%s) -> %s", job.id, worker.pid, ended.describe(), outcome.state)
-        self.store.transition(job.id, outcome.state, reason, **columns)
+        self.store.transition(job.id, outcome.state, reason, **changes)
 
     def sample_hardware(self) -> None:
         try:
             self.store.add_hardware_sample(self.machine.sample().to_dict())
         except Exception:  # a sensor hiccup must never stop the daemon
             log.exception("hardware sample failed")
+
+
+def process_of(worker: WorkerHandle, gpus: tuple[int, ...]) -> Process:
+    return Process(gpus, worker.pid, worker.start_time, worker.boot_id)
 
 
 def run(home: Path | None = None, *, settings: scheduler.Settings | None = None,

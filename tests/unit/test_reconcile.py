@@ -17,7 +17,7 @@ from rlsup.daemon.runner import JobRunner, Signal
 from rlsup.daemon.scheduler import Settings
 from rlsup.hardware import FakeHardware
 from rlsup.jobstate import EXIT_DONE, EXIT_ERROR, EXIT_PAUSED, Desired, Exit, State
-from rlsup.store import Job, Store
+from rlsup.store import Job, SignalKind, Store
 from rlsup_testing import cartpole_text
 
 from fake_runner import SIGKILL, FakeRunner
@@ -102,7 +102,7 @@ def test_a_job_starts_runs_stops_at_its_budget_and_is_done(loop):
     loop.tick()
     starting = loop.job(job)
     assert starting.state is State.STARTING and starting.pid == loop.runner.handle(job.id).pid
-    assert starting.boot_id == FakeRunner.boot_id and loop.runner.gpus[job.id] == ()
+    assert starting.process.boot_id == FakeRunner.boot_id and loop.runner.gpus[job.id] == ()
     loop.runner.report(job.id, 200, 500)
     loop.tick()
     assert (loop.state(job), loop.job(job).step) == (State.RUNNING, 200)
@@ -151,13 +151,13 @@ def test_a_pause_during_starting_pauses_then_resume_starts_again(loop):
     loop.want(job, Desired.PAUSED)
     loop.tick()
     assert loop.state(job) is State.PAUSING and loop.runner.sent(job.id) == [Signal.PAUSE]
-    assert loop.job(job).signal_sent == "pause"
+    assert loop.job(job).signal.kind is SignalKind.PAUSE
     loop.tick(2)
     assert loop.runner.sent(job.id) == [Signal.PAUSE]  # sent once, not on every tick
     loop.runner.end(job.id, EXIT_PAUSED, step=0)
     loop.tick()
     paused = loop.job(job)
-    assert (paused.state, paused.signal_sent, paused.pid) == (State.PAUSED, None, None)
+    assert (paused.state, paused.signal, paused.process) == (State.PAUSED, None, None)
     loop.want(job, Desired.RUNNING)
     loop.tick(2)
     assert loop.state(job) is State.STARTING and loop.job(job).pid == loop.runner.handle(job.id).pid
@@ -167,7 +167,7 @@ def test_kill_of_a_running_job_kills_its_worker_once(loop):
     job = started(loop)
     loop.want(job, Desired.KILLED)
     loop.tick()
-    assert loop.job(job).signal_sent == "kill" and loop.runner.sent(job.id) == [Signal.KILL]
+    assert loop.job(job).signal.kind is SignalKind.KILL and loop.runner.sent(job.id) == [Signal.KILL]
     loop.tick()
     killed = loop.job(job)
     assert (killed.state, killed.pid, killed.exit_code) == (State.KILLED, None, -SIGKILL)
@@ -181,7 +181,7 @@ def test_a_pause_that_overruns_its_grace_is_killed_and_resumes_from_the_previous
     assert loop.state(job) is State.PAUSING
     time.sleep(0.01)  # past a grace of 0 s
     loop.tick()
-    assert loop.runner.sent(job.id) == [Signal.PAUSE, Signal.KILL] and loop.job(job).signal_sent == "pause-kill"
+    assert loop.runner.sent(job.id) == [Signal.PAUSE, Signal.KILL] and loop.job(job).signal.kind is SignalKind.PAUSE_KILL
     loop.tick()
     paused = loop.job(job)
     assert paused.state is State.PAUSED and "stopped before its pause checkpoint" in paused.reason
