@@ -6,15 +6,19 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, TypedDict
+from typing import TYPE_CHECKING, Any, Iterable
 
 from rlsup import jobstate, paths
+from rlsup.jobrecord import Event, Job, JobChanges, Process, SentSignal, SignalKind, change_columns, job_from_row
 from rlsup.jobstate import ACTIVE, Desired, State
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+# The record types are the store's API as much as Store is: `from rlsup.store import Job` keeps working.
+__all__ = ["Event", "Job", "JobChanges", "MIGRATIONS", "Process", "SCHEMA_VERSION", "SentSignal", "SignalKind",
+           "Store", "StoreError"]
 
 # Each entry upgrades the schema by one version; PRAGMA user_version counts the ones applied.
 MIGRATIONS: tuple[str, ...] = (
@@ -76,139 +80,6 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 class StoreError(RuntimeError):
     """The database cannot be used (a newer schema, a corrupt file)."""
-
-
-class SignalKind(str, enum.Enum):
-    """What the daemon told a worker whose exit it now waits for."""
-
-    PAUSE = "pause"            # a pause checkpoint, then exit 75
-    KILL = "kill"              # a kill requested: no checkpoint
-    PAUSE_KILL = "pause-kill"  # a pause that overran stop_grace_s, killed: resumes from the previous checkpoint
-
-    def __str__(self) -> str:
-        return self.value
-
-
-@dataclass(frozen=True)
-class Process:
-    """An active job's worker: its GPUs from placement on; pid, start time and boot once it runs."""
-
-    gpus: tuple[int, ...] = ()
-    pid: int | None = None
-    start_time: float | None = None  # to tell the worker from a later process given the same pid
-    boot_id: str | None = None       # a pid from another boot is never the worker
-
-
-@dataclass(frozen=True)
-class SentSignal:
-    """A signal sent to an active job's worker, and when (a pause's grace runs from it)."""
-
-    kind: SignalKind
-    time: float | None = None
-
-
-@dataclass(frozen=True)
-class Job:
-    """One row of jobs. process and signal exist only while the job is active (a worker may exist).
-
-    name, algo, env, priority, gpus_wanted, total_steps and max_restarts copy the run's accepted
-    job.toml (written with it at submit and at each accepted edit, re-read when a worker ends), so
-    listing and scheduling need no file; job.toml is their source.
-    """
-
-    id: int
-    name: str
-    spec_path: str
-    spec_seen: str | None
-    overrides: str
-    run_dir: str
-    algo: str
-    env: str
-    state: State
-    desired: Desired
-    desired_seq: int
-    applied_seq: int
-    priority: int
-    gpus_wanted: int
-    restarts: int
-    max_restarts: int
-    not_before: float
-    step: int
-    total_steps: int
-    exit_code: int | None
-    reason: str
-    submitted: float
-    started: float | None
-    finished: float | None
-    updated: float
-    process: Process | None = None
-    signal: SentSignal | None = None
-
-    @property
-    def gpu_indices(self) -> tuple[int, ...]:
-        return self.process.gpus if self.process else ()
-
-    @property
-    def gpus(self) -> str:
-        """The GPUs the job holds, as CUDA_VISIBLE_DEVICES writes them ("" for none)."""
-        return ",".join(map(str, self.gpu_indices))
-
-    @property
-    def pid(self) -> int | None:
-        """The worker's pid while it has one."""
-        return self.process.pid if self.process else None
-
-    @property
-    def new_intent(self) -> bool:
-        """A client intent the daemon has not settled yet."""
-        return self.desired_seq > self.applied_seq
-
-    @property
-    def override_values(self) -> dict:
-        return json.loads(self.overrides or "{}")
-
-
-@dataclass(frozen=True)
-class Event:
-    """One row of events: a state change, an edit applied or refused, a signal sent."""
-
-    id: int
-    time: float
-    job_id: int | None
-    kind: str
-    from_state: str | None
-    to_state: str | None
-    message: str
-
-
-class JobChanges(TypedDict, total=False):
-    """What transition() and update() may set; process and signal write their sub-records' columns."""
-
-    process: Process | None
-    signal: SentSignal | None
-    step: int
-    applied_seq: int
-    restarts: int
-    not_before: float
-    desired: Desired
-    exit_code: int | None
-    started: float
-    finished: float
-    reason: str
-    spec_seen: str
-    name: str
-    algo: str
-    env: str
-    priority: int
-    gpus_wanted: int
-    total_steps: int
-    max_restarts: int
-
-
-CHANGE_KEYS = frozenset(JobChanges.__annotations__)
-# The columns of the sub-records, which exist only in the states that have them.
-PROCESS_COLUMNS = ("gpus", "pid", "process_start", "boot_id")
-SIGNAL_COLUMNS = ("signal_sent", "signal_time")
 
 
 class Store:
@@ -374,14 +245,14 @@ class Store:
             elif current.state not in ACTIVE:
                 changes.setdefault("process", Process())
                 changes.setdefault("signal", None)
-            self._update(job_id, {**_columns(changes), "state": new_state.value, "reason": reason}, now)
+            self._update(job_id, {**change_columns(changes), "state": new_state.value, "reason": reason}, now)
             self._event(job_id, "state", current.state, new_state, reason, now)
         return self.job(job_id)
 
     def update(self, job_id: int, **changes: Unpack[JobChanges]) -> Job:
         """Change a job without a state change (caches, its worker, bookkeeping)."""
         with self._write():
-            self._update(job_id, _columns(changes), time.time())
+            self._update(job_id, change_columns(changes), time.time())
         return self.job(job_id)
 
     def add_event(self, job_id: int | None, kind: str, message: str) -> None:
@@ -465,22 +336,6 @@ def _statements(script: str) -> list[str]:
     return [statement.strip() for statement in script.split(";") if statement.strip()]
 
 
-def _columns(changes: dict) -> dict:
-    """The columns a set of changes writes; ValueError names anything that is not a change."""
-    unknown = set(changes) - CHANGE_KEYS
-    if unknown:
-        raise ValueError(f"not a job change: {sorted(unknown)} (a state changes by transition())")
-    columns = {key: value for key, value in changes.items() if key not in ("process", "signal")}
-    if "process" in changes:
-        process = changes["process"]
-        values = (process.gpus, process.pid, process.start_time, process.boot_id) if process else ("", None, None, None)
-        columns.update(zip(PROCESS_COLUMNS, values))
-    if "signal" in changes:
-        signal = changes["signal"]
-        columns.update(zip(SIGNAL_COLUMNS, (signal.kind, signal.time) if signal else (None, None)))
-    return columns
-
-
 def _column_value(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return value.value
@@ -496,13 +351,4 @@ def _escape_like(text: str) -> str:
 
 
 def _job(row: sqlite3.Row) -> Job:
-    values = dict(row)
-    state = values["state"] = State(values["state"])
-    values["desired"] = Desired(values["desired"])
-    gpus, pid, start_time, boot_id = (values.pop(column) for column in PROCESS_COLUMNS)
-    kind, sent = (values.pop(column) for column in SIGNAL_COLUMNS)
-    if state in ACTIVE:
-        indices = tuple(int(part) for part in gpus.split(",") if part)
-        values["process"] = Process(indices, pid, start_time, boot_id)
-        values["signal"] = SentSignal(SignalKind(kind), sent) if kind else None
-    return Job(**values)
+    return job_from_row(dict(row))
