@@ -6,10 +6,9 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import psutil
-
-FAKE_GPUS_VARIABLE = "RLSUP_FAKE_GPUS"
 
 
 @dataclass(frozen=True)
@@ -47,11 +46,25 @@ class Sample:
                    memory_total_bytes=data.get("memory_total_bytes", 0), gpus=gpus)
 
 
-class Hardware:
-    """The real machine: psutil for CPU and memory, NVML for GPUs when it is there."""
+class Machine(Protocol):
+    """What the daemon and the TUI read of a machine: Hardware, or FakeHardware in tests."""
 
-    def __init__(self):
-        self.fake_gpu_count = fake_gpu_count()
+    def gpu_indices(self) -> tuple[int, ...]: ...
+
+    def sample(self) -> Sample: ...
+
+    def close(self) -> None: ...
+
+
+class Hardware:
+    """The real machine: psutil for CPU and memory, NVML for GPUs when it is there.
+
+    fake_gpus=K replaces NVML by K idle fake GPUs (placement on GPU-less machines); whoever builds
+    the machine decides, so no test switch is read here.
+    """
+
+    def __init__(self, *, fake_gpus: int | None = None):
+        self.fake_gpu_count = None if fake_gpus is None else max(0, int(fake_gpus))
         self._nvml = None if self.fake_gpu_count is not None else _Nvml.open()
 
     def gpu_indices(self) -> tuple[int, ...]:
@@ -111,17 +124,6 @@ def visible_device_indices() -> set[int] | None:
     if not all(part.isdigit() for part in parts):
         return None
     return {int(part) for part in parts}
-
-
-def fake_gpu_count() -> int | None:
-    """RLSUP_FAKE_GPUS=K: pretend there are K GPUs (placement tests on GPU-less machines)."""
-    text = os.environ.get(FAKE_GPUS_VARIABLE, "").strip()
-    if not text:
-        return None
-    try:
-        return max(0, int(text))
-    except ValueError:
-        return None
 
 
 class _Nvml:

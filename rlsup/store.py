@@ -1,16 +1,24 @@
 """The SQLite store: jobs, their events and hardware samples; the daemon's queue and the UI's source."""
 from __future__ import annotations
 
+import enum
 import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from rlsup import jobstate, paths
-from rlsup.jobstate import Desired, State
+from rlsup.jobrecord import Event, Job, JobChanges, Process, SentSignal, SignalKind, change_columns, job_from_row
+from rlsup.jobstate import ACTIVE, Desired, State
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+# The record types are the store's API as much as Store is: `from rlsup.store import Job` keeps working.
+__all__ = ["Event", "Job", "JobChanges", "MIGRATIONS", "Process", "SCHEMA_VERSION", "SentSignal", "SignalKind",
+           "Store", "StoreError"]
 
 # Each entry upgrades the schema by one version; PRAGMA user_version counts the ones applied.
 MIGRATIONS: tuple[str, ...] = (
@@ -72,72 +80,6 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 class StoreError(RuntimeError):
     """The database cannot be used (a newer schema, a corrupt file)."""
-
-
-@dataclass(frozen=True)
-class Job:
-    """One row of jobs."""
-
-    id: int
-    name: str
-    spec_path: str
-    spec_seen: str | None
-    overrides: str
-    run_dir: str
-    algo: str
-    env: str
-    state: State
-    desired: Desired
-    desired_seq: int
-    applied_seq: int
-    priority: int
-    gpus_wanted: int
-    gpus: str
-    pid: int | None
-    process_start: float | None
-    boot_id: str | None
-    signal_sent: str | None
-    signal_time: float | None
-    restarts: int
-    max_restarts: int
-    not_before: float
-    step: int
-    total_steps: int
-    exit_code: int | None
-    reason: str
-    submitted: float
-    started: float | None
-    finished: float | None
-    updated: float
-
-    @property
-    def gpu_indices(self) -> tuple[int, ...]:
-        return tuple(int(part) for part in self.gpus.split(",") if part)
-
-    @property
-    def new_intent(self) -> bool:
-        """A client intent the daemon has not settled yet."""
-        return self.desired_seq > self.applied_seq
-
-    @property
-    def override_values(self) -> dict:
-        return json.loads(self.overrides or "{}")
-
-
-@dataclass(frozen=True)
-class Event:
-    """One row of events: a state change, an edit applied or refused, a signal sent."""
-
-    id: int
-    time: float
-    job_id: int | None
-    kind: str
-    from_state: str | None
-    to_state: str | None
-    message: str
-
-
-JOB_COLUMNS = tuple(f.name for f in fields(Job))
 
 
 class Store:
@@ -285,8 +227,12 @@ class Store:
 
     # ------------------------------------------------------------------ daemon writes
 
-    def transition(self, job_id: int, new_state: State, reason: str, **columns: Any) -> Job:
-        """Move a job to new_state (checked against the lifecycle), record the event, set columns."""
+    def transition(self, job_id: int, new_state: State, reason: str, **changes: Unpack[JobChanges]) -> Job:
+        """Move a job to new_state (checked against the lifecycle), record the event, apply changes.
+
+        Leaving the active states ends the job's process and signal; entering them gives it a process
+        (the one in changes, else one with no GPUs and no pid yet) and no signal.
+        """
         new_state = State(new_state)
         now = time.time()
         with self._write():
@@ -294,17 +240,19 @@ class Store:
             if current is None:
                 raise KeyError(job_id)
             jobstate.check(current.state, new_state)
-            columns.update(state=new_state.value, reason=reason)
-            self._update(job_id, columns, now)
+            if new_state not in ACTIVE:
+                changes.update(process=None, signal=None)
+            elif current.state not in ACTIVE:
+                changes.setdefault("process", Process())
+                changes.setdefault("signal", None)
+            self._update(job_id, {**change_columns(changes), "state": new_state.value, "reason": reason}, now)
             self._event(job_id, "state", current.state, new_state, reason, now)
         return self.job(job_id)
 
-    def update(self, job_id: int, **columns: Any) -> Job:
-        """Set columns of a job without a state change (caches, pids, bookkeeping)."""
-        if "state" in columns:
-            raise ValueError("use transition() to change a job's state")
+    def update(self, job_id: int, **changes: Unpack[JobChanges]) -> Job:
+        """Change a job without a state change (caches, its worker, bookkeeping)."""
         with self._write():
-            self._update(job_id, columns, time.time())
+            self._update(job_id, change_columns(changes), time.time())
         return self.job(job_id)
 
     def add_event(self, job_id: int | None, kind: str, message: str) -> None:
@@ -312,9 +260,6 @@ class Store:
             self._event(job_id, kind, None, None, message, time.time())
 
     def _update(self, job_id: int, columns: dict, now: float) -> None:
-        unknown = set(columns) - set(JOB_COLUMNS)
-        if unknown:
-            raise ValueError(f"no such job columns: {sorted(unknown)}")
         columns = {key: _column_value(value) for key, value in columns.items()}
         columns["updated"] = now
         assignments = ", ".join(f"{key} = ?" for key in columns)
@@ -389,7 +334,7 @@ def _statements(script: str) -> list[str]:
 
 
 def _column_value(value: Any) -> Any:
-    if isinstance(value, (State, Desired)):
+    if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, (tuple, list)):
         return ",".join(str(item) for item in value)
@@ -403,7 +348,4 @@ def _escape_like(text: str) -> str:
 
 
 def _job(row: sqlite3.Row) -> Job:
-    values = dict(row)
-    values["state"] = State(values["state"])
-    values["desired"] = Desired(values["desired"])
-    return Job(**values)
+    return job_from_row(dict(row))

@@ -6,6 +6,7 @@ import json
 import sys
 
 from rlsup import client, colour, formatting, jobview, paths, spec as specs
+from rlsup.daemon.demo import machine_from_environment
 from rlsup.daemon.scheduler import gpu_shortage
 from rlsup.hardware import Hardware
 from rlsup.jobstate import RESTING, Desired, State
@@ -77,7 +78,7 @@ def warn_if_gpus_missing(job: Job) -> None:
     """Say at once when a job asks for more GPUs than exist, rather than leave it queued in silence."""
     if job.gpus_wanted == 0:
         return
-    hardware = Hardware()
+    hardware = machine_from_environment() or Hardware()
     try:
         available = len(hardware.gpu_indices())
     finally:

@@ -1,8 +1,8 @@
 """The daemon: one per RLSUP_HOME; reconciles what clients want with the workers that run."""
 from __future__ import annotations
 
+import dataclasses
 import logging
-import logging.handlers
 import os
 import signal
 import sys
@@ -11,18 +11,16 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from rlsup import hardware as hardware_module, jobstate, locks, paths, runfiles, spec as specs
-from rlsup.daemon import scheduler
-from rlsup.daemon.supervisor import Supervisor, Worker, WORKER_COMMAND, boot_id, exit_of_vanished
-from rlsup.daemon.watcher import EditApplier, SpecWatcher
+from rlsup import hardware as hardware_module, jobstate, paths, runfiles, spec as specs
+from rlsup.daemon import edits, scheduler
+from rlsup.daemon.edits import EditAction
+from rlsup.daemon.runner import JobRunner, Signal, WorkerHandle
+from rlsup.daemon.supervisor import LocalRunner
+from rlsup.daemon.startup import AlreadyRunning, detach_output, load_settings, setup_logging, take_lock
+from rlsup.daemon.watcher import SpecWatcher
 from rlsup.jobstate import ACTIVE, Desired, Exit, State
-from rlsup.jobview import read_worker_status
-from rlsup.store import Job, Store
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from rlsup.jobview import jobs_following, read_worker_status
+from rlsup.store import Job, JobChanges, Process, SentSignal, SignalKind, Store
 
 log = logging.getLogger("rlsup.daemon")
 
@@ -31,67 +29,23 @@ STATUS_POLL_S = 0.25      # reading status.json of active jobs: starting -> runn
 LOG_TAIL_LINES = 12       # lines of worker.log quoted in a failure reason
 
 
-class AlreadyRunning(RuntimeError):
-    """Another daemon holds this home's lock."""
-
-
-def load_settings(home: Path) -> scheduler.Settings:
-    path = Path(home) / paths.DAEMON_SETTINGS
-    if not path.exists():
-        return scheduler.Settings()
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise scheduler.SettingsError(f"{path}: {error}") from None
-    return scheduler.settings_from_mapping(data, source=str(path))
-
-
-def take_lock(home: Path, *, wait_s: float = 1.0) -> int:
-    """Hold $RLSUP_HOME/daemon.lock for the daemon's lifetime; its content is our pid."""
-    try:
-        return locks.acquire(Path(home) / paths.DAEMON_LOCK, wait_s=wait_s)
-    except locks.LockHeld:
-        raise AlreadyRunning(f"a daemon already runs for {home}") from None
-
-
-def setup_logging(home: Path, settings: scheduler.Settings) -> None:
-    handler = logging.handlers.RotatingFileHandler(Path(home) / paths.DAEMON_LOG, maxBytes=settings.log_max_bytes,
-                                                   backupCount=settings.log_backups)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    root = logging.getLogger("rlsup")
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
-
-
-def detach_output() -> None:
-    """A detached daemon's stdout and stderr lead nowhere (the starting client has gone): send them to
-    /dev/null and route uncaught exceptions of every thread to daemon.log instead."""
-    sys.excepthook = lambda kind, value, trace: log.critical("uncaught", exc_info=(kind, value, trace))
-    threading.excepthook = lambda hook: log.critical("uncaught in thread %s", hook.thread,
-                                                     exc_info=(hook.exc_type, hook.exc_value, hook.exc_traceback))
-    if sys.stderr is not None and sys.stderr.isatty():
-        return  # run by hand in a terminal: keep the terminal
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    for descriptor in (1, 2):
-        os.dup2(devnull, descriptor)
-    os.close(devnull)
-
-
 class Daemon:
-    """The reconcile loop. Only this class writes job states, spawns and signals workers."""
+    """The reconcile loop. Only this class writes job states and, through its runner, starts and signals workers.
 
-    def __init__(self, home: Path, settings: scheduler.Settings, *, machine=None,
-                 worker_command: tuple[str, ...] = WORKER_COMMAND):
+    machine (the hardware placement sees) and runner (where workers run) are built by the caller:
+    tests and demos pass fakes; by default the real machine and local processes.
+    """
+
+    def __init__(self, home: Path, settings: scheduler.Settings, *, machine: hardware_module.Machine | None = None,
+                 runner: JobRunner | None = None):
         self.home = Path(home)
         self.settings = settings
         self.store = Store(self.home)
-        self.supervisor = Supervisor(worker_command)
+        self.runner: JobRunner = runner or LocalRunner()
         self.machine = machine or hardware_module.Hardware()
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.watcher = SpecWatcher(settings.debounce_s, self.wake)
-        self.edits = EditApplier(self)
-        self.boot_id = boot_id()
         self.pending_reload: set[int] = set()   # live edits that reached a worker still starting
         self.known_jobs: set[int] = set()       # jobs whose file has been checked since start-up
         self.notices_seen: set[tuple[int, int]] = set()  # (job, worker pid) whose status notice is an event
@@ -115,7 +69,7 @@ class Daemon:
         finally:
             self.watcher.stop()
             self.store.add_event(None, "daemon", "daemon stopped; workers keep running")
-            log.info("daemon stopped; %d worker(s) left running", len(self.supervisor.workers))
+            log.info("daemon stopped; %d worker(s) left running", len(self.runner.handles()))
             self.store.close()
             self.machine.close()
 
@@ -124,11 +78,11 @@ class Daemon:
             self.apply_settings()
         now = time.monotonic()
         version = self.store.data_version()
-        ended = self.supervisor.reap()
+        ended = self.runner.reap()
         for worker, outcome in ended:
             self.contain(worker.job_id, lambda: self.finish(worker, outcome))
         for path in self.watcher.due():
-            self.edits.check_file(path)
+            self.check_file(path)
         if ended or self.dirty or version != self.last_version or now - self.last_reconcile >= FULL_RECONCILE_S:
             self.last_version, self.last_reconcile, self.dirty = version, now, False
             self.reconcile()
@@ -172,26 +126,24 @@ class Daemon:
             # The previous daemon died between recording the start and recording the pid: the worker
             # it spawned may be running all the same, holding the run's lock.
             if not self.adopt_lock_holder(job, "spawned just before the previous daemon stopped"):
-                self.store.transition(job.id, State.QUEUED, "the daemon stopped before the worker started",
-                                      gpus="", signal_sent=None)
+                self.store.transition(job.id, State.QUEUED, "the daemon stopped before the worker started")
             return
-        same_boot = job.boot_id == self.boot_id
-        if same_boot and self.supervisor.adopt(job.id, job.pid, job.process_start, Path(job.run_dir)):
+        process = job.process
+        recorded = WorkerHandle(job.id, job.pid, process.start_time, process.boot_id or "", Path(job.run_dir))
+        if self.runner.adopt(recorded):
             self.store.add_event(job.id, "adopted", f"adopted running worker pid {job.pid}")
             return
         # Gone (or a pid from before a reboot): its exit.json, if any, says how it ended.
-        worker = Worker(job.id, job.pid, job.process_start or 0.0, Path(job.run_dir))
-        self.finish(worker, exit_of_vanished(worker))
+        self.finish(recorded, self.runner.exit_of_lost(recorded))
 
-    def adopt_lock_holder(self, job: Job, why: str) -> bool:
-        """Adopt the live worker holding the job's run lock, if there is one; True when adopted."""
-        holder = self.supervisor.run_lock_holder(Path(job.run_dir))
-        worker = self.supervisor.adopt(job.id, holder.pid, None, Path(job.run_dir)) if holder.pid else None
+    def adopt_lock_holder(self, job: Job, why: str) -> WorkerHandle | None:
+        """Adopt the live worker holding the job's run lock, if there is one."""
+        worker = self.runner.adopt_run_holder(job.id, Path(job.run_dir))
         if worker is None:
-            return False
-        self.store.update(job.id, pid=worker.pid, process_start=worker.start_time, boot_id=self.boot_id)
+            return None
+        self.record_worker(worker, job.gpu_indices)
         self.store.add_event(job.id, "adopted", f"adopted worker pid {worker.pid} holding the run ({why})")
-        return True
+        return worker
 
     def contain(self, job_id: int, action: Callable[[], object]) -> None:
         """Do one job's part of the loop; whatever in that job breaks it fails the job, never the daemon."""
@@ -203,11 +155,11 @@ class Daemon:
 
     def fail_broken(self, job_id: int, reason: str) -> None:
         try:
-            self.supervisor.kill(job_id)  # a worker nobody tracks would be a second writer later
-            self.supervisor.forget(job_id)
+            self.runner.signal(job_id, Signal.KILL)  # a worker nobody tracks would be a second writer later
+            self.runner.forget(job_id)
             job = self.store.job(job_id)
             if job is not None and jobstate.allowed(job.state, State.FAILED):
-                self.store.transition(job_id, State.FAILED, reason, pid=None, gpus="", signal_sent=None)
+                self.store.transition(job_id, State.FAILED, reason)
             else:
                 self.store.add_event(job_id, "daemon", reason)
         except Exception:
@@ -222,7 +174,7 @@ class Daemon:
                 self.known_jobs.add(job.id)
                 fresh = self.store.job(job.id)  # the list may predate this reconcile's own changes
                 if fresh.state is not State.KILLED:
-                    self.contain(job.id, lambda: self.edits.check_job(fresh))
+                    self.contain(job.id, lambda: self.check_edit(fresh))
 
     # ------------------------------------------------------------------ reconcile
 
@@ -240,10 +192,10 @@ class Daemon:
         """Apply a client's intent to a job without a worker: pause or kill a queued job, resume one."""
         target = jobstate.intent_target(job.state, job.desired, new_intent=job.new_intent)
         if target is not None:
-            columns = {"applied_seq": job.desired_seq}
+            changes: JobChanges = {"applied_seq": job.desired_seq}
             if job.state in (State.FAILED, State.KILLED) and target is State.QUEUED:
-                columns.update(restarts=0, not_before=0.0)
-            self.store.transition(job.id, target, f"{job.desired} requested", **columns)
+                changes.update(restarts=0, not_before=0.0)
+            self.store.transition(job.id, target, f"{job.desired} requested", **changes)
         elif job.new_intent:
             self.store.update(job.id, applied_seq=job.desired_seq)
 
@@ -251,30 +203,32 @@ class Daemon:
         """Carry a client's intent to a live worker; escalate a pause that overran its grace."""
         if job.new_intent:
             self.store.update(job.id, applied_seq=job.desired_seq)
-        if job.id not in self.supervisor.workers:
+        if self.runner.handle(job.id) is None:
             return  # reaped this tick or being settled; its exit already moved it
+        sent = job.signal.kind if job.signal else None
         if job.desired is Desired.KILLED:
-            if job.signal_sent != "kill" and self.supervisor.kill(job.id):
-                self.store.update(job.id, signal_sent="kill", signal_time=time.time())
+            if sent is not SignalKind.KILL and self.runner.signal(job.id, Signal.KILL):
+                self.store.update(job.id, signal=SentSignal(SignalKind.KILL, time.time()))
                 self.store.add_event(job.id, "signal", "SIGKILL to the process group (kill requested)")
         elif job.desired is Desired.PAUSED and job.state is not State.PAUSING:
             self.begin_pause(job, "pause requested")
-        elif job.state is State.PAUSING and job.signal_sent == "pause":
-            grace = self.stop_grace(job)
-            if job.signal_time and time.time() - job.signal_time > grace and self.supervisor.kill(job.id):
-                self.store.update(job.id, signal_sent="pause-kill")
+        elif job.state is State.PAUSING and sent is SignalKind.PAUSE:
+            grace, since = self.run_settings(job).stop_grace_s, job.signal.time
+            if since and time.time() - since > grace and self.runner.signal(job.id, Signal.KILL):
+                self.store.update(job.id, signal=SentSignal(SignalKind.PAUSE_KILL, since))
                 self.store.add_event(job.id, "signal", f"no pause checkpoint after {grace:g} s: SIGKILL")
 
     def begin_pause(self, job: Job, reason: str) -> None:
         """SIGINT: the worker finishes its step, writes a pause checkpoint and exits 75."""
-        if self.supervisor.send(job.id, signal.SIGINT):
-            self.store.transition(job.id, State.PAUSING, reason, signal_sent="pause", signal_time=time.time())
+        if self.runner.signal(job.id, Signal.PAUSE):
+            self.store.transition(job.id, State.PAUSING, reason, signal=SentSignal(SignalKind.PAUSE, time.time()))
 
-    def stop_grace(self, job: Job) -> float:
+    def run_settings(self, job: Job) -> specs.JobSection:
+        """The run's [job] as accepted (its job.toml): the one source of its budget, restarts and grace."""
         try:
-            return runfiles.read_run_spec(Path(job.run_dir)).job.stop_grace_s
-        except specs.SpecError:
-            return specs.JobSection().stop_grace_s
+            return runfiles.read_run_spec(Path(job.run_dir)).job
+        except specs.SpecError:  # unreadable: the row's copy of it, defaults for the rest
+            return dataclasses.replace(specs.JobSection(), total_steps=job.total_steps, max_restarts=job.max_restarts)
 
     def schedule(self) -> None:
         jobs = self.store.jobs([State.QUEUED, *ACTIVE])
@@ -300,23 +254,73 @@ class Daemon:
     def start(self, job: Job, gpus: tuple[int, ...]) -> None:
         # The state is written before the spawn: a daemon dying in between leaves a job in
         # `starting` without a pid, which recover() adopts through the run's lock or re-queues.
-        if self.supervisor.run_lock_holder(Path(job.run_dir)).held:
+        if self.runner.run_held(Path(job.run_dir)):
             # A worker already trains this run (left by a daemon that died while starting it): adopt
             # it, since a second one would write the same files. Not yet identifiable: next round.
-            if self.adopt_lock_holder(job, "found before spawning another"):
-                self.store.transition(job.id, State.STARTING, "a worker already trains this run", gpus=gpus,
-                                      signal_sent=None, signal_time=None, exit_code=None)
+            worker = self.adopt_lock_holder(job, "found before spawning another")
+            if worker is not None:
+                self.store.transition(job.id, State.STARTING, "a worker already trains this run",
+                                      process=process_of(worker, gpus), exit_code=None)
             return
         where = f" on GPU {','.join(map(str, gpus))}" if gpus else ""
-        self.store.transition(job.id, State.STARTING, "placed" + where,
-                              gpus=gpus, pid=None, signal_sent=None, signal_time=None, started=time.time(),
+        self.store.transition(job.id, State.STARTING, "placed" + where, process=Process(gpus), started=time.time(),
                               exit_code=None)
         try:
-            worker = self.supervisor.spawn(job.id, Path(job.run_dir), gpus)
+            worker = self.runner.start(job.id, Path(job.run_dir), gpus)
         except OSError as error:
-            self.store.transition(job.id, State.FAILED, f"cannot start the worker: {error}", gpus="")
+            self.store.transition(job.id, State.FAILED, f"cannot start the worker: {error}")
             return
-        self.store.update(job.id, pid=worker.pid, process_start=worker.start_time, boot_id=self.boot_id)
+        self.record_worker(worker, gpus)
+
+    def record_worker(self, worker: WorkerHandle, gpus: tuple[int, ...]) -> None:
+        """What recognises the worker after a daemon restart."""
+        self.store.update(worker.job_id, process=process_of(worker, gpus))
+
+    # ------------------------------------------------------------------ edits of job files
+
+    def check_file(self, path: str) -> None:
+        for job in jobs_following(path, self.store.jobs()):
+            self.contain(job.id, lambda job=job: self.check_edit(job))
+
+    def check_edit(self, job: Job) -> None:
+        """Judge the job's saved file once per content, then carry out what the edit needs."""
+        saved = edits.read_saved(job)
+        if saved is None:
+            return
+        self.store.update(job.id, spec_seen=saved.digest)
+        try:
+            current = runfiles.read_run_spec(Path(job.run_dir))
+        except specs.SpecError as error:
+            decision: edits.Decision = edits.unreadable_run_spec(error)
+        else:
+            decision = edits.decide(job, current, saved)
+        if isinstance(decision, edits.Refuse):
+            log.info("job %s: edit refused: %s", job.id, decision.message.splitlines()[0])
+            self.store.add_event(job.id, "refused", decision.message)
+        elif decision is not None:
+            self.apply_edit(job, decision)
+
+    def apply_edit(self, job: Job, edit: edits.Accept) -> None:
+        runfiles.write_run_spec(Path(job.run_dir), edit.spec)
+        if edit.new_identity:
+            self.store.update(job.id, algo=edit.spec.job.algo, env=edit.spec.env.id)
+        self.store.add_event(job.id, "edit", edit.summary)
+        section = edit.spec.job
+        job = self.store.update(job.id, name=section.name, priority=section.priority, total_steps=section.total_steps,
+                                max_restarts=section.max_restarts, gpus_wanted=section.gpus)
+        log.info("job %s: edit applied (%s) -> %s", job.id, ", ".join(c.field for c in edit.changes), edit.action)
+        if edit.action is EditAction.RELOAD and job.state is State.STARTING:
+            self.pending_reload.add(job.id)  # SIGHUP before its handler exists would kill it
+        elif edit.action is EditAction.RELOAD:
+            self.reload(job.id)
+        elif edit.action is EditAction.RESTART:
+            self.begin_pause(job, edit.restart_reason)
+        elif edit.action is EditAction.REQUEUE:
+            self.store.transition(job.id, State.QUEUED,
+                                  f"total_steps raised to {section.total_steps} (done at step {job.step})",
+                                  not_before=0.0)
+        self.dirty = True
+        self.wake.set()
 
     # ------------------------------------------------------------------ workers' progress and exits
 
@@ -326,23 +330,22 @@ class Daemon:
             self.contain(job.id, lambda: self.poll_job(job))
 
     def poll_job(self, job: Job) -> None:
-        worker = self.supervisor.workers.get(job.id)
+        worker = self.runner.handle(job.id)
         status = read_worker_status(job.run_dir)
         if worker is None or status is None or status.pid != worker.pid:
             return
         self.record_notice(job.id, worker.pid, status.notice)
         step, total = status.step or 0, status.total_steps or job.total_steps
         if job.state is State.STARTING:
-            self.store.transition(job.id, State.RUNNING, f"worker pid {worker.pid} reports", step=step,
-                                  total_steps=total)
+            self.store.transition(job.id, State.RUNNING, f"worker pid {worker.pid} reports", step=step)
             if job.id in self.pending_reload:
                 self.pending_reload.discard(job.id)
                 self.reload(job.id)
         elif job.state is State.RUNNING and step >= total:
-            self.store.transition(job.id, State.STOPPING, f"budget reached at step {step}", step=step,
-                                  total_steps=total)
-        elif (step, total) != (job.step, job.total_steps):
-            self.store.update(job.id, step=step, total_steps=total)
+            self.store.transition(job.id, State.STOPPING, f"budget reached at step {step}", step=step)
+        elif step != job.step:
+            # Only the step: the budget is job.toml's, which the worker applies at its next reload.
+            self.store.update(job.id, step=step)
 
     def record_notice(self, job_id: int, pid: int, notice: object) -> None:
         """What a worker says once at its start (newer checkpoints skipped, and why) becomes an event."""
@@ -351,10 +354,10 @@ class Daemon:
             self.store.add_event(job_id, "checkpoint", str(notice))
 
     def reload(self, job_id: int) -> None:
-        if self.supervisor.send(job_id, signal.SIGHUP):
+        if self.runner.signal(job_id, Signal.RELOAD):
             self.store.add_event(job_id, "signal", "SIGHUP: the worker applies the live fields")
 
-    def finish(self, worker: Worker, ended: Exit) -> None:
+    def finish(self, worker: WorkerHandle, ended: Exit) -> None:
         """Move a job whose worker ended to its next state."""
         job = self.store.job(worker.job_id)
         self.pending_reload.discard(worker.job_id)
@@ -363,30 +366,27 @@ class Daemon:
         # Another worker holds the run (this one found it locked and left): follow that one instead.
         if self.adopt_lock_holder(job, f"worker pid {worker.pid} ended beside it"):
             return
-        try:
-            run_spec = runfiles.read_run_spec(Path(job.run_dir)).job
-            total, max_restarts = run_spec.total_steps, run_spec.max_restarts
-        except specs.SpecError:
-            total, max_restarts = job.total_steps, job.max_restarts
+        run = self.run_settings(job)
         outcome = jobstate.exit_outcome(
-            ended, desired=job.desired, total_steps=total, restarts=job.restarts, max_restarts=max_restarts,
-            stopped_by_daemon=job.signal_sent in ("pause", "pause-kill"))
-        columns = dict(pid=None, process_start=None, gpus="", signal_sent=None, signal_time=None,
-                       exit_code=ended.code if ended.signal is None else -ended.signal, finished=time.time(),
-                       total_steps=total, max_restarts=max_restarts)
+            ended, desired=job.desired, total_steps=run.total_steps, restarts=job.restarts,
+            max_restarts=run.max_restarts,
+            stopped_by_daemon=job.signal is not None and job.signal.kind in (SignalKind.PAUSE, SignalKind.PAUSE_KILL))
+        # The row's copy of the budget follows job.toml, which a live edit may have changed meanwhile.
+        changes: JobChanges = dict(exit_code=ended.code if ended.signal is None else -ended.signal,
+                                   finished=time.time(), total_steps=run.total_steps, max_restarts=run.max_restarts)
         if ended.step is not None:
-            columns["step"] = ended.step
+            changes["step"] = ended.step
         reason = outcome.reason
         if outcome.desired is not None:
-            columns["desired"] = outcome.desired
+            changes["desired"] = outcome.desired
         if outcome.restart:
             delay = jobstate.restart_backoff(job.restarts, self.settings.restart_backoff_s)
-            columns.update(restarts=job.restarts + 1, not_before=time.time() + delay)
+            changes.update(restarts=job.restarts + 1, not_before=time.time() + delay)
         if outcome.state is State.FAILED:
-            tail = runfiles.tail_lines(Path(job.run_dir) / paths.LOG_FILE, LOG_TAIL_LINES)
+            tail = self.runner.log_tail(Path(job.run_dir), LOG_TAIL_LINES)
             reason += ("\nlast lines of worker.log:\n" + "\n".join(tail)) if tail else ""
         log.info("job %s: worker pid %s ended (%s) -> %s", job.id, worker.pid, ended.describe(), outcome.state)
-        self.store.transition(job.id, outcome.state, reason, **columns)
+        self.store.transition(job.id, outcome.state, reason, **changes)
 
     def sample_hardware(self) -> None:
         try:
@@ -395,8 +395,12 @@ class Daemon:
             log.exception("hardware sample failed")
 
 
-def run(home: Path | None = None, *, settings: scheduler.Settings | None = None, machine=None,
-        worker_command: tuple[str, ...] = WORKER_COMMAND, detach: bool = False) -> int:
+def process_of(worker: WorkerHandle, gpus: tuple[int, ...]) -> Process:
+    return Process(gpus, worker.pid, worker.start_time, worker.boot_id)
+
+
+def run(home: Path | None = None, *, settings: scheduler.Settings | None = None,
+        machine: hardware_module.Machine | None = None, runner: JobRunner | None = None, detach: bool = False) -> int:
     """Run a daemon for home in this process until SIGTERM / SIGINT; returns an exit code.
 
     SIGHUP re-reads daemon.toml. detach (what `python -m rlsup.daemon` does) points stdout and
@@ -416,7 +420,7 @@ def run(home: Path | None = None, *, settings: scheduler.Settings | None = None,
         return 0
     setup_logging(home, settings)
     try:
-        daemon = Daemon(home, settings, machine=machine, worker_command=worker_command)
+        daemon = Daemon(home, settings, machine=machine, runner=runner)
     except Exception as error:  # e.g. a database from a newer rlsup
         log.exception("daemon cannot start")
         print(f"rlsup daemon: {error}", file=sys.stderr)

@@ -73,7 +73,7 @@ class Placement:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Schedule:
     """Jobs to start now with their GPUs, and why each other candidate waits."""
 
     start: tuple[Placement, ...]
@@ -86,7 +86,7 @@ def order(candidates: list[Candidate]) -> list[Candidate]:
 
 
 def place(candidates: list[Candidate], *, active_gpu_sets: list[tuple[int, ...]], active_cpu_jobs: int,
-          gpu_indices: tuple[int, ...], settings: Settings, now: float) -> Plan:
+          gpu_indices: tuple[int, ...], settings: Settings, now: float) -> Schedule:
     """Decide which queued jobs start now.
 
     CPU-only jobs take the free CPU slots. A GPU job takes the least loaded GPUs that still have
@@ -122,7 +122,7 @@ def place(candidates: list[Candidate], *, active_gpu_sets: list[tuple[int, ...]]
             for index in chosen:
                 load[index] += 1
             start.append(Placement(candidate.job_id, chosen))
-    return Plan(tuple(start), waiting)
+    return Schedule(tuple(start), waiting)
 
 
 def _free_gpus(load: dict[int, int], wanted: int, jobs_per_gpu: int) -> tuple[int, ...] | None:

@@ -1,18 +1,19 @@
-"""Worker processes: spawn in their own session, signal, reap children, adopt survivors of a restart."""
+"""The local JobRunner: workers as processes in their own session; spawn, signal, reap, adopt after a restart."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
 from rlsup import locks, paths, runfiles
+from rlsup.daemon.runner import Signal, WorkerHandle
 from rlsup.jobstate import Exit
 
 log = logging.getLogger("rlsup.daemon")
@@ -49,21 +50,6 @@ def same_process_alive(pid: int, start_time: float | None) -> bool:
     return start_time is None or abs(created - start_time) <= START_TIME_TOLERANCE_S
 
 
-@dataclass
-class Worker:
-    """A worker process the daemon watches: its own child, or one adopted after a restart."""
-
-    job_id: int
-    pid: int
-    start_time: float
-    run_dir: Path
-    popen: subprocess.Popen | None = None  # None when adopted: it cannot be wait()ed on
-
-    @property
-    def adopted(self) -> bool:
-        return self.popen is None
-
-
 def worker_environment(gpus: tuple[int, ...]) -> dict[str, str]:
     """The daemon's environment with the job's GPUs; "" hides every GPU from a CPU-only job."""
     environment = dict(os.environ)
@@ -74,18 +60,19 @@ def worker_environment(gpus: tuple[int, ...]) -> dict[str, str]:
     return environment
 
 
-class Supervisor:
-    """The set of live workers, keyed by job id."""
+class LocalRunner:
+    """Workers as local processes in their own session, followed by job id (the JobRunner of one machine)."""
 
     def __init__(self, command: tuple[str, ...] = WORKER_COMMAND):
         self.command = tuple(command)
-        self.workers: dict[int, Worker] = {}
+        self.boot_id = boot_id()
+        self.workers: dict[int, WorkerHandle] = {}
+        self.children: dict[int, subprocess.Popen] = {}  # our own children: they can be wait()ed on
 
-    def spawn(self, job_id: int, run_dir: Path, gpus: tuple[int, ...] = ()) -> Worker:
+    def start(self, job_id: int, run_dir: Path, gpus: tuple[int, ...] = ()) -> WorkerHandle:
         """Start `python -m rlsup.worker RUN_DIR` in its own session, output appended to worker.log."""
         run_dir = Path(run_dir)
-        log_path = run_dir / paths.LOG_FILE
-        descriptor = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        descriptor = os.open(run_dir / paths.LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             popen = subprocess.Popen([*self.command, str(run_dir)], stdin=subprocess.DEVNULL,
                                      stdout=descriptor, stderr=descriptor, start_new_session=True,
@@ -93,34 +80,56 @@ class Supervisor:
         finally:
             os.close(descriptor)
         start_time = process_start_time(popen.pid) or time.time()
-        worker = Worker(job_id, popen.pid, start_time, run_dir, popen)
-        self.workers[job_id] = worker
+        worker = self._follow(WorkerHandle(job_id, popen.pid, start_time, self.boot_id, run_dir))
+        self.children[job_id] = popen
         log.info("job %s: spawned worker pid %s (gpus %s)", job_id, popen.pid, ",".join(map(str, gpus)) or "none")
         return worker
 
-    def adopt(self, job_id: int, pid: int, start_time: float | None, run_dir: Path) -> Worker | None:
-        """Watch a worker left by a previous daemon, if that very process is still alive."""
-        if not same_process_alive(pid, start_time):
-            return None
-        worker = Worker(job_id, pid, start_time or process_start_time(pid) or 0.0, Path(run_dir))
-        self.workers[job_id] = worker
-        log.info("job %s: adopted worker pid %s", job_id, pid)
-        return worker
+    def adopt(self, recorded: WorkerHandle) -> bool:
+        """Follow a worker left by a previous daemon, if that very process is still alive on this boot."""
+        if recorded.boot_id != self.boot_id or not same_process_alive(recorded.pid, recorded.start_time):
+            return False
+        start_time = recorded.start_time or process_start_time(recorded.pid) or 0.0
+        self._follow(dataclasses.replace(recorded, start_time=start_time))
+        log.info("job %s: adopted worker pid %s", recorded.job_id, recorded.pid)
+        return True
 
-    def run_lock_holder(self, run_dir: Path) -> locks.Holder:
-        """Who holds a run's worker lock: the one worker training it, whoever started it."""
-        return locks.holder(Path(run_dir) / paths.WORKER_LOCK)
+    def adopt_run_holder(self, job_id: int, run_dir: Path) -> WorkerHandle | None:
+        holder = locks.holder(Path(run_dir) / paths.WORKER_LOCK)
+        if not holder.pid or not same_process_alive(holder.pid, None):
+            return None
+        start_time = process_start_time(holder.pid) or 0.0
+        log.info("job %s: adopted worker pid %s holding the run", job_id, holder.pid)
+        return self._follow(WorkerHandle(job_id, holder.pid, start_time, self.boot_id, Path(run_dir)))
+
+    def run_held(self, run_dir: Path) -> bool:
+        """The run's worker lock is held: by the one worker training it, whoever started it."""
+        return locks.holder(Path(run_dir) / paths.WORKER_LOCK).held
+
+    def handle(self, job_id: int) -> WorkerHandle | None:
+        return self.workers.get(job_id)
+
+    def handles(self) -> list[WorkerHandle]:
+        return list(self.workers.values())
+
+    def _follow(self, worker: WorkerHandle) -> WorkerHandle:
+        self.children.pop(worker.job_id, None)
+        self.workers[worker.job_id] = worker
+        return worker
 
     def alive(self, job_id: int) -> bool:
         worker = self.workers.get(job_id)
         if worker is None:
             return False
-        if worker.popen is not None:
-            return worker.popen.poll() is None
+        if job_id in self.children:
+            return self.children[job_id].poll() is None
         return same_process_alive(worker.pid, worker.start_time)
 
-    def send(self, job_id: int, number: int) -> bool:
-        """Signal the worker process itself (SIGINT pauses, SIGHUP reloads); False when it is gone."""
+    def signal(self, job_id: int, kind: Signal) -> bool:
+        """SIGINT pauses and SIGHUP reloads the worker itself; a kill takes its whole session."""
+        if Signal(kind) is Signal.KILL:
+            return self._kill(job_id)
+        number = signal.SIGINT if kind is Signal.PAUSE else signal.SIGHUP
         worker = self.workers.get(job_id)
         if worker is None or not self.alive(job_id):
             return False
@@ -128,10 +137,10 @@ class Supervisor:
             os.kill(worker.pid, number)
         except ProcessLookupError:
             return False
-        log.info("job %s: sent %s to pid %s", job_id, signal.Signals(number).name, worker.pid)
+        log.info("job %s: sent %s to pid %s", job_id, number.name, worker.pid)
         return True
 
-    def kill(self, job_id: int) -> bool:
+    def _kill(self, job_id: int) -> bool:
         """SIGKILL the worker's whole process group (its session): no checkpoint, helpers included."""
         worker = self.workers.get(job_id)
         if worker is None or not self.alive(job_id):
@@ -146,19 +155,19 @@ class Supervisor:
         log.info("job %s: killed process group %s", job_id, worker.pid)
         return True
 
-    def reap(self) -> list[tuple[Worker, Exit]]:
-        """Workers that ended since the last call, with how they ended; they are forgotten."""
+    def reap(self) -> list[tuple[WorkerHandle, Exit]]:
         ended = []
         for job_id, worker in list(self.workers.items()):
             outcome = self._ended(worker)
             if outcome is not None:
-                del self.workers[job_id]
+                self.forget(job_id)
                 ended.append((worker, outcome))
         return ended
 
-    def _ended(self, worker: Worker) -> Exit | None:
-        if worker.popen is not None:
-            code = worker.popen.poll()
+    def _ended(self, worker: WorkerHandle) -> Exit | None:
+        popen = self.children.get(worker.job_id)
+        if popen is not None:
+            code = popen.poll()
             if code is None:
                 return None
             record = _exit_record(worker) or {}
@@ -167,25 +176,29 @@ class Supervisor:
             return Exit(code=code, step=record.get("step"), reason=record.get("reason"))
         if same_process_alive(worker.pid, worker.start_time):
             return None
-        return exit_of_vanished(worker)  # not our child: exit.json is the only word on how it ended
+        return self.exit_of_lost(worker)  # not our child: exit.json is the only word on how it ended
+
+    def exit_of_lost(self, recorded: WorkerHandle) -> Exit:
+        """How a worker that is not our child ended, from its exit.json; Exit() when it left none."""
+        record = _exit_record(recorded)
+        if record is None:
+            return Exit()
+        return Exit(code=record.get("code"), step=record.get("step"), reason=record.get("reason"))
 
     def forget(self, job_id: int) -> None:
         self.workers.pop(job_id, None)
+        self.children.pop(job_id, None)
+
+    def log_tail(self, run_dir: Path, lines: int) -> list[str]:
+        return runfiles.tail_lines(Path(run_dir) / paths.LOG_FILE, lines)
 
 
-def exit_of_vanished(worker: Worker) -> Exit:
-    """How a worker that is not our child ended, from its exit.json; Exit() when it left none."""
-    record = _exit_record(worker)
-    if record is None:
-        return Exit()
-    return Exit(code=record.get("code"), step=record.get("step"), reason=record.get("reason"))
-
-
-def _exit_record(worker: Worker) -> dict | None:
+def _exit_record(worker: WorkerHandle) -> dict | None:
     """exit.json when this very worker wrote it (not a stale one from an earlier process)."""
     record = runfiles.read_exit(worker.run_dir)
     if record is None or record.get("pid") not in (None, worker.pid):
         return None
-    if isinstance(record.get("time"), (int, float)) and record["time"] < worker.start_time - 1.0:
+    start_time = worker.start_time or 0.0
+    if isinstance(record.get("time"), (int, float)) and record["time"] < start_time - 1.0:
         return None
     return record

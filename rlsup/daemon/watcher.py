@@ -1,9 +1,8 @@
-"""Watches submitted job files (watchdog, debounced) and applies their edits as DESIGN.md section 5 says."""
+"""Watches submitted job files (watchdog, debounced): which files were saved and have settled."""
 from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 import time
 from pathlib import Path
@@ -12,12 +11,6 @@ from typing import Iterable
 from watchdog.events import (FileClosedEvent, FileCreatedEvent, FileModifiedEvent, FileMovedEvent,
                              FileSystemEvent, FileSystemEventHandler)
 from watchdog.observers import Observer
-
-from rlsup import jobstate, runfiles, spec as specs
-from rlsup import client
-from rlsup.jobstate import State
-from rlsup.jobview import jobs_following
-from rlsup.store import Job
 
 log = logging.getLogger("rlsup.daemon")
 
@@ -105,104 +98,3 @@ class _Handler(FileSystemEventHandler):
         for path in (event.src_path, getattr(event, "dest_path", "")):
             if path:
                 self.watcher.touched(os.fsdecode(path))
-
-
-# ---------------------------------------------------------------------------------------------
-# Applying a settled edit (DESIGN.md section 5)
-
-
-class EditApplier:
-    """Turns a changed job file into an accepted spec plus an action, or a refused event."""
-
-    def __init__(self, daemon):
-        self.daemon = daemon
-        self.store = daemon.store
-
-    def check_file(self, path: str) -> None:
-        for job in jobs_following(path, self.store.jobs()):
-            self.daemon.contain(job.id, lambda job=job: self.check_job(job))
-
-    def check_job(self, job: Job) -> None:
-        path = Path(job.spec_path)
-        try:
-            data = path.read_bytes()
-        except OSError:
-            return  # removed, or mid-rename by an editor: the job goes on with what it has
-        digest = client.file_digest(data)
-        if digest == job.spec_seen:
-            return  # saved without a change, or already judged
-        self.store.update(job.id, spec_seen=digest)
-        text = data.decode("utf-8", errors="replace")
-        try:
-            edited = client.apply_overrides(specs.loads(text, file=str(path), default_name=path.stem),
-                                            job.override_values)
-            changes = runfiles.accept_edit(Path(job.run_dir), edited)
-        except specs.SpecError as error:
-            self.refuse(job, f"{error}\nthe job goes on with its current spec")
-            return
-        except runfiles.EditRefused as refusal:
-            if job.state is State.QUEUED and job.started is None:
-                # Nothing has been learned yet: the file may still say what the run is.
-                runfiles.write_run_spec(Path(job.run_dir), edited)
-                self.store.update(job.id, algo=edited.job.algo, env=edited.env.id)
-                changes = refusal.changes
-            else:
-                self.refuse(job, identity_message(str(path), text, refusal.changes))
-                return
-        if changes:
-            self.accept(job, edited, changes)
-
-    def refuse(self, job: Job, message: str) -> None:
-        log.info("job %s: edit refused: %s", job.id, message.splitlines()[0])
-        self.store.add_event(job.id, "refused", message)
-
-    def accept(self, job: Job, edited: specs.JobSpec, changes: list[specs.Change]) -> None:
-        self.store.add_event(job.id, "edit", "applied: " + "; ".join(str(change) for change in changes))
-        job = self.store.update(job.id, name=edited.job.name, priority=edited.job.priority,
-                                total_steps=edited.job.total_steps, max_restarts=edited.job.max_restarts,
-                                gpus_wanted=edited.job.gpus)
-        action = jobstate.edit_action(job.state, live_only=specs.only_live(changes),
-                                      total_steps=edited.job.total_steps, step_reached=job.step)
-        log.info("job %s: edit applied (%s) -> %s", job.id, ", ".join(c.field for c in changes), action)
-        if action == jobstate.EDIT_RELOAD:
-            if job.state is State.STARTING:
-                self.daemon.pending_reload.add(job.id)  # SIGHUP before its handler exists would kill it
-            else:
-                self.daemon.reload(job.id)
-        elif action == jobstate.EDIT_RESTART:
-            fields = ", ".join(change.field for change in changes if change.edit != specs.LIVE)
-            self.daemon.begin_pause(job, f"edit of {fields} applies by pause and resume")
-        elif action == jobstate.EDIT_REQUEUE:
-            self.store.transition(job.id, State.QUEUED,
-                                  f"total_steps raised to {edited.job.total_steps} (done at step {job.step})",
-                                  not_before=0.0)
-        self.daemon.dirty = True
-        self.daemon.wake.set()
-
-
-def identity_message(file: str, text: str, changes: list[specs.Change]) -> str:
-    """FILE:LINE: field: old -> new for each refused field, then what to do instead."""
-    lines = specs.locate_keys(text)
-    located = []
-    for change in specs.refused(changes):
-        line = _line_of(lines, field_path(change.field))
-        where = f"{file}:{line}" if line else file
-        located.append(f"{where}: {change}: defines what the run learns, refused")
-    return "\n".join(located) + "\nstart a new run to use them; the job goes on with its current spec"
-
-
-def field_path(dotted: str) -> tuple:
-    """'replay[0].capacity' -> ('replay', 0, 'capacity'), the key form of spec.locate_keys."""
-    parts: list = []
-    for piece in dotted.split("."):
-        match = re.fullmatch(r"(.+?)\[(\d+)\]", piece)
-        parts.extend((match.group(1), int(match.group(2))) if match else (piece,))
-    return tuple(parts)
-
-
-def _line_of(lines: dict[tuple, int], path: tuple) -> int | None:
-    while path:
-        if path in lines:
-            return lines[path]
-        path = path[:-1]
-    return None

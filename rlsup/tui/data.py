@@ -329,9 +329,10 @@ class Poller:
             return []
         self._hardware_at = now
         if self.hardware is None:
+            from rlsup.daemon.demo import machine_from_environment
             from rlsup.hardware import Hardware
 
-            self.hardware = Hardware()
+            self.hardware = machine_from_environment() or Hardware()
         return [messages.HardwareSampled(self.hardware.sample(), gpu_holders(jobs))]
 
     def _close_store(self) -> None:

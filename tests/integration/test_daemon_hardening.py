@@ -9,6 +9,7 @@ from pathlib import Path
 from rlsup import paths, runfiles
 from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup.jobstate import State
+from rlsup.store import Process
 from rlsup_testing import small_filesystem
 
 
@@ -22,7 +23,7 @@ def test_a_daemon_dying_between_starting_and_recording_the_pid_adopts_the_worker
     # Long enough to be still running when the new daemon looks, on however fast a CPU.
     job = harness.submit(harness.job_file("orphan", total_steps=20_000, checkpoint_every=0))
     # What a daemon leaves when it dies right after spawning: the job `starting`, no pid, a live worker.
-    harness.store.transition(job.id, State.STARTING, "placed", pid=None)
+    harness.store.transition(job.id, State.STARTING, "placed", process=Process())
     orphan = subprocess.Popen([sys.executable, "-m", "rlsup.worker", job.run_dir], stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:

@@ -13,7 +13,7 @@ from rlsup.client import DaemonStatus
 from rlsup.hardware import FakeHardware
 from rlsup.jobstate import State
 from rlsup.jobview import merge_status, parse_status, sorted_rows
-from rlsup.store import Store
+from rlsup.store import Process, Store
 from rlsup.tui import messages
 from rlsup.tui.data import Downsampler, JobMetrics, MetricsPoller, Poller
 
@@ -136,7 +136,7 @@ def submit(store: Store, home: Path, name: str, **options):
 def test_rows_take_speed_and_eta_from_the_live_worker_only(rlsup_home):
     with Store(rlsup_home) as store:
         job = submit(store, rlsup_home, "a")
-        job = store.transition(job.id, State.STARTING, "started", pid=41)
+        job = store.transition(job.id, State.STARTING, "started", process=Process(pid=41))
     status = {"pid": 41, "step": 400, "steps_per_second": 100.0, "mean_return": 12.5}
     row = merge_status(job, parse_status(status), rate=100.0)  # the smoothed rate, not the status' instantaneous one
     assert (row.step, row.steps_per_second, row.eta_s, row.mean_return) == (400, 100.0, 6.0, 12.5)
@@ -232,7 +232,7 @@ def test_rows_take_a_smoothed_speed_from_the_metrics_after_a_restart(rlsup_home)
     # A TUI started late, or a worker just restarted, still has the train records' t/step to go on.
     with Store(rlsup_home) as store:
         job = submit(store, rlsup_home, "a")
-        job = store.transition(job.id, State.STARTING, "started", pid=41)
+        job = store.transition(job.id, State.STARTING, "started", process=Process(pid=41))
     run_dir = Path(job.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     now = time.time()

@@ -12,7 +12,7 @@ from rlsup import runfiles
 from rlsup.client import DaemonStatus
 from rlsup.hardware import FakeHardware
 from rlsup.jobstate import State
-from rlsup.store import Store
+from rlsup.store import Process, Store
 from rlsup.tui.app import RlsupApp
 
 # A real `rlsup run` of a CartPole DQN job, paused at step 43,776; status.json was copied while it ran.
@@ -44,10 +44,10 @@ def fill_store(store: Store, home: Path) -> None:
     shutil.copytree(RECORDED, run_dir)
     job = store.submit(name="cartpole-dqn", spec_path=Path("/home/ada/jobs/cartpole-dqn.toml"), run_dir=run_dir,
                        algo="dqn", env="CartPole-v1", total_steps=50_000)
-    store.transition(job.id, *started, pid=RECORDED_PID)
+    store.transition(job.id, *started, process=Process(pid=RECORDED_PID))
     store.transition(job.id, *running)
     add_job(store, home, "pong-dqn", "ALE/Pong-v5", 10_000_000, states=(started, running), step=2_400_000,
-            gpus="0", pid=4242, status={"pid": 4242, "step": 2_412_544, "steps_per_second": 1843.0,
+            process=Process((0,), 4242), status={"pid": 4242, "step": 2_412_544, "steps_per_second": 1843.0,
                                         "mean_return": 14.2})
     add_job(store, home, "breakout-dqn", "ALE/Breakout-v5", 10_000_000, priority=5)
     add_job(store, home, "seaquest-dqn", "ALE/Seaquest-v5", 10_000_000)

@@ -29,7 +29,7 @@ def modules_under(relative: str = "") -> list[str]:
 
 
 CORE = ["rlsup.spec", "rlsup.paths", "rlsup.jobstate", "rlsup.store", "rlsup.runfiles", "rlsup.hardware",
-        "rlsup.checkpoint.manifest", "rlsup.jobview", "rlsup.formatting"]
+        "rlsup.checkpoint.manifest", "rlsup.jobview", "rlsup.formatting", "rlsup.jobrecord"]
 FRONT = modules_under("cli") + modules_under("daemon") + ["rlsup.client"]
 
 
@@ -95,13 +95,7 @@ def test_the_layers_are_found() -> None:
     assert layer("rlsup.store") < layer("rlsup.daemon.main") < layer("rlsup.client") < layer("rlsup.cli.jobs")
 
 
-# Strict: the day the watcher takes overrides and the file digest from spec (issue 10, item 4), this
-# passes, fails as an unexpected pass, and the mark must go.
-PENDING = {"rlsup.daemon.watcher": "the watcher still takes overrides and the file digest from the client"}
-
-
-@pytest.mark.parametrize("module", [pytest.param(module, marks=pytest.mark.xfail(reason=PENDING[module], strict=True))
-                                    if module in PENDING else module for module in ALL_MODULES])
+@pytest.mark.parametrize("module", ALL_MODULES)
 def test_no_module_imports_a_layer_above_its_own(module: str) -> None:
     """The core knows no front end, the daemon neither client, TUI nor CLI, and nothing imports the CLI."""
     upward = sorted(imported for imported in rlsup_imports(module) if layer(imported) > layer(module))

@@ -12,7 +12,6 @@ from rlsup.replay import samplers as samplers_module
 from rlsup.replay.mixer import Replay, ReplayMixer, batch_shares, make_replay
 from rlsup.replay.samplers import SAMPLERS
 from rlsup.replay.storage import TransitionStorage
-from rlsup.replay.unrolls import UnrollStorage
 from rlsup.spec import ReplaySection
 
 GAMMA = 0.99

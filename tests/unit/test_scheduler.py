@@ -127,11 +127,10 @@ def test_bad_settings_are_named(data, words):
 # What placement is told about the machine
 
 
-def test_fake_gpus_come_from_the_environment(monkeypatch):
+def test_fake_gpus_are_given_where_the_machine_is_built():
     from rlsup import hardware
 
-    monkeypatch.setenv("RLSUP_FAKE_GPUS", "3")
-    machine = hardware.Hardware()
+    machine = hardware.Hardware(fake_gpus=3)
     assert machine.gpu_indices() == (0, 1, 2)
     sample = machine.sample()
     assert [gpu.index for gpu in sample.gpus] == [0, 1, 2] and all(gpu.fake for gpu in sample.gpus)
@@ -147,6 +146,16 @@ def test_a_machine_without_nvml_has_no_gpus_and_no_error(monkeypatch):
     machine = hardware.Hardware()  # on a GPU-less box NVML fails to initialise: that is no error
     assert isinstance(machine.gpu_indices(), tuple)
     assert len(machine.sample().gpus) == len(machine.gpu_indices())
+    machine.close()
+
+
+def test_the_demo_switch_is_read_by_entry_points_only():
+    from rlsup.daemon import demo
+
+    assert demo.machine_from_environment({}) is None
+    assert demo.fake_gpu_count({"RLSUP_FAKE_GPUS": " 2 "}) == 2 and demo.fake_gpu_count({"RLSUP_FAKE_GPUS": "x"}) is None
+    machine = demo.machine_from_environment({"RLSUP_FAKE_GPUS": "2"})
+    assert machine.gpu_indices() == (0, 1)
     machine.close()
 
 

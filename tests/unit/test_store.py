@@ -10,7 +10,7 @@ import pytest
 
 from rlsup import store as store_module
 from rlsup.jobstate import Desired, State, TransitionError
-from rlsup.store import Store, StoreError
+from rlsup.store import Process, SentSignal, SignalKind, Store, StoreError
 
 
 @pytest.fixture
@@ -90,11 +90,30 @@ def test_transitions_are_checked_and_recorded(store):
     job = submit(store)
     with pytest.raises(TransitionError):
         store.transition(job.id, State.RUNNING, "skipping starting")
-    store.transition(job.id, State.STARTING, "placed", gpus=(0, 2), pid=1234)
+    store.transition(job.id, State.STARTING, "placed", process=Process(gpus=(0, 2), pid=1234))
     running = store.transition(job.id, State.RUNNING, "reports")
     assert running.gpu_indices == (0, 2) and running.pid == 1234 and running.reason == "reports"
     last = store.events(job.id)[-1]
     assert (last.from_state, last.to_state, last.message) == ("starting", "running", "reports")
+
+
+def test_a_process_and_a_signal_exist_only_while_the_job_is_active(store):
+    job = submit(store)
+    assert (job.process, job.signal, job.pid, job.gpus) == (None, None, None, "")
+    starting = store.transition(job.id, State.STARTING, "placed")
+    assert starting.process == Process() and starting.signal is None
+    store.update(job.id, process=Process((1,), 4321, 1700.5, "boot-a"))
+    pausing = store.transition(job.id, State.PAUSING, "pause requested", signal=SentSignal(SignalKind.PAUSE, 1800.0))
+    assert pausing.process == Process((1,), 4321, 1700.5, "boot-a") and pausing.gpus == "1"
+    assert pausing.signal == SentSignal(SignalKind.PAUSE, 1800.0) and pausing.signal.kind is SignalKind.PAUSE
+    store.update(job.id, signal=SentSignal(SignalKind.PAUSE_KILL, 1800.0))
+    assert store.job(job.id).signal.kind is SignalKind.PAUSE_KILL
+    paused = store.transition(job.id, State.PAUSED, "paused with a checkpoint", exit_code=75)
+    assert (paused.process, paused.signal, paused.exit_code) == (None, None, 75)
+    row = store.connection.execute("SELECT gpus, pid, signal_sent FROM jobs WHERE id = ?", (job.id,)).fetchone()
+    assert tuple(row) == ("", None, None)  # the columns are cleared, not only hidden
+    again = store.transition(store.transition(job.id, State.QUEUED, "resume requested").id, State.STARTING, "placed")
+    assert again.process == Process() and again.signal is None
 
 
 def test_update_refuses_state_and_unknown_columns(store):
@@ -177,3 +196,20 @@ def test_opening_a_second_store_keeps_the_first_ones_lock(home):
         probe = subprocess.run([sys.executable, "-c", LOCK_PROBE, str(home / "rlsup.db")], capture_output=True,
                                text=True, check=True)
         assert probe.stdout.strip() == "held"
+
+
+def test_rows_written_by_an_older_rlsup_read_as_typed_records(home):
+    """The schema is unchanged: an old database's flat columns become the sub-records on reading."""
+    with Store(home) as first:
+        active, resting = submit(first), submit(first, "other")
+    connection = sqlite3.connect(home / "rlsup.db")
+    connection.execute("UPDATE jobs SET state = 'pausing', gpus = '0,1', pid = 77, process_start = 5.0,"
+                       " boot_id = 'b', signal_sent = 'pause-kill', signal_time = 9.0 WHERE id = ?", (active.id,))
+    connection.execute("UPDATE jobs SET state = 'paused', pid = 78 WHERE id = ?", (resting.id,))
+    connection.commit()
+    connection.close()
+    with Store(home) as reopened:
+        pausing = reopened.job(active.id)
+        assert pausing.process == Process((0, 1), 77, 5.0, "b")
+        assert pausing.signal == SentSignal(SignalKind.PAUSE_KILL, 9.0)
+        assert reopened.job(resting.id).process is None  # a stale pid of a resting job is no process

@@ -1,0 +1,171 @@
+"""The job record: a row of the store's jobs table as typed data, with sub-records that exist only in some states."""
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from typing import TypedDict
+
+from rlsup.jobstate import ACTIVE, Desired, State
+
+
+class SignalKind(str, enum.Enum):
+    """What the daemon told a worker whose exit it now waits for."""
+
+    PAUSE = "pause"            # a pause checkpoint, then exit 75
+    KILL = "kill"              # a kill requested: no checkpoint
+    PAUSE_KILL = "pause-kill"  # a pause that overran stop_grace_s, killed: resumes from the previous checkpoint
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Process:
+    """An active job's worker: its GPUs from placement on; pid, start time and boot once it runs."""
+
+    gpus: tuple[int, ...] = ()
+    pid: int | None = None
+    start_time: float | None = None  # to tell the worker from a later process given the same pid
+    boot_id: str | None = None       # a pid from another boot is never the worker
+
+
+@dataclass(frozen=True)
+class SentSignal:
+    """A signal sent to an active job's worker, and when (a pause's grace runs from it)."""
+
+    kind: SignalKind
+    time: float | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row of jobs. process and signal exist only while the job is active (a worker may exist).
+
+    name, algo, env, priority, gpus_wanted, total_steps and max_restarts copy the run's accepted
+    job.toml (written with it at submit and at each accepted edit, re-read when a worker ends), so
+    listing and scheduling need no file; job.toml is their source.
+    """
+
+    id: int
+    name: str
+    spec_path: str
+    spec_seen: str | None
+    overrides: str
+    run_dir: str
+    algo: str
+    env: str
+    state: State
+    desired: Desired
+    desired_seq: int
+    applied_seq: int
+    priority: int
+    gpus_wanted: int
+    restarts: int
+    max_restarts: int
+    not_before: float
+    step: int
+    total_steps: int
+    exit_code: int | None
+    reason: str
+    submitted: float
+    started: float | None
+    finished: float | None
+    updated: float
+    process: Process | None = None
+    signal: SentSignal | None = None
+
+    @property
+    def gpu_indices(self) -> tuple[int, ...]:
+        return self.process.gpus if self.process else ()
+
+    @property
+    def gpus(self) -> str:
+        """The GPUs the job holds, as CUDA_VISIBLE_DEVICES writes them ("" for none)."""
+        return ",".join(map(str, self.gpu_indices))
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's pid while it has one."""
+        return self.process.pid if self.process else None
+
+    @property
+    def new_intent(self) -> bool:
+        """A client intent the daemon has not settled yet."""
+        return self.desired_seq > self.applied_seq
+
+    @property
+    def override_values(self) -> dict:
+        return json.loads(self.overrides or "{}")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One row of events: a state change, an edit applied or refused, a signal sent."""
+
+    id: int
+    time: float
+    job_id: int | None
+    kind: str
+    from_state: str | None
+    to_state: str | None
+    message: str
+
+
+class JobChanges(TypedDict, total=False):
+    """What transition() and update() may set; process and signal write their sub-records' columns."""
+
+    process: Process | None
+    signal: SentSignal | None
+    step: int
+    applied_seq: int
+    restarts: int
+    not_before: float
+    desired: Desired
+    exit_code: int | None
+    started: float
+    finished: float
+    reason: str
+    spec_seen: str
+    name: str
+    algo: str
+    env: str
+    priority: int
+    gpus_wanted: int
+    total_steps: int
+    max_restarts: int
+
+
+CHANGE_KEYS = frozenset(JobChanges.__annotations__)
+# The columns of the sub-records, which exist only in the states that have them.
+PROCESS_COLUMNS = ("gpus", "pid", "process_start", "boot_id")
+SIGNAL_COLUMNS = ("signal_sent", "signal_time")
+
+
+def change_columns(changes: dict) -> dict:
+    """The columns a set of changes writes; ValueError names anything that is not a change."""
+    unknown = set(changes) - CHANGE_KEYS
+    if unknown:
+        raise ValueError(f"not a job change: {sorted(unknown)} (a state changes by transition())")
+    columns = {key: value for key, value in changes.items() if key not in ("process", "signal")}
+    if "process" in changes:
+        process = changes["process"]
+        values = (process.gpus, process.pid, process.start_time, process.boot_id) if process else ("", None, None, None)
+        columns.update(zip(PROCESS_COLUMNS, values))
+    if "signal" in changes:
+        signal = changes["signal"]
+        columns.update(zip(SIGNAL_COLUMNS, (signal.kind, signal.time) if signal else (None, None)))
+    return columns
+
+
+def job_from_row(values: dict) -> Job:
+    """A Job from a row's columns (as a dict); the sub-records only where the state has them."""
+    state = values["state"] = State(values["state"])
+    values["desired"] = Desired(values["desired"])
+    gpus, pid, start_time, boot_id = (values.pop(column) for column in PROCESS_COLUMNS)
+    kind, sent = (values.pop(column) for column in SIGNAL_COLUMNS)
+    if state in ACTIVE:
+        indices = tuple(int(part) for part in gpus.split(",") if part)
+        values["process"] = Process(indices, pid, start_time, boot_id)
+        values["signal"] = SentSignal(SignalKind(kind), sent) if kind else None
+    return Job(**values)
