@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import tomli_w
 
+from rlsup.algos import registry
 from rlsup.fieldcheck import CAPACITY_MAX, COUNT_MAX, INT64_MAX, STEPS_MAX, check_value
 
 if sys.version_info >= (3, 11):
@@ -44,7 +45,7 @@ class JobSection:
     """[job]: what the run is and how the supervisor treats it."""
 
     name: str = setting("", "Job name; defaults to the file's stem.", LIVE)
-    algo: Literal["dqn", "vtrace"] = setting("dqn", "Training algorithm: dqn, or vtrace (IMPALA).", IDENTITY)
+    algo: str = setting("dqn", "Training algorithm: dqn, vtrace (IMPALA), or one a plugin registers.", IDENTITY)
     seed: int = setting(0, "Seed of every random stream of the run.", IDENTITY, minimum=0,
                    maximum=INT64_MAX)
     total_steps: int = setting(100_000, "Environment steps to train for; raise it to extend a run.",
@@ -445,6 +446,8 @@ def _suggestion(word: str, choices: list[str]) -> str:
 def _cross_checks(spec: JobSpec, located: _Located) -> list[Problem]:
     """Rules that involve more than one field."""
     problems = []
+    if spec.job.algo not in registry.algorithm_names():  # the registry: built-ins and plugins, no torch
+        problems.append(located.problem(("job", "algo"), registry.unknown_message(spec.job.algo)))
     total = sum(replay.ratio for replay in spec.replay)
     if abs(total - 1.0) > 1e-9:
         problems.append(located.problem(("replay", 0, "ratio"),

@@ -10,9 +10,10 @@ from torch import nn
 
 from rlsup.algos import vtrace
 from rlsup.algos.actors import ActorProcesses, Delivery, SerialActors
+from rlsup.algos.contract import LearnerTrainer, Policy
 from rlsup.algos.envs import probe_env
 from rlsup.algos.episodes import EpisodeReturns
-from rlsup.algos.nets import PolicyValueNetwork, build_policy_value_network, fingerprint
+from rlsup.algos.nets import PolicyValueNetwork, build_policy_value_network, cpu_greedy_policy, fingerprint
 from rlsup.algos.schedules import LinearSchedule
 from rlsup.algos.shared_memory import UnrollLayout
 from rlsup.replay.mixer import ReplayMixer, replay_from_settings
@@ -80,6 +81,9 @@ class VtraceLearner:
     def as_tensor(self, array: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(array).to(self.device, non_blocking=True)
 
+    def fingerprint(self) -> str:
+        return fingerprint(self.network)
+
     def state_dict(self) -> dict:
         return {"network": self.network.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "updates": self.updates}
@@ -126,7 +130,7 @@ def build_unroll_replays(spec: JobSpec, layout: UnrollLayout) -> ReplayMixer:
     return ReplayMixer(replays, spec.vtrace.batch_size)
 
 
-class VtraceTrainer:
+class VtraceTrainer(LearnerTrainer):
     """Moves actors' unrolls into the replays, trains on batches mixed by ratio, and publishes the weights.
 
     `step` counts the env steps the learner has consumed (unroll_length × batch_size per update), so
@@ -214,7 +218,7 @@ class VtraceTrainer:
             self.loss_sums[name] += metrics[name]
         self.loss_count += 1
 
-    # -- the trainer protocol ----------------------------------------------------------------
+    # -- the rest of the Trainer contract (algos/contract.py) --------------------------------
 
     def train_metrics(self) -> dict:
         """Averages since the previous call, for a `train` line of metrics.jsonl."""
@@ -228,19 +232,6 @@ class VtraceTrainer:
             metrics.update({name: total / self.loss_count for name, total in self.loss_sums.items()})
         self.loss_sums, self.loss_count = dict.fromkeys(LOSS_NAMES, 0.0), 0
         return metrics
-
-    @property
-    def episodes(self) -> int:
-        return self.returns.count
-
-    def mean_return(self) -> float | None:
-        return self.returns.mean()
-
-    def greedy_policy(self) -> Callable[[np.ndarray], np.ndarray]:
-        return self.learner.greedy_actions
-
-    def fingerprint(self) -> str:
-        return fingerprint(self.learner.network)
 
     def state_dict(self, *, include_replay: bool = True) -> dict:
         """Learner, counters and replays; actors only in serial mode.
@@ -289,3 +280,11 @@ def drop_oldest_queued(replays: ReplayMixer) -> None:
     for replay in replays.replays:
         if replay.free() == 0:
             replay.sampler.sample(replay.storage, 1)
+
+
+def policy_from_checkpoint(spec: JobSpec, trainer_state: dict) -> Policy:
+    """The greedy CPU policy of a checkpoint: the argmax of the policy network's logits."""
+    observation_shape, _, num_actions, _ = probe_env(spec.env)
+    network = build_policy_value_network(observation_shape, num_actions, spec.vtrace.hidden_sizes,
+                                         spec.vtrace.feature_size)
+    return cpu_greedy_policy(network, trainer_state["learner"]["network"], lambda output: output.logits)

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import hashlib
-from typing import NamedTuple
+from typing import Any, Callable, NamedTuple
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -124,3 +125,17 @@ def fingerprint(module: nn.Module) -> str:
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
         digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
     return digest.hexdigest()
+
+
+def cpu_greedy_policy(network: nn.Module, weights: dict,
+                      scores: Callable[[Any], torch.Tensor] = lambda output: output,
+                      ) -> Callable[[np.ndarray], np.ndarray]:
+    """A policy that plays the argmax of scores(network output) on the CPU, with the given weights loaded."""
+    network.load_state_dict(weights)
+    network.eval()
+
+    @torch.no_grad()
+    def policy(observations: np.ndarray) -> np.ndarray:
+        return scores(network(torch.as_tensor(observations))).argmax(dim=1).numpy()
+
+    return policy
