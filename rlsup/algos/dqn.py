@@ -11,7 +11,7 @@ from torch.nn import functional
 from rlsup.algos.contract import LearnerTrainer, Policy
 from rlsup.algos.envs import TrainingEnv, make_env, probe_env
 from rlsup.algos.episodes import EpisodeReturns
-from rlsup.algos.nets import build_q_network, cpu_greedy_policy, fingerprint
+from rlsup.algos.nets import build_q_network, cpu_greedy_policy, fingerprint, gradient_step
 from rlsup.algos.schedules import LinearSchedule, crossed
 from rlsup.checkpoint.rng import generator_state, restore_generator
 from rlsup.replay.mixer import ReplayMixer, replay_from_settings
@@ -73,13 +73,8 @@ class DqnLearner:
                                  self.target(next_observations), next_online_q)
         chosen = q_values.gather(1, actions).squeeze(1)
         loss = self._loss(chosen, targets)
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.learning_rate(step)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.settings.max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self.online.parameters(), self.settings.max_grad_norm)
-        self.optimizer.step()
+        gradient_step(self.optimizer, loss, self.online.parameters(), learning_rate=self.learning_rate(step),
+                      max_grad_norm=self.settings.max_grad_norm)
         self.updates += 1
         return {"loss": loss.item(), "q_mean": chosen.mean().item()}
 
@@ -246,8 +241,8 @@ class DqnTrainer(LearnerTrainer):
 
     def train_metrics(self) -> dict:
         """Averages since the previous call, for a `train` line of metrics.jsonl."""
-        metrics = {"epsilon": self.epsilon(self.step), "lr": self.learner.learning_rate(self.step), "updates": self.learner.updates,
-                   "episodes": self.episodes, "mean_return": self.mean_return()}
+        metrics = {"epsilon": self.epsilon(self.step), "lr": self.learner.learning_rate(self.step),
+                   "updates": self.learner.updates, "episodes": self.episodes, "mean_return": self.mean_return()}
         if self.loss_count:
             metrics["loss"] = self.loss_sum / self.loss_count
             metrics["q_mean"] = self.q_sum / self.loss_count

@@ -6,14 +6,14 @@ from typing import Callable
 
 import numpy as np
 import torch
-from torch import nn
 
 from rlsup.algos import vtrace
 from rlsup.algos.actors import ActorProcesses, Delivery, SerialActors
 from rlsup.algos.contract import LearnerTrainer, Policy
 from rlsup.algos.envs import probe_env
 from rlsup.algos.episodes import EpisodeReturns
-from rlsup.algos.nets import PolicyValueNetwork, build_policy_value_network, cpu_greedy_policy, fingerprint
+from rlsup.algos.nets import (PolicyValueNetwork, build_policy_value_network, cpu_greedy_policy, fingerprint,
+                              gradient_step)
 from rlsup.algos.schedules import LinearSchedule
 from rlsup.algos.shared_memory import UnrollLayout
 from rlsup.replay.mixer import ReplayMixer, replay_from_settings
@@ -58,21 +58,13 @@ class VtraceLearner:
                   "baseline_loss": settings.baseline_cost * vtrace.baseline_loss(returns.vs - values[:-1]),
                   "entropy_loss": settings.entropy_cost * vtrace.entropy_loss(logits)}
         total_loss = sum(losses.values())
-        self._step(total_loss, step)
+        gradient_step(self.optimizer, total_loss, self.network.parameters(), learning_rate=self.learning_rate(step),
+                      max_grad_norm=settings.max_grad_norm)
+        self.updates += 1
         with torch.no_grad():
             entropy = -vtrace.entropy_loss(logits) / (length * size)
         return {"total_loss": total_loss.item(), **{name: loss.item() for name, loss in losses.items()},
                 "entropy": entropy.item(), "mean_value": values.mean().item(), "mean_rho": log_rhos.exp().mean().item()}
-
-    def _step(self, loss: torch.Tensor, step: int) -> None:
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.learning_rate(step)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.settings.max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self.network.parameters(), self.settings.max_grad_norm)
-        self.optimizer.step()
-        self.updates += 1
 
     @torch.no_grad()
     def greedy_actions(self, observations: np.ndarray) -> np.ndarray:

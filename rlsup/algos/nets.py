@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 import numpy as np
 import torch
@@ -125,6 +125,18 @@ def fingerprint(module: nn.Module) -> str:
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
         digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
     return digest.hexdigest()
+
+
+def gradient_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters: Iterable[nn.Parameter], *,
+                  learning_rate: float, max_grad_norm: float) -> None:
+    """One optimizer step on loss at a scheduled learning rate, gradients clipped to max_grad_norm when above 0."""
+    for group in optimizer.param_groups:
+        group["lr"] = learning_rate
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if max_grad_norm > 0:
+        nn.utils.clip_grad_norm_(parameters, max_grad_norm)
+    optimizer.step()
 
 
 def cpu_greedy_policy(network: nn.Module, weights: dict,

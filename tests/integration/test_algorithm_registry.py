@@ -19,11 +19,11 @@ PLUGIN = Path(__file__).parent.parent / "plugins" / "tiny_algorithm"
 EXIT_PAUSED = 75
 STEPS = 3_000
 
-TINY_JOB = f"""
+TINY_JOB = """
 [job]
 algo = "tiny"
 seed = 5
-total_steps = {{total_steps}}
+total_steps = {total_steps}
 device = "cpu"
 threads = 1
 
