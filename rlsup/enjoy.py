@@ -7,7 +7,7 @@ from typing import Callable
 import numpy as np
 
 from rlsup import runfiles
-
+from rlsup.algos.contract import Policy
 
 RENDER_EXTRA = "pip install 'rlsup[render]'"
 
@@ -49,14 +49,13 @@ class VideoRecorder:
 
 
 def load_policy(run_dir: Path, which: str = "latest", report: Callable[[str], None] = lambda line: None,
-                ) -> tuple[Callable[[np.ndarray], np.ndarray], object]:
+                ) -> tuple[Policy, object]:
     """The greedy policy of a checkpoint, built from the run's own job.toml (works on a copied run).
 
-    report hears which newer checkpoints `latest` fell back past, and why.
+    Its algorithm builds it (registry.Algorithm.policy_from_checkpoint). report hears which newer
+    checkpoints `latest` fell back past, and why.
     """
-    import torch
-
-    from rlsup.algos.envs import probe_env
+    from rlsup.algos import registry
     from rlsup.checkpoint.manifest import latest_choice, resolve
     from rlsup.checkpoint.store import load_checkpoint
 
@@ -70,28 +69,7 @@ def load_policy(run_dir: Path, which: str = "latest", report: Callable[[str], No
         entry = resolve(run_dir, which)
     # `latest` and `best` resolve to a checkpoint that has just been checksummed; a step or a path has not.
     _, state = load_checkpoint(entry.path, verify=which not in ("latest", "best"))
-    observation_shape, _, num_actions, _ = probe_env(spec.env)
-    network, weights, scores = greedy_network(spec, observation_shape, num_actions, state["trainer"]["learner"])
-    network.load_state_dict(weights)
-    network.eval()
-
-    @torch.no_grad()
-    def policy(observations: np.ndarray) -> np.ndarray:
-        return scores(network(torch.as_tensor(observations))).argmax(dim=1).numpy()
-
-    return policy, entry
-
-
-def greedy_network(spec, observation_shape: tuple, num_actions: int, learner_state: dict):
-    """The network, its saved weights, and what to take the argmax of: Q-values or policy logits."""
-    from rlsup.algos.nets import build_policy_value_network, build_q_network
-
-    if spec.job.algo == "vtrace":
-        network = build_policy_value_network(observation_shape, num_actions, spec.vtrace.hidden_sizes,
-                                             spec.vtrace.feature_size)
-        return network, learner_state["network"], lambda output: output.logits
-    network = build_q_network(observation_shape, num_actions, spec.dqn.hidden_sizes)
-    return network, learner_state["online"], lambda values: values
+    return registry.get(spec.job.algo).policy_from_checkpoint(spec, state["trainer"]), entry
 
 
 def frame_rate(env_id: str) -> float:

@@ -1,79 +1,27 @@
 """The job process: a run directory in, training with pause, live edits and an exit contract out."""
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import os
-import signal
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
 
 from rlsup import locks, paths, runfiles
 from rlsup import spec as specs
+from rlsup.algos import registry
+from rlsup.algos.contract import Trainer
 from rlsup.checkpoint.manifest import BEST, CheckpointProblem, NoSpace
-from rlsup.jobstate import EXIT_ABORTED, EXIT_DONE, EXIT_NO_SPACE, EXIT_PAUSED
-from rlsup.jobstate import EXIT_ERROR as EXIT_FAILED, EXIT_SPEC as EXIT_USAGE
+from rlsup.jobstate import EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC
 from rlsup.progress import LoopClock, ProgressLine
+from rlsup.worker_signals import Aborted, Signals
 
 log = logging.getLogger("rlsup.worker")
 
 
-class Aborted(BaseException):
-    """A second interrupt: stop at once, without a checkpoint (the previous one stays valid)."""
-
-
 class UsageError(Exception):
     """The job cannot run as written (exit 2, never retried)."""
-
-
-class Signals:
-    """Turns SIGINT/SIGTERM into a pause request (a second one aborts) and SIGHUP into a reload.
-
-    A second interrupt raises Aborted once, and only while abort_raises: the code that records how
-    the worker ended (exit.json) must never be cut short, so from then on it is only noted.
-    """
-
-    def __init__(self) -> None:
-        self.pause_requested = False
-        self.reload_requested = False
-        self.abort_requested = False
-        self.abort_raises = True
-
-    def install(self) -> None:
-        signal.signal(signal.SIGINT, self._on_stop)
-        signal.signal(signal.SIGTERM, self._on_stop)
-        signal.signal(signal.SIGHUP, self._on_reload)
-
-    def _on_stop(self, signum: int, frame) -> None:
-        if not self.pause_requested:
-            self.pause_requested = True
-            return
-        self.abort_requested = self.abort_requested or f"second {signal.Signals(signum).name}"
-        if self.abort_raises:
-            self.abort_raises = False
-            raise Aborted(self.abort_requested)
-
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        """A second interrupt inside the block is noted and raised as Aborted once the block is done.
-
-        For checkpoint writes: raised inside torch.save's C++ writer callback, it ended the process in
-        std::terminate (exit -6 and no exit.json, seen in CI), and a write is over in moments anyway.
-        """
-        raising, self.abort_raises = self.abort_raises, False
-        try:
-            yield
-        finally:
-            self.abort_raises = raising
-        if raising and self.abort_requested:
-            self.abort_raises = False
-            raise Aborted(f"{self.abort_requested} during a checkpoint write, which was finished first")
-
-    def _on_reload(self, signum: int, frame) -> None:
-        self.reload_requested = True
 
 
 def select_device(requested: str):
@@ -110,19 +58,16 @@ def make_cuda_deterministic(device) -> None:
         torch.backends.cudnn.benchmark = False
 
 
-def build_trainer(spec: specs.JobSpec, device):
-    if spec.job.algo == "dqn":
-        from rlsup.algos.dqn import DqnTrainer
-
-        return DqnTrainer(spec, device)
-    if spec.job.algo == "vtrace":
-        from rlsup.algos.impala import VtraceTrainer
-
-        return VtraceTrainer(spec, device)
-    raise UsageError(f"unknown algorithm {spec.job.algo!r}")
+def build_trainer(spec: specs.JobSpec, device) -> Trainer:
+    """The trainer of [job] algo at step 0, built by its registry entry."""
+    try:
+        algorithm = registry.get(spec.job.algo)
+    except registry.UnknownAlgorithm as error:
+        raise UsageError(f"[job] algo {error}") from None
+    return algorithm.build_trainer(spec, device)
 
 
-class Worker:
+class TrainingRun:
     """One run of one job in this process, from its newest verified checkpoint to budget or pause."""
 
     def __init__(self, run_dir: Path, *, foreground: bool = False, from_scratch: bool = False):
@@ -131,7 +76,7 @@ class Worker:
         self.from_scratch = from_scratch
         self.signals = Signals()
         self.spec: specs.JobSpec | None = None
-        self.trainer = None
+        self.trainer: Trainer | None = None
         self.metrics: runfiles.MetricsWriter | None = None
         self.last_checkpoint: str | None = None
         self.last_checkpoint_step: int | None = None
@@ -152,7 +97,7 @@ class Worker:
         except (locks.LockHeld, OSError) as error:
             # Not a word into the run's files: they belong to the worker that holds the lock.
             print(f"rlsup: {busy_message(self.run_dir, error)}", file=sys.stderr)
-            return EXIT_USAGE
+            return EXIT_SPEC
         try:
             code, reason = self._work()
             self.signals.abort_raises = False  # inside the try: an abort arriving just before is caught
@@ -175,7 +120,7 @@ class Worker:
         except NoSpace as error:
             return EXIT_NO_SPACE, str(error)
         except (specs.SpecError, UsageError, CheckpointProblem) as error:
-            return EXIT_USAGE, str(error)
+            return EXIT_SPEC, str(error)
         except OSError as error:
             if error.errno in (errno.ENOSPC, errno.EDQUOT):
                 return EXIT_NO_SPACE, f"no space left on device: cannot write {error.filename or self.run_dir}"
@@ -186,9 +131,9 @@ class Worker:
     def _crashed(self, error: Exception) -> tuple[int, str]:
         """A crash: logged with its traceback; the daemon restarts from the newest checkpoint."""
         log.exception("worker crashed")
-        return EXIT_FAILED, f"{type(error).__name__}: {error}"
+        return EXIT_ERROR, f"{type(error).__name__}: {error}"
 
-    def _start(self):
+    def _start(self) -> Trainer:
         from rlsup.algos.envs import EnvError
         from rlsup.algos.memory import check_replays_fit
         from rlsup.checkpoint.manifest import NoUsableCheckpoint, require_usable
@@ -214,7 +159,7 @@ class Worker:
                  trainer.step, self.spec.job.total_steps, os.getpid())
         return trainer
 
-    def _restore(self, trainer) -> None:
+    def _restore(self, trainer: Trainer) -> None:
         """Continue from the newest checkpoint that verifies, cutting metrics back to its length."""
         from rlsup.checkpoint.rng import restore_global_rng_state
         from rlsup.checkpoint.store import load_checkpoint
@@ -230,14 +175,24 @@ class Worker:
         trainer.load_state_dict(state["trainer"])
         restore_global_rng_state(state["rng"])
         runfiles.truncate_metrics(self.run_dir, int(manifest["metrics_bytes"]))
-        # Read after the cut: evaluations of a discarded future do not count.
-        self.best_evaluation = max((record["mean"] for record in runfiles.read_metrics(self.run_dir)
-                                    if record["kind"] == "eval"), default=None)
+        self.best_evaluation = self._best_evaluation_at(manifest)
         self.last_checkpoint, self.last_checkpoint_step = str(entry.path), entry.step
         if "replay" not in state["trainer"]:
             log.warning("checkpoint %s holds no replay ([checkpoint] replay = false): "
                         "the resumed run refills it and will not match an uninterrupted one", entry.path.name)
         log.info("resumed from %s (step %d, fingerprint %s)", entry.path.name, entry.step, entry.fingerprint[:12])
+
+    def _best_evaluation_at(self, manifest: dict) -> float | None:
+        """The best evaluation mean of the trajectory up to a checkpoint, as its manifest's extra records it.
+
+        A checkpoint written before extra held it falls back to the metrics, already cut back to it, so
+        either way the evaluations of a discarded future do not count.
+        """
+        extra = manifest.get("extra") or {}
+        if "best_evaluation" in extra:
+            return extra["best_evaluation"]
+        return max((record["mean"] for record in runfiles.read_metrics(self.run_dir) if record["kind"] == "eval"),
+                   default=None)
 
     def _finish(self, code: int, reason: str) -> int:
         """Say how the run ended, record it (exit.json last) and let go of what it holds; returns the code."""
@@ -345,7 +300,8 @@ class Worker:
         # A best checkpoint is for playing, never for resuming: the replay would only make it slow.
         state = {"trainer": trainer.state_dict(include_replay=spec.checkpoint.replay and not best),
                  "rng": global_rng_state()}
-        extra = {"algo": spec.job.algo, **({"evaluation_mean": evaluation_mean} if best else {})}
+        extra = {"algo": spec.job.algo, "best_evaluation": self.best_evaluation,
+                 **({"evaluation_mean": evaluation_mean} if best else {})}
         with self.signals.held():
             entry = write_checkpoint(self.run_dir, state, step=trainer.step, episodes=trainer.episodes,
                                      reason=reason, fingerprint=fingerprint, spec_sha256=spec.sha256(),
@@ -401,7 +357,7 @@ class Worker:
             "episodes": trainer.episodes if trainer else 0,
             "mean_return": trainer.mean_return() if trainer else None,
             "last_checkpoint_step": self.last_checkpoint_step,
-            "device": str(trainer.learner.device) if trainer else None,
+            "device": str(trainer.device) if trainer else None,
             "notice": self.notice,
         })
 
@@ -432,7 +388,7 @@ def setup_logging(run_dir: Path, foreground: bool) -> None:
 
 
 def run(run_dir: Path, *, foreground: bool = False, from_scratch: bool = False) -> int:
-    return Worker(run_dir, foreground=foreground, from_scratch=from_scratch).run()
+    return TrainingRun(run_dir, foreground=foreground, from_scratch=from_scratch).run()
 
 
 def exit_now(code: int) -> None:
@@ -448,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1 or not (Path(argv[0]) / paths.JOB_FILE).is_file():
         print("usage: python -m rlsup.worker RUN_DIR  (a directory holding job.toml)", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_SPEC
     exit_now(run(Path(argv[0])))
 
 

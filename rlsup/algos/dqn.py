@@ -2,16 +2,16 @@
 from __future__ import annotations
 
 import copy
-from typing import Callable
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional
 
-from rlsup.algos.envs import TrainingEnv, make_env
+from rlsup.algos.contract import LearnerTrainer, Policy
+from rlsup.algos.envs import TrainingEnv, make_env, probe_env
 from rlsup.algos.episodes import EpisodeReturns
-from rlsup.algos.nets import build_q_network, fingerprint
+from rlsup.algos.nets import build_q_network, cpu_greedy_policy, fingerprint, gradient_step
 from rlsup.algos.schedules import LinearSchedule, crossed
 from rlsup.checkpoint.rng import generator_state, restore_generator
 from rlsup.replay.mixer import ReplayMixer, replay_from_settings
@@ -42,7 +42,7 @@ class DqnLearner:
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=settings.lr, fused=True)
         # Absolute steps: a raised budget leaves the learning rate of the steps already taken alone.
         self.learning_rate = (LinearSchedule(settings.lr, settings.lr_end, settings.lr_end_step)
-                              if settings.lr_end_step > 0 else LinearSchedule(settings.lr, settings.lr, 1))
+                              if settings.lr_end_step > 0 else LinearSchedule.constant(settings.lr))
         self.updates = 0
 
     @torch.no_grad()
@@ -73,13 +73,8 @@ class DqnLearner:
                                  self.target(next_observations), next_online_q)
         chosen = q_values.gather(1, actions).squeeze(1)
         loss = self._loss(chosen, targets)
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.learning_rate(step)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.settings.max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self.online.parameters(), self.settings.max_grad_norm)
-        self.optimizer.step()
+        gradient_step(self.optimizer, loss, self.online.parameters(), learning_rate=self.learning_rate(step),
+                      max_grad_norm=self.settings.max_grad_norm)
         self.updates += 1
         return {"loss": loss.item(), "q_mean": chosen.mean().item()}
 
@@ -90,6 +85,9 @@ class DqnLearner:
 
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(array).to(self.device, non_blocking=True)
+
+    def fingerprint(self) -> str:
+        return fingerprint(self.online)
 
     @torch.no_grad()
     def update_target(self) -> None:
@@ -145,7 +143,7 @@ def build_replays(spec: JobSpec, env: TrainingEnv, seeds: list[np.random.SeedSeq
     return ReplayMixer(replays, spec.dqn.batch_size)
 
 
-class DqnTrainer:
+class DqnTrainer(LearnerTrainer):
     """Steps the envs with epsilon-greedy actions, stores transitions, and trains on the schedule.
 
     Every random stream is its own: env seeds, exploration and each replay's sampler are spawned
@@ -243,26 +241,13 @@ class DqnTrainer:
 
     def train_metrics(self) -> dict:
         """Averages since the previous call, for a `train` line of metrics.jsonl."""
-        metrics = {"epsilon": self.epsilon(self.step), "lr": self.learner.learning_rate(self.step), "updates": self.learner.updates,
-                   "episodes": self.episodes, "mean_return": self.mean_return()}
+        metrics = {"epsilon": self.epsilon(self.step), "lr": self.learner.learning_rate(self.step),
+                   "updates": self.learner.updates, "episodes": self.episodes, "mean_return": self.mean_return()}
         if self.loss_count:
             metrics["loss"] = self.loss_sum / self.loss_count
             metrics["q_mean"] = self.q_sum / self.loss_count
         self.loss_sum, self.q_sum, self.loss_count = 0.0, 0.0, 0
         return metrics
-
-    @property
-    def episodes(self) -> int:
-        return self.returns.count
-
-    def mean_return(self) -> float | None:
-        return self.returns.mean()
-
-    def greedy_policy(self) -> Callable[[np.ndarray], np.ndarray]:
-        return self.learner.greedy_actions
-
-    def fingerprint(self) -> str:
-        return fingerprint(self.learner.online)
 
     def state_dict(self, *, include_replay: bool = True) -> dict:
         state = {
@@ -298,3 +283,10 @@ class DqnTrainer:
     def close(self) -> None:
         for env in self.envs:
             env.close()
+
+
+def policy_from_checkpoint(spec: JobSpec, trainer_state: dict) -> Policy:
+    """The greedy CPU policy of a checkpoint: the online Q-network's argmax."""
+    observation_shape, _, num_actions, _ = probe_env(spec.env)
+    network = build_q_network(observation_shape, num_actions, spec.dqn.hidden_sizes)
+    return cpu_greedy_policy(network, trainer_state["learner"]["online"])

@@ -5,10 +5,9 @@ from typing import Callable
 
 import numpy as np
 
+from rlsup.algos.contract import Policy
 from rlsup.algos.envs import make_env
 from rlsup.spec import EnvSection
-
-Policy = Callable[[np.ndarray], np.ndarray]
 
 
 def evaluation_seed(job_seed: int, step: int) -> int:

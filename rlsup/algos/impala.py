@@ -6,13 +6,14 @@ from typing import Callable
 
 import numpy as np
 import torch
-from torch import nn
 
 from rlsup.algos import vtrace
 from rlsup.algos.actors import ActorProcesses, Delivery, SerialActors
+from rlsup.algos.contract import LearnerTrainer, Policy
 from rlsup.algos.envs import probe_env
 from rlsup.algos.episodes import EpisodeReturns
-from rlsup.algos.nets import PolicyValueNetwork, build_policy_value_network, fingerprint
+from rlsup.algos.nets import (PolicyValueNetwork, build_policy_value_network, cpu_greedy_policy, fingerprint,
+                              gradient_step)
 from rlsup.algos.schedules import LinearSchedule
 from rlsup.algos.shared_memory import UnrollLayout
 from rlsup.replay.mixer import ReplayMixer, replay_from_settings
@@ -57,21 +58,13 @@ class VtraceLearner:
                   "baseline_loss": settings.baseline_cost * vtrace.baseline_loss(returns.vs - values[:-1]),
                   "entropy_loss": settings.entropy_cost * vtrace.entropy_loss(logits)}
         total_loss = sum(losses.values())
-        self._step(total_loss, step)
+        gradient_step(self.optimizer, total_loss, self.network.parameters(), learning_rate=self.learning_rate(step),
+                      max_grad_norm=settings.max_grad_norm)
+        self.updates += 1
         with torch.no_grad():
             entropy = -vtrace.entropy_loss(logits) / (length * size)
         return {"total_loss": total_loss.item(), **{name: loss.item() for name, loss in losses.items()},
                 "entropy": entropy.item(), "mean_value": values.mean().item(), "mean_rho": log_rhos.exp().mean().item()}
-
-    def _step(self, loss: torch.Tensor, step: int) -> None:
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.learning_rate(step)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.settings.max_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self.network.parameters(), self.settings.max_grad_norm)
-        self.optimizer.step()
-        self.updates += 1
 
     @torch.no_grad()
     def greedy_actions(self, observations: np.ndarray) -> np.ndarray:
@@ -79,6 +72,9 @@ class VtraceLearner:
 
     def as_tensor(self, array: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(array).to(self.device, non_blocking=True)
+
+    def fingerprint(self) -> str:
+        return fingerprint(self.network)
 
     def state_dict(self) -> dict:
         return {"network": self.network.state_dict(), "optimizer": self.optimizer.state_dict(),
@@ -126,7 +122,7 @@ def build_unroll_replays(spec: JobSpec, layout: UnrollLayout) -> ReplayMixer:
     return ReplayMixer(replays, spec.vtrace.batch_size)
 
 
-class VtraceTrainer:
+class VtraceTrainer(LearnerTrainer):
     """Moves actors' unrolls into the replays, trains on batches mixed by ratio, and publishes the weights.
 
     `step` counts the env steps the learner has consumed (unroll_length × batch_size per update), so
@@ -196,7 +192,7 @@ class VtraceTrainer:
                 if self.replays.free() == 0:
                     if self.replays.ready():
                         return  # back-pressure: the actors wait on free slots until an update drains the queue
-                    drop_oldest_queued(self.replays)
+                    self.replays.drop_oldest_queued()
                 self.replays.add_unroll(**arrays.unroll(self.pending_position), feature_source=self.feature_source)
                 self.pending_position += 1
                 self.unrolls += 1
@@ -214,7 +210,7 @@ class VtraceTrainer:
             self.loss_sums[name] += metrics[name]
         self.loss_count += 1
 
-    # -- the trainer protocol ----------------------------------------------------------------
+    # -- the rest of the Trainer contract (algos/contract.py) --------------------------------
 
     def train_metrics(self) -> dict:
         """Averages since the previous call, for a `train` line of metrics.jsonl."""
@@ -222,25 +218,11 @@ class VtraceTrainer:
                    "episodes": self.episodes, "unrolls": self.unrolls, "mean_return": self.mean_return()}
         for number, replay in enumerate(self.replays.replays):
             metrics[f"replay{number}_size"] = len(replay.storage)
-            if hasattr(replay.sampler, "lambda_value"):
-                metrics[f"replay{number}_lambda"] = replay.sampler.lambda_value
+            metrics.update({f"replay{number}_{name}": value for name, value in replay.sampler.metrics().items()})
         if self.loss_count:
             metrics.update({name: total / self.loss_count for name, total in self.loss_sums.items()})
         self.loss_sums, self.loss_count = dict.fromkeys(LOSS_NAMES, 0.0), 0
         return metrics
-
-    @property
-    def episodes(self) -> int:
-        return self.returns.count
-
-    def mean_return(self) -> float | None:
-        return self.returns.mean()
-
-    def greedy_policy(self) -> Callable[[np.ndarray], np.ndarray]:
-        return self.learner.greedy_actions
-
-    def fingerprint(self) -> str:
-        return fingerprint(self.learner.network)
 
     def state_dict(self, *, include_replay: bool = True) -> dict:
         """Learner, counters and replays; actors only in serial mode.
@@ -280,12 +262,9 @@ class VtraceTrainer:
             self.actors.close()
 
 
-def drop_oldest_queued(replays: ReplayMixer) -> None:
-    """Warm-up: a full queue gives up its oldest unroll while another replay is still filling.
-
-    Every unroll goes to all replays, and a queue that refused them until, say, an elite replay
-    reached its minimum would never let that replay fill. The dropped unroll is in the others.
-    """
-    for replay in replays.replays:
-        if replay.free() == 0:
-            replay.sampler.sample(replay.storage, 1)
+def policy_from_checkpoint(spec: JobSpec, trainer_state: dict) -> Policy:
+    """The greedy CPU policy of a checkpoint: the argmax of the policy network's logits."""
+    observation_shape, _, num_actions, _ = probe_env(spec.env)
+    network = build_policy_value_network(observation_shape, num_actions, spec.vtrace.hidden_sizes,
+                                         spec.vtrace.feature_size)
+    return cpu_greedy_policy(network, trainer_state["learner"]["network"], lambda output: output.logits)

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import hashlib
-from typing import NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -124,3 +125,29 @@ def fingerprint(module: nn.Module) -> str:
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
         digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
     return digest.hexdigest()
+
+
+def gradient_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters: Iterable[nn.Parameter], *,
+                  learning_rate: float, max_grad_norm: float) -> None:
+    """One optimizer step on loss at a scheduled learning rate, gradients clipped to max_grad_norm when above 0."""
+    for group in optimizer.param_groups:
+        group["lr"] = learning_rate
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if max_grad_norm > 0:
+        nn.utils.clip_grad_norm_(parameters, max_grad_norm)
+    optimizer.step()
+
+
+def cpu_greedy_policy(network: nn.Module, weights: dict,
+                      scores: Callable[[Any], torch.Tensor] = lambda output: output,
+                      ) -> Callable[[np.ndarray], np.ndarray]:
+    """A policy that plays the argmax of scores(network output) on the CPU, with the given weights loaded."""
+    network.load_state_dict(weights)
+    network.eval()
+
+    @torch.no_grad()
+    def policy(observations: np.ndarray) -> np.ndarray:
+        return scores(network(torch.as_tensor(observations))).argmax(dim=1).numpy()
+
+    return policy

@@ -21,6 +21,11 @@ class LinearSchedule:
         fraction = (step - self.start_step) / (self.end_step - self.start_step)
         return self.start + fraction * (self.end - self.start)
 
+    @classmethod
+    def constant(cls, value: float) -> "LinearSchedule":
+        """value at every step."""
+        return cls(value, value, end_step=0)
+
 
 def crossed(previous_step: int, step: int, every: int) -> bool:
     """Whether a multiple of every lies in (previous_step, step]: intervals that survive any step size."""

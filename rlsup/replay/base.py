@@ -143,6 +143,10 @@ class Sampler(ABC):
     def drop_oldest(self, storage: ReplayStorage) -> None:
         """Give up the oldest item not yet drawn, so a full sampler has room again (no-op where none blocks)."""
 
+    def metrics(self) -> dict[str, float]:
+        """What the sampler reports in `train` records beside the storage's size (e.g. elite's λ)."""
+        return {}
+
     @abstractmethod
     def state_dict(self) -> dict: ...
 

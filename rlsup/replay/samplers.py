@@ -148,6 +148,9 @@ class ScoredSampler(GeneratorState, Sampler):
         """λ of the latest sample call (λ₀ before the first)."""
         return self.lambda_at(self.step)
 
+    def metrics(self) -> dict[str, float]:
+        return {"lambda": self.lambda_value}
+
     def sample(self, storage: ReplayStorage, count: int, n_step: int = 1,
                features: FeatureSource | None = None, step: int = 0) -> np.ndarray:
         self.scoring.check_source(features)

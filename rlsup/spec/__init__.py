@@ -13,11 +13,11 @@ from rlsup.spec.loading import SpecDeprecation, field_problem, load, loads, sani
 from rlsup.spec.locating import Problem, SpecError, dotted, field_path, line_of, locate_keys
 from rlsup.spec.overrides import apply_overrides, file_digest, make_overrides
 from rlsup.spec.render import json_schema, render_toml
-from rlsup.spec.rules import (REPLAY_ITEMS, Violation, item_violations, job_violations, share_violations,
+from rlsup.spec.rules import (Violation, item_violations, job_violations, share_violations,
                               whole_shares)
 
 __all__ = [
-    "ARRAY_TABLES", "EDIT_CLASSES", "IDENTITY", "LIVE", "REPLAY_ITEMS", "RESUME", "TABLES", "Change",
+    "ARRAY_TABLES", "EDIT_CLASSES", "IDENTITY", "LIVE", "RESUME", "TABLES", "Change",
     "CheckpointSection", "DqnSection", "EnvSection", "EvalSection", "JobSection", "JobSpec", "LogSection",
     "Problem", "ReplaySection", "SpecDeprecation", "SpecError", "Violation", "VtraceSection", "apply_overrides",
     "diff", "dotted", "env_state_fields", "field_path", "field_problem", "file_digest", "former_names",

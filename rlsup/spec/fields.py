@@ -37,7 +37,7 @@ class JobSection:
     """[job]: what the run is and how the supervisor treats it."""
 
     name: str = setting("", "Job name; defaults to the file's stem.", LIVE)
-    algo: Literal["dqn", "vtrace"] = setting("dqn", "Training algorithm: dqn, or vtrace (IMPALA).", IDENTITY)
+    algo: str = setting("dqn", "Training algorithm: dqn, vtrace (IMPALA), or one a plugin registers.", IDENTITY)
     seed: int = setting(0, "Seed of every random stream of the run.", IDENTITY, minimum=0,
                    maximum=INT64_MAX)
     total_steps: int = setting(100_000, "Environment steps to train for; raise it to extend a run.",

@@ -5,12 +5,11 @@ import math
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
+from rlsup.algos import registry
 from rlsup.spec.fields import JobSpec, ReplaySection
 
 # Ratios come from TOML floats (0.1 + 0.2 != 0.3), so sums and shares are compared with this slack.
 RATIO_TOLERANCE = 1e-9
-# What the replays of each algorithm hold: DQN transitions, V-trace unrolls.
-REPLAY_ITEMS = {"dqn": "transitions", "vtrace": "unrolls"}
 
 
 @dataclass(frozen=True)
@@ -38,9 +37,14 @@ class ReplayShare(Protocol):
 def job_violations(spec: JobSpec) -> list[Violation]:
     """Every cross-field rule a loaded job file breaks."""
     violations = share_violations(spec.replay, spec.batch_size)
-    item = REPLAY_ITEMS[spec.job.algo]
-    for index, replay in enumerate(spec.replay):
-        violations.extend(item_violations(index, replay, item))
+    try:
+        # The registry (built-ins and plugins, torch-free) knows the algorithms and what their replays hold.
+        item = registry.get(spec.job.algo).replay_item
+    except registry.UnknownAlgorithm as unknown:
+        violations.append(Violation(("job", "algo"), str(unknown)))
+    else:
+        for index, replay in enumerate(spec.replay):
+            violations.extend(item_violations(index, replay, item))
     if spec.dqn.epsilon_end > spec.dqn.epsilon_start:
         violations.append(Violation(("dqn", "epsilon_end"), "must not exceed epsilon_start"))
     if spec.env.preset == "atari" and not spec.env.id.startswith("ALE/"):

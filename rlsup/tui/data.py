@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from rlsup import client, paths, runfiles
+from rlsup.algos import registry
 from rlsup.checkpoint.manifest import checkpoints_dir, list_checkpoints
 from rlsup.jobstate import ACTIVE, State
 from rlsup.jobview import JobRow, WorkerStatus, merge_status, read_worker_status, sorted_rows
@@ -197,8 +198,8 @@ class JobMetrics:
             self._add_train(x, record)
 
     def _add_train(self, x: float, record: dict) -> None:
-        # DQN logs "loss"; the V-trace learner logs its parts and their sum as "total_loss".
-        for name in ("loss", "total_loss"):
+        # Each algorithm names its loss in the registry (DQN "loss", V-trace "total_loss"); the record has one.
+        for name in registry.loss_metric_names():
             value = _number(record.get(name))
             if value is not None:
                 self.loss_name = name

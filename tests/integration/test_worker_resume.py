@@ -120,6 +120,29 @@ def assert_best_checkpoint_is_the_best_evaluation(run_dir: Path) -> None:
     assert json.loads(played.stdout)["checkpoint"] == f"step-{best_step:012d}-best"
 
 
+def test_a_resumed_run_remembers_its_best_evaluation(tmp_path: Path) -> None:
+    """Only an evaluation that beats every earlier one, before the pause as well, writes a best checkpoint."""
+    straight, paused = tmp_path / "straight", tmp_path / "paused"
+    result = run_rlsup("run", cartpole_job(tmp_path, total_steps=STEPS, eval_every=1_000), "--run-dir", straight)
+    assert result.returncode == 0, result.stderr
+    process = start_rlsup("run", cartpole_job(tmp_path, total_steps=STEPS, eval_every=1_000, name="again"),
+                          "--run-dir", paused)
+    pause_when(process, paused, train_step=1_250)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == EXIT_PAUSED, stderr
+    result = run_rlsup("run", "--resume", paused)
+    assert result.returncode == 0, result.stderr
+    bests = best_checkpoint_steps(straight)
+    assert best_checkpoint_steps(paused) == bests
+    # The check has teeth: an evaluation after the pause did not beat the best, so a forgotten best would show.
+    assert any(step > 1_250 and step not in bests for step in metric_steps(straight, "eval"))
+
+
+def best_checkpoint_steps(run_dir: Path) -> list[int]:
+    return [record["step"] for record in runfiles.read_metrics(run_dir)
+            if record["kind"] == "checkpoint" and record["reason"] == "best"]
+
+
 def test_a_second_run_into_the_same_directory_is_refused(tmp_path: Path, straight_runs: dict[int, Path]) -> None:
     result = run_rlsup("run", cartpole_job(tmp_path, total_steps=10), "--run-dir", straight_runs[STEPS])
     assert result.returncode == 2 and "--resume" in result.stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rlsup import runfiles, worker
+from rlsup import runfiles, worker, worker_signals
 from rlsup import spec as specs
 
 
@@ -21,7 +21,7 @@ def restored_handlers():
 
 def test_a_second_interrupt_while_finishing_still_records_the_exit(tmp_path: Path, restored_handlers) -> None:
     runfiles.write_run_spec(tmp_path, specs.JobSpec())
-    job = worker.Worker(tmp_path)
+    job = worker.TrainingRun(tmp_path)
     job.signals.install()
     job.last_checkpoint = str(tmp_path / "checkpoints" / "step-000000001000")
     os.kill(os.getpid(), signal.SIGINT)  # the first: a pause, whose checkpoint is written
@@ -42,10 +42,10 @@ def test_a_second_interrupt_while_finishing_still_records_the_exit(tmp_path: Pat
 
 
 def test_a_second_interrupt_while_training_aborts_once(restored_handlers) -> None:
-    signals = worker.Signals()
+    signals = worker_signals.Signals()
     signals.install()
     os.kill(os.getpid(), signal.SIGINT)
-    with pytest.raises(worker.Aborted):
+    with pytest.raises(worker_signals.Aborted):
         os.kill(os.getpid(), signal.SIGINT)
     os.kill(os.getpid(), signal.SIGINT)  # a third while the abort is being recorded: noted, not raised
     assert signals.abort_requested and not signals.abort_raises
@@ -54,10 +54,10 @@ def test_a_second_interrupt_while_training_aborts_once(restored_handlers) -> Non
 CHECKPOINT_INTERRUPTED_BY_A_SECOND_SIGINT = r"""
 import os, signal, sys
 import torch
-from rlsup import worker
+from rlsup import worker_signals
 from rlsup.checkpoint import store
 
-signals = worker.Signals()
+signals = worker_signals.Signals()
 signals.install()
 os.kill(os.getpid(), signal.SIGINT)  # the first: a pause
 write = store._ChecksummedFile.write
@@ -74,7 +74,7 @@ try:
     with signals.held():
         store.write_checkpoint(sys.argv[1], {"weights": torch.zeros(4096)}, step=7, episodes=0, reason="pause",
                                fingerprint="f", spec_sha256="s", metrics_bytes=0, keep=2)
-except worker.Aborted:
+except worker_signals.Aborted:
     print("aborted after the checkpoint was written")
 """
 
@@ -95,10 +95,10 @@ def test_a_second_interrupt_during_a_checkpoint_write_waits_for_the_write(tmp_pa
 
 
 def test_held_signals_abort_at_the_end_of_the_block(restored_handlers) -> None:
-    signals = worker.Signals()
+    signals = worker_signals.Signals()
     signals.install()
     os.kill(os.getpid(), signal.SIGINT)
-    with pytest.raises(worker.Aborted):
+    with pytest.raises(worker_signals.Aborted):
         with signals.held():
             os.kill(os.getpid(), signal.SIGINT)  # noted only
             assert signals.abort_requested

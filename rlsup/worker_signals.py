@@ -1,0 +1,57 @@
+"""The worker's signal contract: SIGINT/SIGTERM ask for a pause (a second one aborts), SIGHUP for a reload."""
+from __future__ import annotations
+
+import contextlib
+import signal
+from typing import Iterator
+
+
+class Aborted(BaseException):
+    """A second interrupt: stop at once, without a checkpoint (the previous one stays valid)."""
+
+
+class Signals:
+    """Turns SIGINT/SIGTERM into a pause request (a second one aborts) and SIGHUP into a reload.
+
+    A second interrupt raises Aborted once, and only while abort_raises: the code that records how
+    the worker ended (exit.json) must never be cut short, so from then on it is only noted.
+    """
+
+    def __init__(self) -> None:
+        self.pause_requested = False
+        self.reload_requested = False
+        self.abort_requested = False
+        self.abort_raises = True
+
+    def install(self) -> None:
+        signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGHUP, self._on_reload)
+
+    def _on_stop(self, signum: int, frame) -> None:
+        if not self.pause_requested:
+            self.pause_requested = True
+            return
+        self.abort_requested = self.abort_requested or f"second {signal.Signals(signum).name}"
+        if self.abort_raises:
+            self.abort_raises = False
+            raise Aborted(self.abort_requested)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """A second interrupt inside the block is noted and raised as Aborted once the block is done.
+
+        For checkpoint writes: raised inside torch.save's C++ writer callback, it ended the process in
+        std::terminate (exit -6 and no exit.json, seen in CI), and a write is over in moments anyway.
+        """
+        raising, self.abort_raises = self.abort_raises, False
+        try:
+            yield
+        finally:
+            self.abort_raises = raising
+        if raising and self.abort_requested:
+            self.abort_raises = False
+            raise Aborted(f"{self.abort_requested} during a checkpoint write, which was finished first")
+
+    def _on_reload(self, signum: int, frame) -> None:
+        self.reload_requested = True
