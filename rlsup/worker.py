@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import locks, paths, runfiles
+from rlsup import formatting, locks, paths, runfiles
 from rlsup import spec as specs
 from rlsup.algos import registry
 from rlsup.algos.contract import Trainer
@@ -309,7 +309,7 @@ class TrainingRun:
                                      extra=extra)
             if not best:
                 self.last_checkpoint, self.last_checkpoint_step = str(entry.path), entry.step
-        log.info("checkpoint %s (%s, %.1f MB, fingerprint %s)", entry.path.name, reason, entry.bytes / 1e6,
+        log.info("checkpoint %s (%s, %s, fingerprint %s)", entry.path.name, reason, formatting.byte_size(entry.bytes),
                  fingerprint[:12])
 
     def _reload(self) -> None:

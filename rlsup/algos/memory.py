@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import psutil
 
+from rlsup import formatting
 from rlsup.algos.envs import probe_env
 from rlsup.spec import JobSpec
 
@@ -32,10 +33,7 @@ def check_replays_fit(spec: JobSpec, available: int | None = None) -> None:
     available = psutil.virtual_memory().available if available is None else available
     if needed > available:
         capacities = ", ".join(f"{replay.capacity:,}" for replay in spec.replay)
-        raise MemoryError(f"the replays need about {format_gigabytes(needed)} of memory when full "
-                          f"([[replay]] capacity {capacities}), but only {format_gigabytes(available)} is "
+        raise MemoryError(f"the replays need about {formatting.byte_size(needed)} of memory when full "
+                          f"([[replay]] capacity {capacities}), but only {formatting.byte_size(available)} is "
                           "available; lower capacity")
 
-
-def format_gigabytes(count: int) -> str:
-    return f"{count / 1e9:,.1f} GB"

@@ -5,6 +5,7 @@ import errno
 import shutil
 from pathlib import Path
 
+from rlsup import formatting
 from rlsup.checkpoint.manifest import NoSpace
 
 
@@ -32,4 +33,4 @@ def ran_out(error: BaseException | None, parent: Path, needed: int) -> bool:
 
 
 def message(parent: Path, needed: int) -> str:
-    return f"no space left on device: needed about {max(needed / 1e6, 0.1):.1f} MB in {parent}"
+    return f"no space left on device: needed about {formatting.byte_size(needed)} in {parent}"

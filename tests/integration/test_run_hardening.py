@@ -196,7 +196,7 @@ def test_a_replay_bigger_than_memory_is_refused_at_start(tmp_path: Path) -> None
     result = run_rlsup("run", job, "--run-dir", tmp_path / "run")
     assert result.returncode == 2, result.stderr
     assert_no_traceback(result.stderr)
-    assert "the replays need about" in result.stderr and "GB" in result.stderr and "available" in result.stderr
+    assert "the replays need about" in result.stderr and "GiB" in result.stderr and "available" in result.stderr
     assert list_checkpoints(tmp_path / "run") == []
 
 
@@ -207,7 +207,7 @@ def test_a_full_disk_is_named_and_the_previous_checkpoint_stays(tmp_path: Path) 
         result = run_rlsup("run", job, "--run-dir", run_dir)
         assert result.returncode == EXIT_NO_SPACE, result.stderr
         assert_no_traceback(result.stderr)
-        assert "no space left on device: needed about" in result.stderr and "MB in" in result.stderr
+        assert "no space left on device: needed about" in result.stderr and "iB in" in result.stderr
         record = runfiles.read_exit(run_dir)
         assert record["code"] == EXIT_NO_SPACE and record["reason"].startswith("no space left on device")
         assert list_checkpoints(run_dir) == [] and os.listdir(run_dir / "checkpoints") == []

@@ -558,7 +558,7 @@ def test_a_full_disk_is_named_and_leaves_the_previous_checkpoint(tmp_path, monke
         monkeypatch.setattr(space, "require", lambda parent, needed: None)
     with small_filesystem(tmp_path / "disk", "256k") as run_dir:
         first = write(run_dir, small_state(1), 1)
-        with pytest.raises(manifests.NoSpace, match=r"^no space left on device: needed about 1\.0 MB in .*checkpoints$"):
+        with pytest.raises(manifests.NoSpace, match=r"^no space left on device: needed about 1\.0 MiB in .*checkpoints$"):
             write(run_dir, state, 2)
         assert [entry.step for entry in list_checkpoints(run_dir)] == [1]
         assert verify(first.path) is None and dot_entries(run_dir) == []
