@@ -5,14 +5,14 @@ import os
 import sys
 from typing import TextIO
 
-# SGR codes: what needs the user (failed) stands out, what waits recedes.
-STATE_COLOURS = {
-    "running": "32", "starting": "32",          # green
-    "done": "36",                               # cyan
-    "paused": "33", "pausing": "33", "stopping": "33",  # yellow
-    "failed": "31", "killed": "31",             # red
-    "queued": "2",                              # dim
+# Each state's style, as Rich names it: the TUI uses these directly, the CLI through SGR_CODES. What needs
+# the user (failed) stands out in bold red; a worker at work is green, a pause on its way yellow.
+STATE_STYLES = {
+    "running": "bold green", "starting": "green", "pausing": "yellow", "stopping": "yellow",
+    "queued": "cyan", "paused": "magenta", "done": "blue", "failed": "bold red", "killed": "red",
 }
+SGR_CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "blue": "34", "magenta": "35",
+             "cyan": "36"}
 
 
 def wanted(stream: TextIO | None = None) -> bool:
@@ -22,5 +22,8 @@ def wanted(stream: TextIO | None = None) -> bool:
 
 def paint_state(text: str, state: str, enabled: bool) -> str:
     """text (a state name, maybe padded) in its state's colour when enabled."""
-    code = STATE_COLOURS.get(state)
-    return f"\x1b[{code}m{text}\x1b[0m" if enabled and code else text
+    style = STATE_STYLES.get(state)
+    if not (enabled and style):
+        return text
+    codes = ";".join(SGR_CODES[word] for word in style.split())
+    return f"\x1b[{codes}m{text}\x1b[0m"

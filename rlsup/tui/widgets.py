@@ -11,6 +11,7 @@ from textual.widgets import DataTable, RichLog, Static
 from textual_plotext import PlotextPlot
 
 from rlsup.checkpoint.manifest import BEST, CheckpointEntry, best_entries
+from rlsup.colour import STATE_STYLES
 from rlsup.formatting import DAY_AND_MINUTE, byte_size, clock_time, decimal, duration, short_count, speed
 from rlsup.hardware import Gpu, Sample
 from rlsup.jobstate import State
@@ -19,11 +20,6 @@ from rlsup.store import Event
 from rlsup.tui.data import MetricsView
 from rlsup.tui.rows import training_phase_speeds
 
-STATE_STYLES = {
-    State.RUNNING: "bold green", State.STARTING: "green", State.PAUSING: "yellow", State.STOPPING: "yellow",
-    State.QUEUED: "cyan", State.PAUSED: "magenta", State.DONE: "blue", State.FAILED: "bold red",
-    State.KILLED: "red",
-}
 EVENT_STYLES = {"state": "", "edit": "green", "refused": "bold red", "intent": "cyan", "signal": "yellow",
                 "daemon": "dim", "waiting": "cyan"}
 BAR_WIDTH = 10
@@ -55,7 +51,7 @@ def width(cell: Text | str) -> int:
 
 
 def state_text(state: State) -> Text:
-    return Text(str(state), style=STATE_STYLES.get(state, ""))
+    return Text(str(state), style=STATE_STYLES.get(str(state), ""))
 
 
 def level_bar(percent: float | None, width: int) -> Text:

@@ -52,7 +52,7 @@ def test_list_and_status_colour_states_only_on_a_terminal(rlsup_home, tmp_path, 
         piped = run_rlsup(*command)
         assert piped.returncode == 0 and "queued" in piped.stdout and ESCAPE not in piped.stdout
         shown = run_on_terminal(*command)
-        assert "\x1b[2mqueued" in shown, shown
+        assert "\x1b[36mqueued" in shown, shown
         assert ESCAPE not in run_on_terminal(*command, NO_COLOR="1")
 
 
