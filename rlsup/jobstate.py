@@ -214,17 +214,23 @@ def intent_applies(state: State, desired: Desired) -> bool:
 # ---------------------------------------------------------------------------------------------
 # What an accepted edit of the job file asks of the job (DESIGN.md section 5)
 
-EDIT_NOTHING = "nothing"    # job.toml is updated; the next start reads it
-EDIT_RELOAD = "reload"      # SIGHUP: the worker applies live fields at its next step
-EDIT_RESTART = "restart"    # pause then resume, so the worker starts with the new spec
-EDIT_REQUEUE = "requeue"    # a done job whose budget was raised runs again
+class EditAction(str, enum.Enum):
+    """What an accepted edit needs besides the new job.toml."""
+
+    NOTHING = "nothing"    # job.toml is updated; the next start reads it
+    RELOAD = "reload"      # SIGHUP: the worker applies live fields at its next step
+    RESTART = "restart"    # pause then resume, so the worker starts with the new spec
+    REQUEUE = "requeue"    # a done job whose budget was raised runs again
+
+    def __str__(self) -> str:
+        return self.value
 
 
-def edit_action(state: State, *, live_only: bool, total_steps: int, step_reached: int) -> str:
+def edit_action(state: State, *, live_only: bool, total_steps: int, step_reached: int) -> EditAction:
     """The action an accepted edit needs, given the job's state."""
     state = State(state)
     if state in (State.STARTING, State.RUNNING, State.STOPPING):
-        return EDIT_RELOAD if live_only else EDIT_RESTART
+        return EditAction.RELOAD if live_only else EditAction.RESTART
     if state is State.DONE and total_steps > step_reached:
-        return EDIT_REQUEUE
-    return EDIT_NOTHING
+        return EditAction.REQUEUE
+    return EditAction.NOTHING

@@ -1,25 +1,12 @@
 """What a saved edit of a job file asks of its job (DESIGN.md section 5), as a value the loop carries out."""
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from pathlib import Path
 
 from rlsup import jobstate, spec as specs
-from rlsup.jobstate import State
+from rlsup.jobstate import EditAction, State
 from rlsup.store import Job
-
-
-class EditAction(str, enum.Enum):
-    """What an accepted edit needs besides the new job.toml (values are jobstate's edit actions)."""
-
-    NOTHING = jobstate.EDIT_NOTHING   # the next start reads job.toml
-    RELOAD = jobstate.EDIT_RELOAD     # apply live: the worker re-reads its live fields
-    RESTART = jobstate.EDIT_RESTART   # pause and resume, so the worker starts with the new spec
-    REQUEUE = jobstate.EDIT_REQUEUE   # a done job whose budget was raised runs on
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -93,4 +80,4 @@ def decide(job: Job, current: specs.JobSpec, saved: SavedFile) -> Decision:
     # Nothing has been learned by a job never started: the file may still say what the run is.
     action = jobstate.edit_action(job.state, live_only=specs.only_live(changes),
                                   total_steps=edited.job.total_steps, step_reached=job.step)
-    return Accept(edited, tuple(changes), EditAction(action), new_identity)
+    return Accept(edited, tuple(changes), action, new_identity)

@@ -13,12 +13,11 @@ from typing import Callable
 
 from rlsup import hardware as hardware_module, jobstate, paths, runfiles, spec as specs
 from rlsup.daemon import edits, scheduler
-from rlsup.daemon.edits import EditAction
 from rlsup.daemon.runner import JobRunner, Signal, WorkerHandle
 from rlsup.daemon.supervisor import LocalRunner
 from rlsup.daemon.startup import AlreadyRunning, detach_output, load_settings, setup_logging, take_lock
 from rlsup.daemon.watcher import SpecWatcher
-from rlsup.jobstate import ACTIVE, Desired, Exit, State
+from rlsup.jobstate import ACTIVE, Desired, EditAction, Exit, State
 from rlsup.jobview import jobs_following, read_worker_status
 from rlsup.store import Job, JobChanges, Process, SentSignal, SignalKind, Store
 

@@ -227,17 +227,17 @@ def test_each_intent_has_one_verb_and_one_refusal():
 
 
 @pytest.mark.parametrize("state,live_only,total,reached,action", [
-    (R, True, 2000, 500, jobstate.EDIT_RELOAD),
-    (ST, True, 2000, 0, jobstate.EDIT_RELOAD),
-    (SP, True, 2000, 1000, jobstate.EDIT_RELOAD),
-    (R, False, 2000, 500, jobstate.EDIT_RESTART),
-    (D, True, 2000, 1000, jobstate.EDIT_REQUEUE),
-    (D, True, 1000, 1000, jobstate.EDIT_NOTHING),
-    (D, True, 800, 1000, jobstate.EDIT_NOTHING),
-    (P, False, 2000, 500, jobstate.EDIT_NOTHING),
-    (Q, True, 2000, 0, jobstate.EDIT_NOTHING),
-    (PG, True, 2000, 500, jobstate.EDIT_NOTHING),
-    (F, True, 2000, 500, jobstate.EDIT_NOTHING),
+    (R, True, 2000, 500, jobstate.EditAction.RELOAD),
+    (ST, True, 2000, 0, jobstate.EditAction.RELOAD),
+    (SP, True, 2000, 1000, jobstate.EditAction.RELOAD),
+    (R, False, 2000, 500, jobstate.EditAction.RESTART),
+    (D, True, 2000, 1000, jobstate.EditAction.REQUEUE),
+    (D, True, 1000, 1000, jobstate.EditAction.NOTHING),
+    (D, True, 800, 1000, jobstate.EditAction.NOTHING),
+    (P, False, 2000, 500, jobstate.EditAction.NOTHING),
+    (Q, True, 2000, 0, jobstate.EditAction.NOTHING),
+    (PG, True, 2000, 500, jobstate.EditAction.NOTHING),
+    (F, True, 2000, 500, jobstate.EditAction.NOTHING),
 ])
 def test_edit_actions(state, live_only, total, reached, action):
     assert jobstate.edit_action(state, live_only=live_only, total_steps=total, step_reached=reached) == action
