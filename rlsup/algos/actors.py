@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlsup.algos.env_capture import load_env_states
 from rlsup.algos.envs import make_env
 from rlsup.algos.nets import PolicyValueNetwork, build_policy_value_network
 from rlsup.algos.shared_memory import UnrollArrays, UnrollGroups, UnrollLayout, WeightsBuffer
@@ -146,12 +147,15 @@ class Actor:
         return {"envs": {str(index): env.state_dict() for index, env in enumerate(self.envs)},
                 "observations": self.observations.copy(), "sampling": generator_state(self.sampling)}
 
-    def load_state_dict(self, state: dict) -> None:
-        for index, env in enumerate(self.envs):
-            env.load_state_dict(state["envs"][str(index)])
+    def load_state_dict(self, state: dict) -> list[str]:
+        """Continue from state_dict(); returns a sentence per env that had to start a fresh episode."""
+        restarts = load_env_states(self.envs, state["envs"])
         self.observations = np.array(state["observations"], dtype=self.observations.dtype)
+        for restart in restarts:  # the next unroll starts on the fresh episode: no step joins the two
+            self.observations[restart.index] = restart.observation
         self.sampling = restore_generator(state["sampling"])
         self.weights_version, self.cached_output = -1, None
+        return [f"actor {self.index}, {restart.reason}" for restart in restarts]
 
     def close(self) -> None:
         for env in self.envs:
@@ -186,13 +190,16 @@ class SerialActors:
         return {"next_actor": self.next_actor,
                 "actors": {str(actor.index): actor.state_dict() for actor in self.actors}}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict) -> list[str]:
+        """Continue from state_dict(); returns a sentence per env that had to start a fresh episode."""
         # The actor count may have changed since the pause: actors without saved state start afresh.
         saved = state["actors"]
+        restarts = []
         for actor in self.actors:
             if str(actor.index) in saved:
-                actor.load_state_dict(saved[str(actor.index)])
+                restarts += actor.load_state_dict(saved[str(actor.index)])
         self.next_actor = int(state["next_actor"]) % len(self.actors)
+        return restarts
 
     def close(self) -> None:
         for actor in self.actors:

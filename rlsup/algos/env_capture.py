@@ -1,10 +1,10 @@
-"""How a TrainingEnv's gym stack is captured mid-episode and restored bit for bit."""
+"""How a TrainingEnv's mid-episode state is captured and restored: each layer's own capturer, or action replay."""
 from __future__ import annotations
 
 import dataclasses
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import ale_py
 import gymnasium as gym
@@ -13,6 +13,7 @@ from ale_py.env import AtariEnv
 from gymnasium.envs.classic_control import AcrobotEnv, CartPoleEnv, MountainCarEnv
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, OrderEnforcing, TimeLimit
 
+from rlsup.algos.env_replay import ActionReplay, ReplayMismatch
 from rlsup.algos.fire_reset import FireReset
 from rlsup.checkpoint.rng import generator_state, restore_generator
 from rlsup.spec import EnvSection, env_state_fields
@@ -26,25 +27,79 @@ class EnvError(ValueError):
     """An env id that cannot be made, does not fit its preset, or whose state cannot be captured."""
 
 
-def capture_stack(stack: gym.Env, settings: EnvSection) -> dict:
-    """The state of every layer of a gym stack, with what it was taken under (format, settings, wrappers)."""
-    layers = _layers(stack, settings.id)
-    return {
-        "format": STATE_FORMAT,
-        "settings": _state_settings(settings),
-        "chain": [type(layer).__name__ for layer in layers],
-        "layers": {type(layer).__name__: _capturer(layer, settings.id).capture(layer) for layer in layers},
-    }
+class StateCapture(Protocol):
+    """One env's way of saving and restoring its stack mid-episode; it sees every reset and step."""
+
+    kind: str  # the key its part of the env state is saved under: "layers" or "replay"
+
+    def reset_seed(self, pending_seed: int | None) -> int | None:
+        """The seed to hand the next reset, given the one the env was made with (None after the first)."""
+        ...
+
+    def record_reset(self, seed: int | None, observation: Any, info: Any) -> None: ...
+
+    def record_step(self, action: int, observation: Any, info: Any) -> None: ...
+
+    def capture(self) -> dict: ...
+
+    def restore(self, state: dict) -> ReplayMismatch | None:
+        """Bring the stack back to the captured state; a mismatch when that proved impossible."""
+        ...
 
 
-def restore_stack(stack: gym.Env, settings: EnvSection, state: dict) -> None:
-    """Put every layer of a gym stack back as capture_stack found it, after checking the state fits."""
-    _check_state_fits(stack, settings, state)
-    for layer in _layers(stack, settings.id):
-        _capturer(layer, settings.id).restore(layer, state["layers"][type(layer).__name__])
+class RestorableEnv(Protocol):
+    """What load_env_states asks of an env (TrainingEnv, one env of a vector)."""
+
+    def reset(self) -> np.ndarray: ...
+
+    def load_state_dict(self, state: dict) -> ReplayMismatch | None: ...
 
 
-def _check_state_fits(stack: gym.Env, settings: EnvSection, state: dict) -> None:
+@dataclass(frozen=True)
+class EnvRestart:
+    """An env resumed on a fresh episode because its saved one could not be replayed exactly."""
+
+    index: int                # the env's place among its trainer's (or vector's) envs
+    observation: np.ndarray   # the fresh episode's first observation, to act on next
+    reason: str               # one sentence naming the env, for worker.log, the checkpoints and the TUI
+
+
+def choose_capture(stack: gym.Env, env_id: str, seed: int) -> StateCapture:
+    """Each layer's own capturer where every layer of the stack has one (faster, and the state format of
+    checkpoints from before action replay); otherwise seeded action replay."""
+    layers = stack_layers(stack)
+    names = [type(layer).__name__ for layer in layers]
+    # Exact types only: a subclass may hold state the base class's capturer would miss.
+    if len(set(names)) == len(names) and all(type(layer) in CAPTURERS for layer in layers):
+        return LayerCapture(layers)
+    return ActionReplay(stack, env_id, seed)
+
+
+def capture_state(capture: StateCapture, stack: gym.Env, settings: EnvSection) -> dict:
+    """The env's captured state, with what it was taken under (format, settings, wrappers)."""
+    return {"format": STATE_FORMAT, "settings": _state_settings(settings), "chain": layer_names(stack),
+            capture.kind: capture.capture()}
+
+
+def restore_state(capture: StateCapture, stack: gym.Env, settings: EnvSection,
+                  state: dict) -> ReplayMismatch | None:
+    """Restore a state from capture_state after checking it fits this env; a mismatch where replay failed."""
+    _check_state_fits(capture, stack, settings, state)
+    return capture.restore(state[capture.kind])
+
+
+def load_env_states(envs: Sequence[RestorableEnv], states: Mapping[str, dict]) -> list[EnvRestart]:
+    """Load each env's state (keyed by its index as text); an env whose saved episode did not replay
+    exactly starts a fresh one here, and comes back in the list, so that its trainer acts on it."""
+    restarts = []
+    for index, env in enumerate(envs):
+        mismatch = env.load_state_dict(states[str(index)])
+        if mismatch is not None:
+            restarts.append(EnvRestart(index, env.reset(), mismatch.sentence(index)))
+    return restarts
+
+
+def _check_state_fits(capture: StateCapture, stack: gym.Env, settings: EnvSection, state: dict) -> None:
     if state.get("format") != STATE_FORMAT:
         raise EnvError(f"{settings.id}: env state format {state.get('format')!r} is not "
                        f"{STATE_FORMAT}, the one this rlsup reads")
@@ -52,9 +107,12 @@ def _check_state_fits(stack: gym.Env, settings: EnvSection, state: dict) -> None
     if dict(state["settings"]) != expected:
         raise EnvError(f"{settings.id}: env state was taken with settings {state['settings']}, "
                        f"this env has {expected}")
-    chain = [type(layer).__name__ for layer in _layers(stack, settings.id)]
+    chain = layer_names(stack)
     if list(state["chain"]) != chain:
         raise EnvError(f"{settings.id}: env state has wrappers {state['chain']}, this env {chain}")
+    if capture.kind not in state:
+        raise EnvError(f"{settings.id}: env state holds no {capture.kind!r} part, the way this rlsup captures "
+                       f"this env")
 
 
 def _state_settings(env: EnvSection) -> dict:
@@ -62,15 +120,43 @@ def _state_settings(env: EnvSection) -> dict:
     return {name: values[name] for name in STATE_SETTINGS}
 
 
-def _layers(stack: gym.Env, env_id: str) -> list[gym.Env]:
+def stack_layers(stack: gym.Env) -> list[gym.Env]:
     """The wrapper chain from the outermost wrapper down to the game itself."""
     layers = [stack]
     while isinstance(layers[-1], gym.Wrapper):
         layers.append(layers[-1].env)
-    names = [type(layer).__name__ for layer in layers]
-    if len(set(names)) != len(names):
-        raise EnvError(f"cannot capture the state of {env_id!r}: a wrapper appears twice in {names}")
     return layers
+
+
+def layer_names(stack: gym.Env) -> list[str]:
+    return [type(layer).__name__ for layer in stack_layers(stack)]
+
+
+class LayerCapture:
+    """Every layer's own capturer: ALE cloneState, classic-control attributes, the wrappers' buffers."""
+
+    kind = "layers"
+
+    def __init__(self, layers: list[gym.Env]):
+        self._parts = [(type(layer).__name__, layer, CAPTURERS[type(layer)]) for layer in layers]
+
+    def reset_seed(self, pending_seed: int | None) -> int | None:
+        # Only the first reset is seeded, later ones continue the env's RNG: the trajectories of jobs
+        # from before action replay stay as they were.
+        return pending_seed
+
+    def record_reset(self, seed: int | None, observation: Any, info: Any) -> None:
+        """Nothing to record: the layers hold their own state."""
+
+    def record_step(self, action: int, observation: Any, info: Any) -> None:
+        """Nothing to record: the layers hold their own state."""
+
+    def capture(self) -> dict:
+        return {name: capturer.capture(layer) for name, layer, capturer in self._parts}
+
+    def restore(self, state: dict) -> None:
+        for name, layer, capturer in self._parts:
+            capturer.restore(layer, state[name])
 
 
 # ---- what each layer's state is -------------------------------------------------------------------
@@ -81,16 +167,6 @@ class Capturer:
 
     capture: Callable[[Any], dict]
     restore: Callable[[Any, dict], None]
-
-
-def _capturer(layer: gym.Env, env_id: str) -> Capturer:
-    # Exact types only: a subclass may hold state the base class's capturer would miss.
-    capturer = CAPTURERS.get(type(layer))
-    if capturer is None:
-        raise EnvError(f"cannot capture the state of {env_id!r} mid-episode: rlsup does not know what "
-                       f"{type(layer).__module__}.{type(layer).__qualname__} holds, and resuming it "
-                       f"would not be exact")
-    return capturer
 
 
 def _capture_time_limit(layer: TimeLimit) -> dict:

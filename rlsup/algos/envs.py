@@ -12,7 +12,8 @@ from ale_py.env import AtariEnv
 from gymnasium.spaces import Box, Discrete
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
-from rlsup.algos.env_capture import EnvError, capture_stack, restore_stack
+from rlsup.algos.env_capture import EnvError, capture_state, choose_capture, restore_state
+from rlsup.algos.env_replay import ReplayMismatch
 from rlsup.algos.fire_reset import FireReset, needs_fire
 from rlsup.spec import EnvSection
 
@@ -141,6 +142,7 @@ class TrainingEnv:
         self._raw_return = 0.0
         self._length = 0
         self._lives = 0
+        self._capture = choose_capture(stack, env.id, int(seed))
         self.observation_shape: tuple = tuple(stack.observation_space.shape)
         self.observation_dtype = np.dtype(np.uint8 if self._is_atari else np.float32)
         self.stack_size = env.frame_stack if self._is_atari else 1
@@ -148,9 +150,10 @@ class TrainingEnv:
         self.num_actions = int(stack.action_space.n)
 
     def reset(self) -> np.ndarray:
-        """Start a new episode; only the first reset is seeded, later ones continue the env's RNG."""
-        seed, self._pending_seed = self._pending_seed, None
-        observation, _ = self._stack.reset(seed=seed)
+        """Start a new episode, seeded as the env's state capture needs (see StateCapture.reset_seed)."""
+        seed, self._pending_seed = self._capture.reset_seed(self._pending_seed), None
+        observation, info = self._stack.reset(seed=seed)
+        self._capture.record_reset(seed, observation, info)
         self._needs_reset = False
         self._raw_return, self._length = 0.0, 0
         self._lives = self._game_lives()
@@ -160,7 +163,8 @@ class TrainingEnv:
         """One agent step (frame_skip emulator frames for Atari)."""
         if self._needs_reset:
             raise RuntimeError(f"{self._settings.id}: call reset() first (the episode is over or never began)")
-        observation, raw_reward, terminated, truncated, _ = self._stack.step(int(action))
+        observation, raw_reward, terminated, truncated, info = self._stack.step(int(action))
+        self._capture.record_step(int(action), observation, info)
         raw_reward = float(raw_reward)
         self._raw_return += raw_reward
         self._length += 1
@@ -192,14 +196,22 @@ class TrainingEnv:
     def state_dict(self) -> dict:
         """Everything needed to continue this env bit for bit, as a tree of plain values and arrays."""
         return {
-            **capture_stack(self._stack, self._settings),
+            **capture_state(self._capture, self._stack, self._settings),
             "episode": {"pending_seed": self._pending_seed, "needs_reset": self._needs_reset,
                         "raw_return": self._raw_return, "length": self._length, "lives": self._lives},
         }
 
-    def load_state_dict(self, state: dict) -> None:
-        """Continue from a state_dict taken from an env made with the same settings; no reset needed."""
-        restore_stack(self._stack, self._settings, state)
+    def load_state_dict(self, state: dict) -> ReplayMismatch | None:
+        """Continue from a state_dict taken from an env made with the same settings; no reset needed.
+
+        Where replaying the saved episode's actions does not reproduce it (a non-deterministic env),
+        returns the mismatch and leaves the env waiting for reset(): a fresh episode, never a wrong one.
+        """
+        mismatch = restore_state(self._capture, self._stack, self._settings, state)
+        if mismatch is not None:
+            self._pending_seed, self._needs_reset = None, True
+            self._raw_return, self._length, self._lives = 0.0, 0, 0
+            return mismatch
         episode = state["episode"]
         pending_seed = episode["pending_seed"]
         self._pending_seed = None if pending_seed is None else int(pending_seed)
@@ -207,6 +219,7 @@ class TrainingEnv:
         self._raw_return = float(episode["raw_return"])
         self._length = int(episode["length"])
         self._lives = int(episode["lives"])
+        return None
 
     def _game_lives(self) -> int:
         return int(self._stack.unwrapped.ale.lives()) if self._is_atari else 0

@@ -262,7 +262,8 @@ class CheckpointsTable(DataTable):
         for entry in reversed(entries):
             path = str(entry.path)
             self.add_row(Text(short_count(entry.step), justify="right"), checkpoint_mark(entry.path, newest, best),
-                         clock_time(entry.time, DAY_AND_MINUTE), entry.label,
+                         clock_time(entry.time, DAY_AND_MINUTE),
+                         Text(entry.label, style="yellow" if entry.env_restarts else ""),
                          Text(byte_size(entry.bytes), justify="right"),
                          verified_mark(path, verified), key=path)
 
