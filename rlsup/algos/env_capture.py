@@ -38,7 +38,7 @@ class StateCapture(Protocol):
 
     def record_reset(self, seed: int | None, observation: Any, info: Any) -> None: ...
 
-    def record_step(self, action: int, observation: Any, info: Any) -> None: ...
+    def record_step(self, action: int, observation: Any, info: Any, ended: bool) -> None: ...
 
     def capture(self) -> dict: ...
 
@@ -148,7 +148,7 @@ class LayerCapture:
     def record_reset(self, seed: int | None, observation: Any, info: Any) -> None:
         """Nothing to record: the layers hold their own state."""
 
-    def record_step(self, action: int, observation: Any, info: Any) -> None:
+    def record_step(self, action: int, observation: Any, info: Any, ended: bool) -> None:
         """Nothing to record: the layers hold their own state."""
 
     def capture(self) -> dict:

@@ -44,19 +44,19 @@ class ActionReplay:
         self._seeds = np.random.Generator(np.random.PCG64(seed))
         self._reset_seed: int | None = None
         self._actions: list[int] = []
-        # The last observation and info as the env returned them, digested only when a checkpoint asks.
-        self._last: tuple[Any, Any] = (None, None)
+        # The last observation, info and whether it ended the episode, digested only when a checkpoint asks.
+        self._last: tuple[Any, Any, bool] = (None, None, False)
 
     def reset_seed(self, pending_seed: int | None) -> int:
         """The seed of the next reset: the env's own seed first, then one drawn from its generator."""
         return pending_seed if pending_seed is not None else int(self._seeds.integers(RESET_SEED_BOUND))
 
     def record_reset(self, seed: int | None, observation: Any, info: Any) -> None:
-        self._reset_seed, self._actions, self._last = seed, [], (observation, info)
+        self._reset_seed, self._actions, self._last = seed, [], (observation, info, False)
 
-    def record_step(self, action: int, observation: Any, info: Any) -> None:
+    def record_step(self, action: int, observation: Any, info: Any, ended: bool) -> None:
         self._actions.append(action)
-        self._last = (observation, info)
+        self._last = (observation, info, ended)
 
     def capture(self) -> dict:
         return {"seeds": generator_state(self._seeds), "reset_seed": self._reset_seed,
@@ -68,23 +68,22 @@ class ActionReplay:
         reset_seed = state["reset_seed"]
         actions = [int(action) for action in np.asarray(state["actions"], dtype=np.int64)]
         if reset_seed is None:  # never reset: there is no episode to rebuild
-            self._reset_seed, self._actions, self._last = None, [], (None, None)
+            self._reset_seed, self._actions, self._last = None, [], (None, None, False)
             return None
         observation, info = self._stack.reset(seed=int(reset_seed))
         self.record_reset(int(reset_seed), observation, info)
         for count, action in enumerate(actions):
             observation, _, terminated, truncated, info = self._stack.step(action)
-            self.record_step(action, observation, info)
+            self.record_step(action, observation, info, bool(terminated or truncated))
             # An end before the last action: stepping on would act on a finished episode.
             if (terminated or truncated) and count + 1 < len(actions):
                 return ReplayMismatch(self._env_id, len(actions), f"ended the episode after {count + 1}")
         if self._digest() != state["digest"]:
-            return ReplayMismatch(self._env_id, len(actions), "gave another observation than the saved one")
+            return ReplayMismatch(self._env_id, len(actions), "did not reproduce the saved observation")
         return None
 
     def _digest(self) -> str:
-        observation, info = self._last
-        return stable_digest((observation, info))
+        return stable_digest(self._last)
 
 
 def stable_digest(value: Any) -> str:

@@ -164,7 +164,7 @@ class TrainingEnv:
         if self._needs_reset:
             raise RuntimeError(f"{self._settings.id}: call reset() first (the episode is over or never began)")
         observation, raw_reward, terminated, truncated, info = self._stack.step(int(action))
-        self._capture.record_step(int(action), observation, info)
+        self._capture.record_step(int(action), observation, info, bool(terminated or truncated))
         raw_reward = float(raw_reward)
         self._raw_return += raw_reward
         self._length += 1
