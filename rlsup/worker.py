@@ -189,12 +189,13 @@ class TrainingRun:
     def _note_env_restarts(self, manifest: dict, trainer: Trainer, checkpoint: str) -> None:
         """Log each env that resumed on a fresh episode, tell the TUI, and carry the note into later checkpoints."""
         self.env_restarts = list((manifest.get("extra") or {}).get("env_restarts") or [])
-        restarts = list(getattr(trainer, "env_restarts", ()))
+        restarts = list(getattr(trainer, "env_restarts", ()))  # a plugin's trainer may predate the attribute
         for sentence in restarts:
             log.warning("on resume from %s: %s", checkpoint, sentence)
             self.env_restarts.append(f"resumed from {checkpoint}: {sentence}")
         if restarts:
-            more = f" (and {len(restarts) - 1} more envs, see worker.log)" if len(restarts) > 1 else ""
+            others = len(restarts) - 1
+            more = f" (and {others} more env{'s' if others > 1 else ''}, see worker.log)" if others else ""
             self.notice = " ".join(filter(None, [self.notice, f"{restarts[0]}{more}."]))
 
     def _best_evaluation_at(self, manifest: dict) -> float | None:
