@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
 import time
 from typing import Callable
@@ -99,15 +100,13 @@ def cases() -> list[tuple[str, Callable[[int], TrainingEnv], Policy, int]]:
     found = [("CartPole-v1, dedicated capturer", lambda seed: make_env(EnvSection(id="CartPole-v1"), seed=seed),
               balance, 500),
              ("CartPole-v1, action replay", replayed("CartPole-v1", wrap=True), balance, 500)]
-    try:
-        import Box2D  # noqa: F401
+    if importlib.util.find_spec("Box2D"):
         found.append(("LunarLander-v3, action replay", replayed("LunarLander-v3"), hover, 1000))
-    except ImportError:
+    else:
         print("LunarLander-v3: Box2D is not installed, skipped")
-    try:
-        import minatar  # noqa: F401
+    if importlib.util.find_spec("minatar"):
         found.append(("MinAtar/Breakout-v1, action replay", minatar_breakout, follow_ball, 10_000))
-    except ImportError:
+    else:
         print("MinAtar/Breakout-v1: minatar is not installed, skipped")
     return found
 

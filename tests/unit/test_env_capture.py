@@ -14,6 +14,7 @@ from rlsup.algos.env_replay import ReplayMismatch, stable_digest
 from rlsup.algos.envs import EnvStep, TrainingEnv, make_env
 from rlsup.checkpoint.store import load_checkpoint, write_checkpoint
 from rlsup.spec import EnvSection
+from test_envs import run as play
 
 BREAKOUT = EnvSection(id="ALE/Breakout-v5", preset="atari", episodic_life=True, clip_rewards=True)
 
@@ -29,15 +30,6 @@ def doubled_cartpole(seed: int) -> TrainingEnv:
     """CartPole under a wrapper rlsup has no capturer for, so that its stack takes the action-replay path."""
     stack = TransformReward(gym.make("CartPole-v1", disable_env_checker=True), lambda reward: 2 * reward)
     return TrainingEnv(stack, EnvSection(id="CartPole-v1"), seed, None)
-
-
-def play(env: TrainingEnv, actions) -> list[EnvStep]:
-    steps = []
-    for action in actions:
-        steps.append(env.step(int(action)))
-        if steps[-1].done:
-            env.reset()
-    return steps
 
 
 def assert_same_steps(first: list[EnvStep], second: list[EnvStep]) -> None:
