@@ -5,6 +5,7 @@ from pathlib import Path
 
 from rich.console import Group
 from rich.table import Table
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -15,8 +16,9 @@ from rlsup.formatting import DATE_AND_MINUTE, clock_time, decimal, duration, sho
 from rlsup.jobview import JobRow
 from rlsup.tui.completion import PathSuggester
 from rlsup.tui.logtail import LogTail
-from rlsup.tui.widgets import (PLOT_KINDS, CheckpointsTable, DaemonBanner, EventsLog, HardwareStrip, JobsTable,
-                               MetricsPlot, state_text)
+from rlsup.tui.jobstable import JobsTable
+from rlsup.tui.widgets import (PLOT_KINDS, CheckpointsTable, DaemonBanner, EventsLog, HardwareStrip, MetricsPlot,
+                               state_text)
 
 # Shown in the footer of both job screens; the actions live on the app so the palette shares them.
 JOB_BINDINGS = [
@@ -48,8 +50,19 @@ HELP = """\
 """
 
 
+# A terminal narrower or shorter than this gets the compact layout (app.tcss's `.-compact` rules).
+COMPACT_WIDTH = 120
+COMPACT_HEIGHT = 36
+
+
 class JobView:
     """What a screen showing jobs implements; the app calls these on every such screen it has open."""
+
+    def on_resize(self, event: events.Resize) -> None:
+        compact = event.size.width < COMPACT_WIDTH or event.size.height < COMPACT_HEIGHT
+        self.set_class(compact, "-compact")
+        # A compact footer spaces its keys closer: at 100 columns, "q Quit" was under the palette's hint.
+        self.query_one(Footer).compact = compact
 
     def show_daemon(self, running: bool) -> None:
         pass
