@@ -53,6 +53,8 @@ def level_bar(percent: float | None, width: int) -> Text:
 
 PLOT_KINDS = ("return", "loss", "speed")
 PLOT_TITLES = {"return": "Episode return", "loss": "Loss", "speed": "Steps per second"}
+Y_MARGIN = 0.05  # of the data's range, above and below: a point at the top is drawn inside the frame
+TICK_SPACING = 10  # cells per step label ("32.4k" and room on both sides)
 
 
 class MetricsPlot(PlotextPlot):
@@ -83,10 +85,20 @@ class MetricsPlot(PlotextPlot):
             else:
                 plot.plot(xs, ys, label=label, color=color, marker="braille")
         if series:
-            # Points come in step order, so each series' last x is its largest.
-            self._step_ticks(max(xs[-1] for xs, _, _, _ in series))
+            self._frame(series)
         plot.title(self._title(drawn=bool(series)))
         self.refresh()
+
+    def _frame(self, series: list) -> None:
+        """Limits around every point, with a margin above and below, and step ticks that fit the width."""
+        xs = [x for points, _, _, _ in series for x in points]
+        ys = [y for _, values, _, _ in series for y in values]
+        low, high = min(ys), max(ys)
+        margin = (high - low) * Y_MARGIN or abs(high) * Y_MARGIN or 1.0  # a flat line still gets a band
+        self.plt.ylim(low - margin, high + margin)
+        if min(xs) < max(xs):
+            self.plt.xlim(min(xs), max(xs))
+        self._step_ticks(max(xs))
 
     def _title(self, drawn: bool) -> str:
         title = PLOT_TITLES[self.kind]
@@ -107,7 +119,9 @@ class MetricsPlot(PlotextPlot):
         return [((xs, training_phase_speeds(speeds)), "steps/s", "green+")]
 
     def _step_ticks(self, last_step: float) -> None:
-        ticks = [last_step * index / 4 for index in range(5)]
+        # Five ticks in a third of a 100-column screen ran their labels together ("10.8k21.6k").
+        count = max(2, min(5, self.size.width // TICK_SPACING))
+        ticks = [last_step * index / (count - 1) for index in range(count)]
         self.plt.xticks(ticks, [short_count(tick) for tick in ticks])
 
 
