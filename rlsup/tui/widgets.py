@@ -95,7 +95,8 @@ class MetricsPlot(PlotextPlot):
         ys = [y for _, values, _, _ in series for y in values]
         low, high = min(ys), max(ys)
         margin = (high - low) * Y_MARGIN or abs(high) * Y_MARGIN or 1.0  # a flat line still gets a band
-        self.plt.ylim(low - margin, high + margin)
+        # A margin that made the axis start below zero labelled a never-negative return with "-15.6".
+        self.plt.ylim(low - margin if low < 0 else max(0.0, low - margin), high + margin)
         if min(xs) < max(xs):
             self.plt.xlim(min(xs), max(xs))
         self._step_ticks(max(xs))
