@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.metadata
 from dataclasses import dataclass
 
 import ale_py
@@ -20,9 +21,11 @@ gym.register_envs(ale_py)
 
 ATARI_SCREEN_SIZE = 84
 ATARI_ENTRY_POINT = "ale_py.env:AtariEnv"
-# Env ids whose namespace a package registers only when asked: the module, its registering function
-# (None: importing registers) and the rlsup extra that installs it.
-NAMESPACES = {"MinAtar/": ("minatar.gym", "register_envs", "minatar")}
+# The entry-point group through which packages such as MinAtar offer to register a namespace of ids;
+# Gymnasium 1.x no longer loads it by itself.
+PLUGIN_GROUP = "gymnasium.envs"
+# Namespaces an rlsup extra installs: what to tell a user whose id names one that is missing.
+NAMESPACE_EXTRAS = {"MinAtar": "minatar"}
 # Gymnasium's own envs that need an optional dependency: entry-point module prefix -> rlsup extra.
 GYMNASIUM_EXTRAS = {"gymnasium.envs.box2d": "box2d"}
 
@@ -76,8 +79,8 @@ def observation_layout(stack: gym.Env, env: EnvSection) -> ObservationLayout:
 
 
 def registered_spec(env: EnvSection) -> gym.envs.registration.EnvSpec:
-    """The registry's entry for env.id, after the imports that register it: [env] imports, a MinAtar id's
-    package, and the module of a "module:Env-v0" id."""
+    """The registry's entry for env.id, after the imports that register it: [env] imports, the plugin of its
+    namespace (MinAtar/), and the module of a "module:Env-v0" id."""
     import_env_modules(env)
     module, _, name = env.id.rpartition(":")
     if module:
@@ -95,18 +98,28 @@ def _closest_id(name: str) -> str:
 
 
 def import_env_modules(env: EnvSection) -> None:
-    """Import what registers env.id: the modules [env] imports names, then a known namespace's package."""
+    """Import what registers env.id: the modules [env] imports names, then its namespace's plugin."""
     for module in env.imports:
         _import(module, "[env] imports names it", EnvImportError)
-    for prefix, (module, function, extra) in NAMESPACES.items():
-        if env.id.startswith(prefix) and env.id not in gym.registry:
-            try:
-                registering = importlib.import_module(module)
-            except ImportError:
-                raise EnvError(f"env id {env.id!r} needs the {module.split('.')[0]} package, which is not "
-                               f"installed: pip install 'rlsup[{extra}]'") from None
-            if function:
-                getattr(registering, function)()
+    namespace, slash, _ = env.id.rpartition(":")[2].partition("/")
+    if slash and env.id not in gym.registry:
+        _register_namespace(env.id, namespace)
+
+
+def _register_namespace(env_id: str, namespace: str) -> None:
+    """Run the registering function an installed package declares for this namespace (MinAtar's register_envs)."""
+    plugins = [entry for entry in importlib.metadata.entry_points(group=PLUGIN_GROUP) if entry.name == namespace]
+    if not plugins and namespace in NAMESPACE_EXTRAS:
+        raise EnvError(f"env id {env_id!r} needs the package that registers {namespace}/ ids, which is not "
+                       f"installed: pip install 'rlsup[{NAMESPACE_EXTRAS[namespace]}]'")
+    for plugin in plugins:
+        try:
+            registering = plugin.load()
+            if callable(registering):
+                registering()
+        except Exception as error:  # a third-party package may fail in any way; its message is what helps
+            raise EnvError(f"cannot register the {namespace}/ ids with {plugin.value}: "
+                           f"{type(error).__name__}: {error}") from None
 
 
 def _import(module: str, why: str, error_class: type[EnvError] = EnvError) -> None:
