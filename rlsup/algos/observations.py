@@ -54,9 +54,11 @@ class ObservationLayout:
             image = image[np.newaxis]
         elif self.channels_last:
             image = image.transpose(2, 0, 1)
-        if image.dtype == np.bool_:
-            return image.astype(np.uint8) * np.uint8(INTENSITY_MAX)
-        return np.array(image, dtype=self.dtype, order="C")
+        is_bool = image.dtype == np.bool_
+        image = np.array(image, dtype=self.dtype, order="C")  # a fresh copy, channels first in memory too
+        if is_bool:
+            image *= np.uint8(INTENSITY_MAX)
+        return image
 
     def newest_frame(self, observation: np.ndarray) -> np.ndarray:
         """The latest frame of an observation: the top of an Atari stack, anything else itself."""
