@@ -24,6 +24,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from learning_seeds import parse_seeds  # bench/ beside this script
+
 from rlsup import runfiles
 from rlsup import spec as specs
 
@@ -31,15 +33,6 @@ PAPER_DQN_BREAKOUT = {50_000: 1.3, 100_000: 4.4, 150_000: 5.3, 200_000: 6.1, 250
                       400_000: 8.2, 500_000: 8.3, 750_000: 8.9, 1_000_000: 9.2, 2_000_000: 9.6}
 WINDOW = 100  # episodes in the paper's moving average
 DEFAULT_JOB = Path(__file__).parents[1] / "jobs" / "minatar-breakout-dqn.toml"
-
-
-def parse_seeds(text: str) -> list[int]:
-    """'1-3', '1,4,9' or a mix."""
-    seeds: list[int] = []
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        seeds.extend(range(int(low), int(high or low) + 1))
-    return seeds
 
 
 def train(job: Path, seed: int, steps: int, directory: Path) -> tuple[list[tuple[int, float]], float]:
