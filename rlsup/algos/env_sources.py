@@ -18,6 +18,8 @@ from rlsup.algos.observations import NetworkError, ObservationLayout, layout_of
 from rlsup.spec import EnvSection
 
 gym.register_envs(ale_py)
+# The ALE's banner would land on the stderr of `rlsup validate` and `rlsup submit`, which make the env once.
+ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
 
 ATARI_SCREEN_SIZE = 84
 ATARI_ENTRY_POINT = "ale_py.env:AtariEnv"
