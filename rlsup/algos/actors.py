@@ -55,7 +55,7 @@ def build_actor_network(spec: JobSpec, observation_shape: tuple, num_actions: in
     # the process's global torch stream, which in serial mode is the learner's.
     with torch.random.fork_rng(devices=[]):
         network = build_policy_value_network(observation_shape, num_actions, spec.vtrace.hidden_sizes,
-                                             spec.vtrace.feature_size)
+                                             spec.vtrace.feature_size, spec.vtrace.network)
     return network.requires_grad_(False).eval()
 
 

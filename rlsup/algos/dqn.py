@@ -160,7 +160,7 @@ class DqnTrainer(LearnerTrainer):
         self.envs = [make_env(spec.env, seed=int(seed.generate_state(1)[0])) for seed in env_seeds]
         torch.manual_seed(spec.job.seed)
         first = self.envs[0]
-        network = build_q_network(first.observation_shape, first.num_actions, settings.hidden_sizes)
+        network = build_q_network(first.observation_shape, first.num_actions, settings.hidden_sizes, settings.network)
         self.learner = DqnLearner(settings, network, device)
         self.replays = build_replays(spec, first, replay_seeds, network.torso.output_size)
         self.scored = any(replay.kind in SCORED_KINDS for replay in spec.replay)
@@ -288,5 +288,5 @@ class DqnTrainer(LearnerTrainer):
 def policy_from_checkpoint(spec: JobSpec, trainer_state: dict) -> Policy:
     """The greedy CPU policy of a checkpoint: the online Q-network's argmax."""
     observation_shape, _, num_actions, _ = probe_env(spec.env)
-    network = build_q_network(observation_shape, num_actions, spec.dqn.hidden_sizes)
+    network = build_q_network(observation_shape, num_actions, spec.dqn.hidden_sizes, spec.dqn.network)
     return cpu_greedy_policy(network, trainer_state["learner"]["online"])
