@@ -1,99 +1,157 @@
-"""DQN steps/s on Atari: the rlsup worker vs stable-baselines3's DQN with the same settings, side by side.
+"""DQN on Atari as a user experiences it: whole-process wall time of `rlsup run` vs stable-baselines3.
 
-Both learners see the same env pipeline (ALE v5, AtariPreprocessing, 4-frame stack), the Nature CNN,
-train every 4 steps with batch 32, and the same torch thread count. Only the steps after learning
-starts are timed, so the figure is the training loop's rate, not the warm-up's.
+Each side runs in a fresh Python process, timed from spawn to exit: imports, env start-up, a fixed
+number of agent steps and the final save are all in the figure. Both see the same env pipeline
+(ALE v5, AtariPreprocessing, FIRE on reset, 4-frame stack, clipped rewards), the Nature CNN, Adam
+at 1e-4, Huber loss, gradient norm 10, batch 32, one gradient step per 4 transitions (at num_envs
+N: N/4 gradient steps every batch of N, or one every 4/N batches), and the same torch thread count.
+rlsup's final checkpoint holds the replay (its default, which makes the resume exact); SB3's save
+holds the model only (its default: saving its replay is a separate call).
 
     pip install -e '.[bench]'
-    python bench/dqn_throughput.py [--game ALE/Pong-v5] [--steps 6000] [--learning-starts 2000] [--threads 1]
+    python bench/dqn_throughput.py [--game ALE/Pong-v5] [--steps 8000] [--envs 1 8] [--threads 1]
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import torch
+RLSUP_JOB = """
+[job]
+name = "bench"
+seed = 1
+total_steps = {steps}
+threads = {threads}
+device = "{device}"
 
-from rlsup import runfiles
-from rlsup import spec as specs
+[env]
+id = "{game}"
+preset = "atari"
+num_envs = {num_envs}
+clip_rewards = true
+episodic_life = true
+
+[dqn]
+lr = 1e-4
+batch_size = 32
+learning_starts = {learning_starts}
+train_every = {train_every}
+gradient_steps = {gradient_steps}
+target_update_every = 1000
+double = false
+loss = "huber"
+max_grad_norm = 10.0
+epsilon_end = 0.05
+epsilon_end_step = {epsilon_end_step}
+
+[[replay]]
+capacity = {buffer}
+
+[checkpoint]
+every_steps = 0
+
+[log]
+every_steps = 1000
+"""
 
 
-def rlsup_rate(arguments: argparse.Namespace, directory: Path) -> float:
-    """Steps/s of the rlsup worker between learning_starts and the budget, from its own metrics."""
-    from rlsup import worker
-
-    spec = specs.JobSpec()
-    spec = spec.replace("job", total_steps=arguments.learning_starts + arguments.steps, threads=arguments.threads,
-                        device=arguments.device, name="bench")
-    spec = spec.replace("env", id=arguments.game, preset="atari", clip_rewards=True, episodic_life=True)
-    spec = spec.replace("dqn", batch_size=32, learning_starts=arguments.learning_starts, train_every=4,
-                        target_update_every=1000, double=False, loss="mse", max_grad_norm=0.0)
-    spec = spec.replace("checkpoint", every_steps=0).replace("log", every_steps=500)
-    spec = dataclasses.replace(spec, replay=(specs.ReplaySection(capacity=arguments.buffer),))
-    run_dir = directory / "rlsup-run"
-    run_dir.mkdir()
-    runfiles.write_run_spec(run_dir, spec)
-    worker.run(run_dir)
-    # train lines carry wall time; learning_starts is a multiple of the log interval, so one falls on it
-    stamps = {record["step"]: record["t"] for record in runfiles.read_metrics(run_dir) if record["kind"] == "train"}
-    first, last = arguments.learning_starts, spec.job.total_steps
-    return (last - first) / (stamps[last] - stamps[first])
+def training_cadence(num_envs: int) -> dict[str, int]:
+    """One gradient step per 4 transitions, in each library's units (rlsup counts env steps, SB3 batches)."""
+    gradient_steps = max(1, num_envs // 4)
+    return {"rlsup_train_every": max(4, num_envs), "sb3_train_freq": max(1, 4 // num_envs),
+            "gradient_steps": gradient_steps}
 
 
-def stable_baselines_rate(arguments: argparse.Namespace) -> float:
-    import ale_py
+def rlsup_seconds(arguments: argparse.Namespace, num_envs: int, directory: Path) -> float:
+    cadence = training_cadence(num_envs)
+    job = directory / f"rlsup-{num_envs}.toml"
+    job.write_text(RLSUP_JOB.format(steps=arguments.steps, threads=arguments.threads, device=arguments.device,
+                                    game=arguments.game, num_envs=num_envs, learning_starts=arguments.learning_starts,
+                                    train_every=cadence["rlsup_train_every"],
+                                    gradient_steps=cadence["gradient_steps"],
+                                    epsilon_end_step=arguments.steps // 10, buffer=arguments.buffer))
+    return timed([sys.executable, "-m", "rlsup.cli", "run", str(job), "--run-dir", str(directory / f"run-{num_envs}")])
+
+
+def sb3_seconds(arguments: argparse.Namespace, num_envs: int, directory: Path) -> float:
+    return timed([sys.executable, __file__, "--sb3-child", str(num_envs), "--save-to", str(directory / "sb3.zip"),
+                  *passed_on(arguments)])
+
+
+def passed_on(arguments: argparse.Namespace) -> list[str]:
+    return ["--game", arguments.game, "--steps", str(arguments.steps), "--learning-starts",
+            str(arguments.learning_starts), "--buffer", str(arguments.buffer), "--threads", str(arguments.threads),
+            "--device", arguments.device]
+
+
+def timed(command: list[str]) -> float:
+    began = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True)
+    seconds = time.perf_counter() - began
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return seconds
+
+
+def sb3_child(arguments: argparse.Namespace) -> int:
+    """The stable-baselines3 side, in its own process so its imports and start-up are timed too."""
     import gymnasium as gym
-    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+    import numpy as np
+    import torch
     from stable_baselines3 import DQN
-    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.vec_env import DummyVecEnv
 
-    gym.register_envs(ale_py)
-    env = gym.make(arguments.game, frameskip=1, repeat_action_probability=0.0)
-    env = FrameStackObservation(AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
-                                                   grayscale_obs=True, scale_obs=False), 4)
-    marks = {}
+    from env_throughput import atari_stack
 
-    class Clock(BaseCallback):
-        def _on_step(self) -> bool:
-            if self.num_timesteps == arguments.learning_starts:
-                marks["start"] = time.perf_counter()
-            return True
-
-    model = DQN("CnnPolicy", env, learning_rate=1e-4, buffer_size=arguments.buffer,
-                learning_starts=arguments.learning_starts, batch_size=32, train_freq=4, gradient_steps=1,
-                target_update_interval=1000, device=arguments.device if arguments.device != "auto" else "auto",
+    torch.set_num_threads(arguments.threads)
+    num_envs = arguments.sb3_child
+    cadence = training_cadence(num_envs)
+    vector = DummyVecEnv([lambda: gym.wrappers.TransformReward(atari_stack(arguments.game), np.sign)
+                          for _ in range(num_envs)])
+    model = DQN("CnnPolicy", vector, learning_rate=1e-4, buffer_size=arguments.buffer,
+                learning_starts=arguments.learning_starts, batch_size=32, train_freq=cadence["sb3_train_freq"],
+                gradient_steps=cadence["gradient_steps"], target_update_interval=1000, exploration_fraction=0.1,
+                exploration_final_eps=0.05, max_grad_norm=10.0, device=arguments.device,
                 optimize_memory_usage=False, seed=1, verbose=0)
-    model.learn(total_timesteps=arguments.learning_starts + arguments.steps, callback=Clock())
-    return arguments.steps / (time.perf_counter() - marks["start"])
+    model.learn(total_timesteps=arguments.steps)
+    model.save(arguments.save_to)
+    return 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--game", default="ALE/Pong-v5")
-    parser.add_argument("--steps", type=int, default=6000, help="timed steps after learning starts")
+    parser.add_argument("--steps", type=int, default=8000, help="agent steps (transitions), all envs together")
     parser.add_argument("--learning-starts", type=int, default=2000)
     parser.add_argument("--buffer", type=int, default=20_000)
+    parser.add_argument("--envs", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--sb3-child", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--save-to", default="", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
-    torch.set_num_threads(arguments.threads)
-    with tempfile.TemporaryDirectory() as directory:
-        ours = rlsup_rate(arguments, Path(directory))
+    if arguments.sb3_child:
+        return sb3_child(arguments)
     try:
-        theirs = stable_baselines_rate(arguments)
+        import stable_baselines3  # noqa: F401
     except ImportError:
         print("stable-baselines3 is not installed: pip install -e '.[bench]'", file=sys.stderr)
         return 1
-    print(f"{arguments.game}, train every 4, batch 32, Nature CNN, device {arguments.device}, "
-          f"{arguments.threads} thread(s), {arguments.steps} timed steps")
-    print(f"{'':24}{'steps/s':>10}")
-    print(f"{'rlsup':24}{ours:>10.1f}")
-    print(f"{'stable-baselines3':24}{theirs:>10.1f}")
-    print(f"ratio rlsup / sb3: {ours / theirs:.2f} (budget: >= 1.5)")
+    print(f"{arguments.game}, {arguments.steps} steps (learning from {arguments.learning_starts}), one gradient "
+          f"step of batch 32 per 4 transitions, Nature CNN, device {arguments.device}, {arguments.threads} "
+          f"torch thread(s); whole-process wall time, start-up and final save included")
+    print(f"{'num_envs':>8}{'rlsup s':>10}{'SB3 s':>10}{'rlsup steps/s':>15}{'SB3 steps/s':>13}{'SB3/rlsup':>11}")
+    for num_envs in arguments.envs:
+        with tempfile.TemporaryDirectory(prefix="rlsup-dqn-bench-") as directory:
+            ours = rlsup_seconds(arguments, num_envs, Path(directory))
+            theirs = sb3_seconds(arguments, num_envs, Path(directory))
+        print(f"{num_envs:>8}{ours:>10.1f}{theirs:>10.1f}{arguments.steps / ours:>15.0f}"
+              f"{arguments.steps / theirs:>13.0f}{theirs / ours:>11.2f}", flush=True)
+    print("SB3/rlsup is how many times faster rlsup finishes the same job (goal: >= 1.5 at each num_envs)")
     return 0
 
 

@@ -49,7 +49,7 @@ def raw_actor_loop(spec: specs.JobSpec, index: int, seconds: float, start, resul
 
 
 def _layout(spec: specs.JobSpec, actor: Actor) -> UnrollLayout:
-    first = actor.envs[0]
+    first = actor.envs
     return UnrollLayout(spec.vtrace.envs_per_actor, spec.vtrace.unroll_length, first.observation_shape,
                         first.observation_dtype, first.num_actions, spec.vtrace.feature_size)
 

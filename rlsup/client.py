@@ -57,12 +57,16 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
            home: Path | None = None, start_daemon: bool = True, copy: bool = False) -> Job:
     """Validate a job file, prepare its run directory, queue it and make sure a daemon runs.
 
-    copy snapshots the file into the run directory and binds the job to that copy. Raises
-    specs.SpecError (nothing queued) when the file is not a valid job, and FileAlreadyBound when
+    copy snapshots the file into the run directory and binds the job to that copy. The run's job.toml
+    records what "auto" networks resolved to. Raises specs.SpecError (nothing queued) when the file is
+    not a valid job or its env cannot be trained, and FileAlreadyBound when
     another job follows the file and neither copy nor a name says a second one is meant.
     """
+    from rlsup.env_check import check_env_file  # imports gymnasium: only a submit pays for it
+
     path = Path(spec_path).expanduser().resolve()
-    loaded = specs.load(path)
+    # The env is made once now, so a space rlsup cannot train is refused here, not when the worker starts.
+    loaded = check_env_file(specs.load(path), path).spec
     data = path.read_bytes()
     overrides = specs.make_overrides(loaded, name=name, priority=priority)
     effective = specs.apply_overrides(loaded, overrides)

@@ -234,9 +234,10 @@ def accept_edit(run_dir: Path, edited: specs.JobSpec) -> list[specs.Change]:
 
     Returns the changes (empty when nothing differs); raises EditRefused otherwise.
     """
-    changes = specs.diff(read_run_spec(run_dir), edited)
+    current = read_run_spec(run_dir)
+    changes = specs.diff(current, edited)
     if specs.refused(changes):
         raise EditRefused(changes)
     if changes:
-        write_run_spec(run_dir, edited)
+        write_run_spec(run_dir, specs.settle(current, edited))
     return changes

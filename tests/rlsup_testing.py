@@ -111,6 +111,16 @@ def run_rlsup(*arguments: str, timeout: float = 240) -> subprocess.CompletedProc
                           env=os.environ.copy())
 
 
+def assert_one_line_error(result: subprocess.CompletedProcess, code: int, *fragments: str) -> None:
+    """The command failed with code and one line on stderr, no traceback, holding every fragment."""
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
 def start_rlsup(*arguments: str) -> subprocess.Popen:
     return subprocess.Popen(rlsup_command(*arguments), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=os.environ.copy())

@@ -17,10 +17,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlsup.algos.env_capture import load_env_states
-from rlsup.algos.envs import make_env
 from rlsup.algos.nets import PolicyValueNetwork, build_policy_value_network
 from rlsup.algos.shared_memory import UnrollArrays, UnrollGroups, UnrollLayout, WeightsBuffer
+from rlsup.algos.vector import VectorStep, env_seeds, make_vector_env
 from rlsup.checkpoint.rng import generator_state, restore_generator
 from rlsup.spec import JobSpec
 
@@ -56,28 +55,30 @@ def build_actor_network(spec: JobSpec, observation_shape: tuple, num_actions: in
     # the process's global torch stream, which in serial mode is the learner's.
     with torch.random.fork_rng(devices=[]):
         network = build_policy_value_network(observation_shape, num_actions, spec.vtrace.hidden_sizes,
-                                             spec.vtrace.feature_size)
+                                             spec.vtrace.feature_size, spec.vtrace.network)
     return network.requires_grad_(False).eval()
 
 
 class Actor:
-    """Steps envs_per_actor envs with a CPU copy of the policy and writes one unroll per env each round.
+    """Steps envs_per_actor envs as one batch with a CPU copy of the policy (one forward per step) and
+    writes one unroll per env each round.
 
     Consecutive unrolls overlap by one state: the last observation of one is the first of the next.
     """
 
     def __init__(self, spec: JobSpec, index: int, seed: np.random.SeedSequence):
         settings = spec.vtrace
-        env_seeds, sampling_seed = seed.spawn(settings.envs_per_actor), seed.spawn(1)[0]
+        # Envs first, then sampling: the order of these spawns fixes the run.
+        seeds = env_seeds(seed, settings.envs_per_actor)
+        sampling_seed = seed.spawn(1)[0]
         self.index = index
         self.unroll_length = settings.unroll_length
         self.discount = settings.gamma
-        self.envs = [make_env(spec.env, seed=int(env_seed.generate_state(1)[0])) for env_seed in env_seeds]
-        first = self.envs[0]
-        self.network = build_actor_network(spec, first.observation_shape, first.num_actions)
+        self.envs = make_vector_env(spec.env, seeds)
+        self.network = build_actor_network(spec, self.envs.observation_shape, self.envs.num_actions)
         self.sampling = np.random.Generator(np.random.PCG64(sampling_seed))
         self.weights_version = -1
-        self.observations = np.stack([env.reset() for env in self.envs])
+        self.observations = self.envs.reset()
         self.cached_output: tuple[np.ndarray, np.ndarray] | None = None
 
     def unroll(self, weights: WeightsBuffer, arrays: UnrollArrays) -> list[dict]:
@@ -91,10 +92,11 @@ class Actor:
             arrays.behaviour_logits[:, time_step] = logits
             actions = self._sample(logits)
             arrays.actions[:, time_step] = actions
-            for env_index, action in enumerate(actions):
-                episode = self._step(env_index, int(action), arrays, time_step)
-                if episode is not None:
-                    episodes.append(episode)
+            result = self.envs.step(actions)
+            self._store(result, arrays, time_step)
+            episodes.extend({"kind": "episode", "return": episode.raw_return, "length": episode.length}
+                            for _, episode in sorted(result.episodes.items()))
+            self.observations = result.observations
             logits, features = self._forward(self.observations)
         arrays.observations[:, self.unroll_length] = self.observations
         arrays.features[:, self.unroll_length] = features
@@ -107,22 +109,17 @@ class Actor:
         if version != self.weights_version:
             self.weights_version, self.cached_output = version, None
 
-    def _step(self, env_index: int, action: int, arrays: UnrollArrays, time_step: int) -> dict | None:
-        env = self.envs[env_index]
-        result = env.step(action)
-        reward = result.reward
-        if result.truncated and not result.terminal:
-            # A time limit is not the end of the task, but the next state stored is the new episode's:
-            # fold the bootstrap from the true last state into the reward (Pardo et al. 2018).
-            reward += self.discount * self._value(result.observation)
-        arrays.rewards[env_index, time_step] = reward
+    def _store(self, result: VectorStep, arrays: UnrollArrays, time_step: int) -> None:
+        rewards = result.rewards.copy()
+        for env_index, final_observation in result.final_observations.items():
+            if result.truncated[env_index] and not result.terminals[env_index]:
+                # A time limit is not the end of the task, but the next state stored is the new episode's:
+                # fold the bootstrap from the true last state into the reward (Pardo et al. 2018). One
+                # forward per such env, not one batch: a batch of another size may round differently.
+                rewards[env_index] += self.discount * self._value(final_observation)
+        arrays.rewards[:, time_step] = rewards
         # A lost life cuts the bootstrap too; after a done the next observation is a new episode's.
-        arrays.dones[env_index, time_step] = result.terminal or result.done
-        if not result.done:
-            self.observations[env_index] = result.observation
-            return None
-        self.observations[env_index] = env.reset()
-        return {"kind": "episode", "return": result.episode.raw_return, "length": result.episode.length}
+        arrays.dones[:, time_step] = result.terminals | result.dones
 
     @torch.no_grad()
     def _value(self, observation: np.ndarray) -> float:
@@ -144,12 +141,12 @@ class Actor:
 
     def state_dict(self) -> dict:
         """Envs mid-episode, their observations and the sampling stream; the weights come from the learner."""
-        return {"envs": {str(index): env.state_dict() for index, env in enumerate(self.envs)},
+        return {"envs": self.envs.state_dict(),
                 "observations": self.observations.copy(), "sampling": generator_state(self.sampling)}
 
     def load_state_dict(self, state: dict) -> list[str]:
         """Continue from state_dict(); returns a sentence per env that had to start a fresh episode."""
-        restarts = load_env_states(self.envs, state["envs"])
+        restarts = self.envs.load_state_dict(state["envs"])
         self.observations = np.array(state["observations"], dtype=self.observations.dtype)
         for restart in restarts:  # the next unroll starts on the fresh episode: no step joins the two
             self.observations[restart.index] = restart.observation
@@ -158,8 +155,7 @@ class Actor:
         return [f"actor {self.index}, {restart.reason}" for restart in restarts]
 
     def close(self) -> None:
-        for env in self.envs:
-            env.close()
+        self.envs.close()
 
 
 # ---- serial mode: the actors called inline ---------------------------------------------------------

@@ -9,11 +9,12 @@ from torch import nn
 from torch.nn import functional
 
 from rlsup.algos.contract import LearnerTrainer, Policy
-from rlsup.algos.env_capture import EnvRestart, load_env_states
-from rlsup.algos.envs import TrainingEnv, make_env, probe_env
+from rlsup.algos.env_capture import EnvRestart
+from rlsup.algos.envs import probe_env
 from rlsup.algos.episodes import EpisodeReturns
 from rlsup.algos.nets import build_q_network, cpu_greedy_policy, fingerprint, gradient_step
 from rlsup.algos.schedules import LinearSchedule, crossed
+from rlsup.algos.vector import VectorEnv, VectorStep, env_seeds, make_vector_env
 from rlsup.checkpoint.rng import generator_state, restore_generator
 from rlsup.replay.mixer import ReplayMixer, replay_from_settings
 from rlsup.replay.storage import TransitionBatch, TransitionStorage
@@ -133,7 +134,7 @@ def scoring_sizes(settings: ReplaySection, feature_size: int, num_actions: int) 
     return {"feature_size": feature_size}
 
 
-def build_replays(spec: JobSpec, env: TrainingEnv, seeds: list[np.random.SeedSequence],
+def build_replays(spec: JobSpec, env: VectorEnv, seeds: list[np.random.SeedSequence],
                   feature_size: int = 0) -> ReplayMixer:
     """One storage and sampler per [[replay]] table, each sampler with its own random stream."""
     replays = [replay_from_settings(settings, generator=np.random.Generator(np.random.PCG64(seed)),
@@ -145,7 +146,7 @@ def build_replays(spec: JobSpec, env: TrainingEnv, seeds: list[np.random.SeedSeq
 
 
 class DqnTrainer(LearnerTrainer):
-    """Steps the envs with epsilon-greedy actions, stores transitions, and trains on the schedule.
+    """Steps the envs as one batch with epsilon-greedy actions, stores transitions, and trains on the schedule.
 
     Every random stream is its own: env seeds, exploration and each replay's sampler are spawned
     from the job seed, so evaluation, logging and checkpointing cannot bend the trajectory.
@@ -155,15 +156,15 @@ class DqnTrainer(LearnerTrainer):
         self.spec = spec
         settings = spec.dqn
         seed_sequence = np.random.SeedSequence(spec.job.seed)
-        env_seeds, exploration_seed, replay_seeds = (seed_sequence.spawn(spec.env.num_envs),
-                                                     seed_sequence.spawn(1)[0],
-                                                     seed_sequence.spawn(len(spec.replay)))
-        self.envs = [make_env(spec.env, seed=int(seed.generate_state(1)[0])) for seed in env_seeds]
+        # Spawned in this order (envs, exploration, replays) since the first release: it fixes the run.
+        seeds = env_seeds(seed_sequence, spec.env.num_envs)
+        exploration_seed, replay_seeds = seed_sequence.spawn(1)[0], seed_sequence.spawn(len(spec.replay))
+        self.envs = make_vector_env(spec.env, seeds)
         torch.manual_seed(spec.job.seed)
-        first = self.envs[0]
-        network = build_q_network(first.observation_shape, first.num_actions, settings.hidden_sizes)
+        network = build_q_network(self.envs.observation_shape, self.envs.num_actions, settings.hidden_sizes,
+                                  settings.network)
         self.learner = DqnLearner(settings, network, device)
-        self.replays = build_replays(spec, first, replay_seeds, network.torso.output_size)
+        self.replays = build_replays(spec, self.envs, replay_seeds, network.torso.output_size)
         self.scored = any(replay.kind in SCORED_KINDS for replay in spec.replay)
         self.feature_source = QNetworkFeatures(self.learner) if self.scored else None
         # Features and Q-values of the observations the envs are about to act on (scored replays only).
@@ -174,54 +175,56 @@ class DqnTrainer(LearnerTrainer):
         self.step = 0
         self.returns = EpisodeReturns()
         self.loss_sum, self.q_sum, self.loss_count = 0.0, 0.0, 0
-        self.observations = [env.reset() for env in self.envs]
-        self.first = [True] * len(self.envs)
+        self.observations = self.envs.reset()
+        self.first = [True] * self.envs.num_envs
 
     @property
     def num_actions(self) -> int:
-        return self.envs[0].num_actions
+        return self.envs.num_actions
 
     def iterate(self) -> list[dict]:
-        """One step of every env, then the gradient steps and target updates that fall due."""
+        """One step of every env (one batch, one forward), then the gradient steps and target updates due."""
         previous_step = self.step
         actions = self._choose_actions()
-        records = [record for index, action in enumerate(actions) if (record := self._step_env(index, action))]
-        self.step += len(self.envs)
+        result = self.envs.step(actions)
+        records = [record for index, action in enumerate(actions)
+                   if (record := self._store(index, int(action), result))]
+        self.observations = result.observations
+        self.step += self.envs.num_envs
         self._train(previous_step)
         return records
 
     def _choose_actions(self) -> np.ndarray:
         # Draw both random numbers every step so the stream's consumption never depends on the net.
-        count = len(self.envs)
+        count = self.envs.num_envs
         explore = self.exploration.random(count) < self.epsilon(self.step)
         actions = self.exploration.integers(self.num_actions, size=count)
         if self.scored:
             # Every row needs its features, exploring or not, so one pass serves both; and whether the
             # net runs never depends on the action choice.
-            self.step_features, self.step_values = self.learner.features_and_values(np.stack(self.observations))
+            self.step_features, self.step_values = self.learner.features_and_values(self.observations)
             actions = np.where(explore, actions, self.step_values.argmax(axis=1))
         elif not explore.all():
-            greedy = self.learner.greedy_actions(np.stack(self.observations))
+            greedy = self.learner.greedy_actions(self.observations)
             actions = np.where(explore, actions, greedy)
         return actions
 
-    def _step_env(self, index: int, action: int) -> dict | None:
-        env, observation = self.envs[index], self.observations[index]
-        result = env.step(int(action))
+    def _store(self, index: int, action: int, result: VectorStep) -> dict | None:
+        """One env's transition into the replays (in env order, as the samplers' streams expect)."""
         features = self.step_features[index] if self.scored else None
         values = self.step_values[index] if self.scored else None
-        self.replays.add_step(index, env.newest_frame(observation), int(action), result.reward,
-                              result.terminal, self.first[index], features, values)
+        self.replays.add_step(index, self.envs.newest_frame(self.observations[index]), action,
+                              float(result.rewards[index]), bool(result.terminals[index]), self.first[index],
+                              features, values)
         self.first[index] = False
-        if not result.done:
-            self.observations[index] = result.observation
+        episode = result.episodes.get(index)
+        if episode is None:
             return None
-        self.replays.add_final(index, env.newest_frame(result.observation))
-        self.observations[index] = env.reset()
+        self.replays.add_final(index, self.envs.newest_frame(result.final_observations[index]))
         self.first[index] = True
-        self.returns.add(result.episode.raw_return)
-        return {"kind": "episode", "step": self.step + index + 1, "return": result.episode.raw_return,
-                "length": result.episode.length}
+        self.returns.add(episode.raw_return)
+        return {"kind": "episode", "step": self.step + index + 1, "return": episode.raw_return,
+                "length": episode.length}
 
     def _train(self, previous_step: int) -> None:
         settings = self.spec.dqn
@@ -258,8 +261,8 @@ class DqnTrainer(LearnerTrainer):
             "episodes": self.returns.state_dict(),
             "metrics": {"loss_sum": self.loss_sum,
                         "q_sum": self.q_sum, "loss_count": self.loss_count},
-            "envs": {str(index): env.state_dict() for index, env in enumerate(self.envs)},
-            "observations": np.stack(self.observations),
+            "envs": self.envs.state_dict(),
+            "observations": self.observations.copy(),
             "first": list(self.first),
         }
         if include_replay:
@@ -274,8 +277,8 @@ class DqnTrainer(LearnerTrainer):
         metrics = state["metrics"]
         self.loss_sum, self.q_sum = float(metrics["loss_sum"]), float(metrics["q_sum"])
         self.loss_count = int(metrics["loss_count"])
-        restarts = load_env_states(self.envs, state["envs"])
-        self.observations = [np.array(observation) for observation in state["observations"]]
+        restarts = self.envs.load_state_dict(state["envs"])
+        self.observations = np.array(state["observations"], dtype=self.envs.observation_dtype)
         self.first = [bool(flag) for flag in state["first"]]
         if "replay" in state:
             self.replays.load_state_dict(state["replay"])
@@ -286,19 +289,17 @@ class DqnTrainer(LearnerTrainer):
         limit would cut it (bootstrapped, not terminal), and the env acts on its fresh episode."""
         for restart in restarts:
             if replay_loaded and not self.first[restart.index]:
-                self.replays.add_final(restart.index, self.envs[restart.index].newest_frame(
-                    self.observations[restart.index]))
+                self.replays.add_final(restart.index, self.envs.newest_frame(self.observations[restart.index]))
             self.observations[restart.index] = restart.observation
             self.first[restart.index] = True
         self.env_restarts = tuple(restart.reason for restart in restarts)
 
     def close(self) -> None:
-        for env in self.envs:
-            env.close()
+        self.envs.close()
 
 
 def policy_from_checkpoint(spec: JobSpec, trainer_state: dict) -> Policy:
     """The greedy CPU policy of a checkpoint: the online Q-network's argmax."""
     observation_shape, _, num_actions, _ = probe_env(spec.env)
-    network = build_q_network(observation_shape, num_actions, spec.dqn.hidden_sizes)
+    network = build_q_network(observation_shape, num_actions, spec.dqn.hidden_sizes, spec.dqn.network)
     return cpu_greedy_policy(network, trainer_state["learner"]["online"])

@@ -14,6 +14,7 @@ from gymnasium.envs.classic_control import AcrobotEnv, CartPoleEnv, MountainCarE
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, OrderEnforcing, TimeLimit
 
 from rlsup.algos.env_replay import ActionReplay, ReplayMismatch
+from rlsup.algos.env_sources import EnvError
 from rlsup.algos.fire_reset import FireReset
 from rlsup.checkpoint.rng import generator_state, restore_generator
 from rlsup.spec import EnvSection, env_state_fields
@@ -21,10 +22,6 @@ from rlsup.spec import EnvSection, env_state_fields
 STATE_FORMAT = 1
 # Settings that change what a captured state means (declared with env_state=True in the spec).
 STATE_SETTINGS = env_state_fields()
-
-
-class EnvError(ValueError):
-    """An env id that cannot be made, does not fit its preset, or whose state cannot be captured."""
 
 
 class StateCapture(Protocol):

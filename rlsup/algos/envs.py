@@ -1,26 +1,20 @@
 """Training environments whose whole state is captured mid-episode and restored bit for bit."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Any
 
-import ale_py
 import gymnasium as gym
 import numpy as np
-from ale_py.env import AtariEnv
-from gymnasium.spaces import Box, Discrete
-from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
-from rlsup.algos.env_capture import EnvError, capture_state, choose_capture, restore_state
+from rlsup.algos.env_capture import capture_state, choose_capture, restore_state
 from rlsup.algos.env_replay import ReplayMismatch
-from rlsup.algos.fire_reset import FireReset, needs_fire
+from rlsup.algos.env_sources import EnvError, describe_env, make_stack, observation_layout
 from rlsup.spec import EnvSection
 
-gym.register_envs(ale_py)
-
-ATARI_SCREEN_SIZE = 84
-ATARI_ENTRY_POINT = "ale_py.env:AtariEnv"
+__all__ = ["EnvError", "EnvStep", "EpisodeResult", "TrainingEnv", "make_env", "probe_env"]
 
 
 @dataclass(frozen=True)
@@ -46,87 +40,26 @@ class EnvStep:
 
 def make_env(env: EnvSection, *, seed: int, render_mode: str | None = None) -> TrainingEnv:
     """The env an [env] section describes; its first reset is seeded with seed."""
-    _check_preset(env, _registered_spec(env.id))
-    try:
-        stack = _make_atari(env, render_mode) if env.preset == "atari" else _make_classic(env, render_mode)
-    except gym.error.Error as error:
-        raise EnvError(f"cannot make env {env.id!r}: {error}") from error
-    try:
-        _check_spaces(env, stack)
-    except EnvError:
-        stack.close()
-        raise
-    return TrainingEnv(stack, env, seed, render_mode)
+    return TrainingEnv(make_stack(env, render_mode), env, seed, render_mode)
+
+
+def probe_env(env: EnvSection) -> tuple[tuple, np.dtype, int, int]:
+    """Observation shape, observation dtype, number of actions and stack size, for building networks."""
+    return _probe(_hashable(env))
 
 
 @functools.lru_cache(maxsize=16)
-def probe_env(env: EnvSection) -> tuple[tuple, np.dtype, int, int]:
-    """Observation shape, observation dtype, number of actions and stack size, for building networks."""
-    training_env = make_env(env, seed=0)
-    try:
-        return (training_env.observation_shape, training_env.observation_dtype,
-                training_env.num_actions, training_env.stack_size)
-    finally:
-        training_env.close()
+def _probe(frozen: tuple) -> tuple[tuple, np.dtype, int, int]:
+    description = describe_env(EnvSection(**{name: list(value) if isinstance(value, tuple) else value
+                                             for name, value in frozen}))
+    layout = description.observation
+    return layout.shape, layout.dtype, description.num_actions, layout.stack_size
 
 
-def _registered_spec(env_id: str) -> gym.envs.registration.EnvSpec:
-    try:
-        return gym.spec(env_id)
-    except gym.error.Error as error:
-        raise EnvError(f"unknown env id {env_id!r}: {error}") from None
-
-
-def _check_preset(env: EnvSection, spec: gym.envs.registration.EnvSpec) -> None:
-    is_atari = spec.entry_point in (ATARI_ENTRY_POINT, AtariEnv)
-    if env.preset == "atari" and not is_atari:
-        raise EnvError(f"env id {env.id!r} is not an Atari (ALE) game, so preset \"atari\" does not fit it; "
-                       f"use preset = \"classic\"")
-    if env.preset == "classic" and is_atari:
-        raise EnvError(f"env id {env.id!r} is an Atari game: use preset = \"atari\"")
-
-
-def _make_classic(env: EnvSection, render_mode: str | None) -> gym.Env:
-    options = _render_option(render_mode)
-    if env.max_episode_steps > 0:
-        options["max_episode_steps"] = env.max_episode_steps
-    # The passive checker only warns, yet it keeps check-once flags and the previous step's data,
-    # state that would have to be captured too.
-    return gym.make(env.id, disable_env_checker=True, **options)
-
-
-def _make_atari(env: EnvSection, render_mode: str | None) -> gym.Env:
-    # ALE counts the limit in emulator frames, reset no-ops included, as the 108,000-frame convention does.
-    options = _render_option(render_mode)
-    if env.max_episode_steps > 0:
-        options["max_num_frames_per_episode"] = env.max_episode_steps * env.frame_skip
-    # AtariPreprocessing reads the screen from ALE itself and drops the game's own per-frame observation,
-    # so ask for the cheapest screen copy that keeps its buffers' (210, 160) shape: ~10% faster than RGB.
-    game = gym.make(env.id, frameskip=1, repeat_action_probability=env.sticky_actions,
-                    full_action_space=False, obs_type="grayscale", disable_env_checker=True, **options)
-    # Life loss is handled by TrainingEnv so that it ends the episode for learning only.
-    preprocessed = AtariPreprocessing(game, noop_max=env.noop_max, frame_skip=env.frame_skip,
-                                      screen_size=ATARI_SCREEN_SIZE, grayscale_obs=True, scale_obs=False,
-                                      terminal_on_life_loss=False)
-    if env.fire_reset and needs_fire(game):
-        preprocessed = FireReset(preprocessed)
-    # "reset" padding: the replay rebuilds stacks after a reset by repeating the reset frame.
-    return FrameStackObservation(preprocessed, env.frame_stack, padding_type="reset")
-
-
-def _render_option(render_mode: str | None) -> dict:
-    # gym.make hands render_mode to the env's constructor even when None, which some envs do not take.
-    return {} if render_mode is None else {"render_mode": render_mode}
-
-
-def _check_spaces(env: EnvSection, stack: gym.Env) -> None:
-    actions = stack.action_space
-    if not isinstance(actions, Discrete) or int(actions.start) != 0:
-        raise EnvError(f"env id {env.id!r} has the action space {actions}; rlsup needs Discrete(n) from 0")
-    observations = stack.observation_space
-    if env.preset == "classic" and not (isinstance(observations, Box) and len(observations.shape) == 1):
-        raise EnvError(f"env id {env.id!r} has the observation space {observations}; "
-                       f"preset \"classic\" needs a one-dimensional Box")
+def _hashable(env: EnvSection) -> tuple:
+    # [env] imports is a list, which a cache key cannot hold.
+    return tuple((name, tuple(value) if isinstance(value, list) else value)
+                 for name, value in dataclasses.asdict(env).items())
 
 
 class TrainingEnv:
@@ -143,10 +76,12 @@ class TrainingEnv:
         self._length = 0
         self._lives = 0
         self._capture = choose_capture(stack, env.id, int(seed))
-        self.observation_shape: tuple = tuple(stack.observation_space.shape)
-        self.observation_dtype = np.dtype(np.uint8 if self._is_atari else np.float32)
-        self.stack_size = env.frame_stack if self._is_atari else 1
-        self.frame_shape: tuple = self.observation_shape[1:] if self._is_atari else self.observation_shape
+        # Every observation leaves in one layout: (stack, 84, 84) for Atari, float32 vectors, CHW images.
+        self._layout = observation_layout(stack, env)
+        self.observation_shape: tuple = self._layout.shape
+        self.observation_dtype = self._layout.dtype
+        self.stack_size = self._layout.stack_size
+        self.frame_shape: tuple = self._layout.frame_shape
         self.num_actions = int(stack.action_space.n)
 
     def reset(self) -> np.ndarray:
@@ -181,8 +116,8 @@ class TrainingEnv:
                        terminal=terminal, done=done, truncated=bool(truncated), episode=episode)
 
     def newest_frame(self, observation: np.ndarray) -> np.ndarray:
-        """The latest frame of an observation: the top of an Atari stack, a vector itself."""
-        return observation[-1] if self._is_atari else observation
+        """The latest frame of an observation: the top of an Atari stack, anything else itself."""
+        return self._layout.newest_frame(observation)
 
     def render(self) -> np.ndarray | None:
         """The screen as RGB when made with render_mode="rgb_array", else None."""
@@ -225,6 +160,4 @@ class TrainingEnv:
         return int(self._stack.unwrapped.ale.lives()) if self._is_atari else 0
 
     def _observation(self, observation: Any) -> np.ndarray:
-        if self._is_atari:
-            return observation  # FrameStackObservation hands out a fresh copy each step
-        return np.array(observation, dtype=np.float32)
+        return self._layout.convert(observation)

@@ -137,7 +137,7 @@ class VtraceTrainer(LearnerTrainer):
                                    np.dtype(observation_dtype), num_actions, settings.feature_size)
         torch.manual_seed(spec.job.seed)
         network = build_policy_value_network(observation_shape, num_actions, settings.hidden_sizes,
-                                             settings.feature_size)
+                                             settings.feature_size, settings.network)
         self.learner = VtraceLearner(settings, network, device)
         self.feature_source = LearnerFeatures(self.learner)
         self.replays = build_unroll_replays(spec, self.layout)
@@ -266,5 +266,5 @@ def policy_from_checkpoint(spec: JobSpec, trainer_state: dict) -> Policy:
     """The greedy CPU policy of a checkpoint: the argmax of the policy network's logits."""
     observation_shape, _, num_actions, _ = probe_env(spec.env)
     network = build_policy_value_network(observation_shape, num_actions, spec.vtrace.hidden_sizes,
-                                         spec.vtrace.feature_size)
+                                         spec.vtrace.feature_size, spec.vtrace.network)
     return cpu_greedy_policy(network, trainer_state["learner"]["network"], lambda output: output.logits)

@@ -1,4 +1,4 @@
-"""Q-networks and policy/value networks (MLP for vectors, Nature CNN for pixels) and the parameter fingerprint."""
+"""Q-networks and policy/value networks on the torso an observation gets, and the parameter fingerprint."""
 from __future__ import annotations
 
 import hashlib
@@ -7,6 +7,8 @@ from typing import Any, Callable, Iterable, NamedTuple
 import numpy as np
 import torch
 from torch import nn
+
+from rlsup.algos.observations import INTENSITY_MAX, network_for
 
 
 class MlpTorso(nn.Module):
@@ -22,28 +24,55 @@ class MlpTorso(nn.Module):
         self.output_size = input_size
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
-        return self.layers(observations.flatten(1).float())
+        return self.layers(as_float(observations).flatten(1))
+
+
+def as_float(observations: torch.Tensor) -> torch.Tensor:
+    """float32 observations; uint8 ones are pixel intensities, scaled to [0, 1] (bool images are stored as 0/255)."""
+    if observations.dtype == torch.uint8:
+        return observations / float(INTENSITY_MAX)  # uint8 in, float32 out, one allocation
+    return observations.float()
 
 
 class NatureTorso(nn.Module):
-    """The convolutional torso of Mnih et al. 2015 over uint8 frame stacks, ending in 512 features."""
+    """The convolutional torso of Mnih et al. 2015 over (channels, height, width) images, ending in 512 features."""
 
-    def __init__(self, input_channels: int):
+    def __init__(self, input_channels: int, height: int = 84, width: int = 84):
         super().__init__()
         self.layers = nn.Sequential(
             nn.Conv2d(input_channels, 32, kernel_size=8, stride=4), nn.ReLU(),
             nn.Conv2d(32, 64, kernel_size=4, stride=2), nn.ReLU(),
             nn.Conv2d(64, 64, kernel_size=3, stride=1), nn.ReLU(),
             nn.Flatten(),
-            nn.Linear(3136, 512), nn.ReLU(),
+            nn.Linear(64 * _nature_side(height) * _nature_side(width), 512), nn.ReLU(),  # 3136 at 84x84
         )
         self.output_size = 512
         # oneDNN and cuDNN run these convolutions fastest on NHWC memory: a CPU update takes ~30% less.
         self.to(memory_format=torch.channels_last)
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
-        scaled = observations / 255.0  # uint8 in, float32 out, one allocation
-        return self.layers(scaled.contiguous(memory_format=torch.channels_last))
+        return self.layers(as_float(observations).contiguous(memory_format=torch.channels_last))
+
+
+def _nature_side(side: int) -> int:
+    """Pixels left of one side after the Nature torso's three convolutions."""
+    return ((side - 8) // 4 + 1 - 4) // 2 + 1 - 2
+
+
+class SmallConvTorso(nn.Module):
+    """The torso of MinAtar's DQN (Young & Tian 2019): one 3x3 convolution with 16 channels, then 128 units."""
+
+    def __init__(self, input_channels: int, height: int, width: int):
+        super().__init__()
+        self.layers = nn.Sequential(
+            nn.Conv2d(input_channels, 16, kernel_size=3, stride=1), nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(16 * (height - 2) * (width - 2), 128), nn.ReLU(),
+        )
+        self.output_size = 128
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        return self.layers(as_float(observations))
 
 
 class QNetwork(nn.Module):
@@ -91,30 +120,29 @@ class PolicyValueNetwork(nn.Module):
         return PolicyValueOutput(self.policy_head(features), self.value_head(features).squeeze(-1), features)
 
 
-def is_pixel_observation(observation_shape: tuple) -> bool:
-    return len(observation_shape) == 3
+def build_torso(observation_shape: tuple, hidden_sizes: list[int], network: str = "auto") -> nn.Module:
+    """The torso named by network ([dqn]/[vtrace] network), "auto" resolved by observations.network_for.
+
+    Every algorithm builds its networks through this one function, so a run's torso follows its spec.
+    """
+    name = network_for(network, observation_shape)
+    if name == "nature_cnn":
+        return NatureTorso(*observation_shape)
+    if name == "small_cnn":
+        return SmallConvTorso(*observation_shape)
+    return MlpTorso(int(np.prod(observation_shape)), list(hidden_sizes))
 
 
-def build_torso(observation_shape: tuple, hidden_sizes: list[int]) -> nn.Module:
-    """Nature CNN for (stack, 84, 84) frames, an MLP for everything else."""
-    if is_pixel_observation(observation_shape):
-        if tuple(observation_shape[1:]) != (84, 84):
-            raise ValueError(f"the Nature CNN needs 84x84 frames, not {observation_shape}")
-        return NatureTorso(observation_shape[0])
-    input_size = 1
-    for size in observation_shape:
-        input_size *= size
-    return MlpTorso(input_size, list(hidden_sizes))
-
-
-def build_q_network(observation_shape: tuple, num_actions: int, hidden_sizes: list[int]) -> QNetwork:
-    """Nature CNN for (stack, 84, 84) frames, an MLP for everything else."""
-    return QNetwork(build_torso(observation_shape, hidden_sizes), num_actions)
+def build_q_network(observation_shape: tuple, num_actions: int, hidden_sizes: list[int],
+                    network: str = "auto") -> QNetwork:
+    """A torso (see build_torso) with one Q-value per action."""
+    return QNetwork(build_torso(observation_shape, hidden_sizes, network), num_actions)
 
 
 def build_policy_value_network(observation_shape: tuple, num_actions: int, hidden_sizes: list[int],
-                               feature_size: int) -> PolicyValueNetwork:
-    return PolicyValueNetwork(build_torso(observation_shape, hidden_sizes), num_actions, feature_size)
+                               feature_size: int, network: str = "auto") -> PolicyValueNetwork:
+    """A torso (see build_torso) with feature, policy and value heads."""
+    return PolicyValueNetwork(build_torso(observation_shape, hidden_sizes, network), num_actions, feature_size)
 
 
 def fingerprint(module: nn.Module) -> str:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from rlsup import spec as specs
 
@@ -18,20 +17,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def command_validate(args: argparse.Namespace) -> int:
-    spec = specs.load(args.job)
-    check_env_id(Path(args.job), spec.env.id)
-    print(f"{args.job}: ok ({spec.job.algo} on {spec.env.id}, {spec.job.total_steps:,} steps)")
+    from rlsup.env_check import check_env_file  # imports gymnasium: only a check pays for it
+
+    checked = check_env_file(specs.load(args.job), args.job)
+    spec = checked.spec
+    network = f", network {checked.network}" if checked.network else ""
+    print(f"{args.job}: ok ({spec.job.algo} on {spec.env.id}: {checked.observation} observations, "
+          f"{checked.num_actions} actions{network}; {spec.job.total_steps:,} steps)")
     return 0
-
-
-def check_env_id(path: Path, env_id: str) -> None:
-    """Refuse an env id that no worker could make, now rather than seconds into the run."""
-    from rlsup.envids import unknown_env_id  # imports gymnasium: only validate pays for it
-
-    problem = unknown_env_id(env_id)
-    if problem:
-        line = specs.locate_keys(path.read_text(encoding="utf-8")).get(("env", "id"))
-        raise specs.SpecError([specs.Problem(str(path), line, "env.id", problem)])
 
 
 def command_schema(args: argparse.Namespace) -> int:

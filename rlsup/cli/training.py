@@ -55,7 +55,9 @@ def command_run(args: argparse.Namespace) -> int:
     else:
         if not args.job:
             raise CliError("rlsup run needs JOB.toml, or --resume RUN")
-        run_dir = start_run(specs.load(args.job), args.run_dir)
+        from rlsup.env_check import check_env_file  # imports gymnasium, as the worker will anyway
+
+        run_dir = start_run(check_env_file(specs.load(args.job), args.job).spec, args.run_dir)
     print(run_dir, flush=True)
     from rlsup import worker
 

@@ -80,4 +80,5 @@ def decide(job: Job, current: specs.JobSpec, saved: SavedFile) -> Decision:
     # Nothing has been learned by a job never started: the file may still say what the run is.
     action = jobstate.edit_action(job.state, live_only=specs.only_live(changes),
                                   total_steps=edited.job.total_steps, step_reached=job.step)
-    return Accept(edited, tuple(changes), action, new_identity)
+    # A run keeps what its "auto" fields resolved to, unless the edit changes what they were resolved for.
+    return Accept(edited if new_identity else specs.settle(current, edited), tuple(changes), action, new_identity)

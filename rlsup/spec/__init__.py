@@ -5,7 +5,7 @@ locating (errors with file:line:field), rules (cross-field rules, shared with th
 loading, changes (diffs by edit class, refusals), render (resolved TOML, JSON Schema) and overrides.
 """
 from rlsup.spec.changes import (Change, diff, identity_message, merge_live, only_live, refusal_message,
-                                refused)
+                                refused, settle)
 from rlsup.spec.fields import (ARRAY_TABLES, EDIT_CLASSES, IDENTITY, LIVE, RESUME, TABLES, CheckpointSection,
                                DqnSection, EnvSection, EvalSection, JobSection, JobSpec, LogSection, ReplaySection,
                                VtraceSection, env_state_fields, former_names, setting)
@@ -23,5 +23,5 @@ __all__ = [
     "diff", "dotted", "env_state_fields", "field_path", "field_problem", "file_digest", "former_names",
     "identity_message", "item_violations", "job_violations", "json_schema", "line_of", "load", "loads",
     "locate_keys", "make_overrides", "merge_live", "only_live", "refusal_message", "refused", "render_toml",
-    "sanitize_name", "setting", "share_violations", "whole_shares",
+    "sanitize_name", "setting", "settle", "share_violations", "whole_shares",
 ]

@@ -52,7 +52,25 @@ def _diff_tables(name: str, old: tuple, new: tuple) -> list[Change]:
 
 def _diff_section(prefix: str, old: Any, new: Any) -> list[Change]:
     return [Change(f"{prefix}.{f.name}", getattr(old, f.name), getattr(new, f.name), f.metadata["edit"])
-            for f in dataclasses.fields(old) if getattr(old, f.name) != getattr(new, f.name)]
+            for f in dataclasses.fields(old) if getattr(old, f.name) != getattr(new, f.name)
+            and not _still_auto(f, getattr(new, f.name))]
+
+
+def _still_auto(field: dataclasses.Field, new: Any) -> bool:
+    """A file saying "auto" where the run recorded what auto resolved to asks for nothing new."""
+    return field.metadata.get("resolved", False) and new == "auto"
+
+
+def settle(current: JobSpec, edited: JobSpec) -> JobSpec:
+    """edited, with every resolved field it leaves at "auto" taken from current: what the run records."""
+    sections = {}
+    for section in dataclasses.fields(JobSpec):
+        old, new = getattr(current, section.name), getattr(edited, section.name)
+        if isinstance(old, tuple):
+            continue
+        kept = {f.name: getattr(old, f.name) for f in dataclasses.fields(old) if _still_auto(f, getattr(new, f.name))}
+        sections[section.name] = dataclasses.replace(new, **kept)
+    return dataclasses.replace(edited, **sections)
 
 
 def refused(changes: list[Change]) -> list[Change]:

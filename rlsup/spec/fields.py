@@ -14,19 +14,25 @@ RESUME = "resume"      # applied by pause -> resume
 IDENTITY = "identity"  # refused: it would change what the run learns
 EDIT_CLASSES = (LIVE, RESUME, IDENTITY)
 
+Network = Literal["auto", "mlp", "nature_cnn", "small_cnn"]
+NETWORK_DOC = ("Network torso; auto follows the observation (mlp for vectors, nature_cnn for images of 36 pixels "
+               "a side and more, small_cnn, MinAtar's, below) and the run's job.toml records the choice.")
+
 
 def setting(default: Any, doc: str, edit: str, *, minimum: float | None = None,
             maximum: float | None = None, exclusive_minimum: bool = False, env_state: bool = False,
-            formerly: str | None = None) -> Any:
+            formerly: str | None = None, resolved: bool = False) -> Any:
     """Declare a spec field: its default, one line of documentation and its edit class.
 
     env_state: the field changes what a captured environment state means, so a state saved under
     another value cannot be restored. formerly: an old spelling job files may still use (with a
-    deprecation warning).
+    deprecation warning). resolved: the default "auto" is replaced by what it stands for when the run is
+    made, so its job.toml records the choice; a job file that still says "auto" matches it.
     """
     assert edit in EDIT_CLASSES, edit
     metadata = {"doc": doc, "edit": edit, "minimum": minimum, "maximum": maximum,
-                "exclusive_minimum": exclusive_minimum, "env_state": env_state, "formerly": formerly}
+                "exclusive_minimum": exclusive_minimum, "env_state": env_state, "formerly": formerly,
+                "resolved": resolved}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -59,9 +65,16 @@ class JobSection:
 class EnvSection:
     """[env]: the environment and its preprocessing."""
 
-    id: str = setting("CartPole-v1", "Gymnasium id, e.g. CartPole-v1 or ALE/Pong-v5.", IDENTITY, env_state=True)
+    id: str = setting("CartPole-v1", "Gymnasium id: CartPole-v1, ALE/Pong-v5, LunarLander-v3, MinAtar/Breakout-v1, "
+                                      "an id the imports register, or module:Env-v0.", IDENTITY, env_state=True)
+    imports: list[str] = setting([], "Python modules the worker imports before making the env, e.g. a package "
+                                     "of yours that registers it (found on PYTHONPATH).", IDENTITY)
     preset: Literal["classic", "atari"] = setting(
-        "classic", "classic: the env as registered; atari: DeepMind preprocessing.", IDENTITY, env_state=True)
+        "classic", "classic: any non-ALE env as registered (vector or image observations); atari: an ALE game "
+                   "with DeepMind preprocessing.", IDENTITY, env_state=True)
+    image_layout: Literal["auto", "hwc", "chw"] = setting(
+        "auto", "Axis order of image observations; auto: channels first when the first side is the smaller of "
+                "the first and the last, as (4, 84, 84), else last, as MinAtar's (10, 10, 4).", IDENTITY)
     num_envs: int = setting(1, "Environments stepped side by side by the worker.", IDENTITY, minimum=1,
                            maximum=COUNT_MAX)
     sticky_actions: float = setting(0.0, "Atari repeat_action_probability (0.25 for sticky actions).",
@@ -110,6 +123,7 @@ class DqnSection:
                          maximum=100_000)
     hidden_sizes: list[int] = setting([256, 256], "Widths of the MLP's hidden layers (vector obs).",
                                       IDENTITY, minimum=1, maximum=COUNT_MAX)
+    network: Network = setting("auto", NETWORK_DOC, IDENTITY, resolved=True)
     loss: Literal["huber", "mse"] = setting("huber", "Temporal-difference loss.", IDENTITY)
     max_grad_norm: float = setting(10.0, "Clip the gradient's norm to this (0: no clipping).", IDENTITY,
                                    minimum=0.0)
@@ -182,6 +196,7 @@ class VtraceSection:
                                    minimum=0.0)
     hidden_sizes: list[int] = setting([256, 256], "Widths of the MLP torso's hidden layers (vector obs).",
                                       IDENTITY, minimum=1, maximum=COUNT_MAX)
+    network: Network = setting("auto", NETWORK_DOC, IDENTITY, resolved=True)
     feature_size: int = setting(512, "Width of the feature head whose outputs elite replay compares.",
                                 IDENTITY, minimum=1, maximum=COUNT_MAX)
     serial: bool = setting(False, "Run actors and learner in one process (debugging; bit-exact resume).",

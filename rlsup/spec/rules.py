@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
@@ -10,6 +11,8 @@ from rlsup.spec.fields import JobSpec, ReplaySection
 
 # Ratios come from TOML floats (0.1 + 0.2 != 0.3), so sums and shares are compared with this slack.
 RATIO_TOLERANCE = 1e-9
+# What `import` takes: dotted identifiers (ASCII, as module files are named).
+MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,9 @@ def job_violations(spec: JobSpec) -> list[Violation]:
         violations.append(Violation(("dqn", "epsilon_end"), "must not exceed epsilon_start"))
     if spec.env.preset == "atari" and not spec.env.id.startswith("ALE/"):
         violations.append(Violation(("env", "id"), f"the atari preset needs an ALE/ id, not {spec.env.id!r}"))
+    violations.extend(Violation(("env", "imports"), f"{module!r} is not a Python module name (dotted identifiers, "
+                                "as in import my_envs.tasks)") for module in spec.env.imports
+                      if not MODULE_NAME.fullmatch(module))
     if spec.job.device == "cpu" and spec.job.gpus:
         violations.append(Violation(("job", "gpus"), "a job with device = \"cpu\" cannot reserve GPUs"))
     return violations

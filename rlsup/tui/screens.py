@@ -5,6 +5,7 @@ from pathlib import Path
 
 from rich.console import Group
 from rich.table import Table
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -12,11 +13,14 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
 
 from rlsup.formatting import DATE_AND_MINUTE, clock_time, decimal, duration, short_count, speed
+from rlsup.jobstate import ACTIVE, State
 from rlsup.jobview import JobRow
+from rlsup.store import Job
 from rlsup.tui.completion import PathSuggester
+from rlsup.tui.jobstable import JobsTable
 from rlsup.tui.logtail import LogTail
-from rlsup.tui.widgets import (PLOT_KINDS, CheckpointsTable, DaemonBanner, EventsLog, HardwareStrip, JobsTable,
-                               MetricsPlot, state_text)
+from rlsup.tui.widgets import (PLOT_KINDS, CheckpointsTable, DaemonBanner, EventsLog, HardwareStrip, MetricsPlot,
+                               state_text)
 
 # Shown in the footer of both job screens; the actions live on the app so the palette shares them.
 JOB_BINDINGS = [
@@ -48,8 +52,22 @@ HELP = """\
 """
 
 
+# A terminal narrower or shorter than this gets the compact layout (app.tcss's `.-compact` rules).
+COMPACT_WIDTH = 120
+COMPACT_HEIGHT = 36
+# How many label / value pairs a row of the detail screen's fields holds, by the screen's width: four
+# at 100 columns wrapped every value.
+DETAIL_COLUMNS = ((140, 4), (100, 3), (0, 2))
+
+
 class JobView:
     """What a screen showing jobs implements; the app calls these on every such screen it has open."""
+
+    def on_resize(self, event: events.Resize) -> None:
+        compact = event.size.width < COMPACT_WIDTH or event.size.height < COMPACT_HEIGHT
+        self.set_class(compact, "-compact")
+        # A compact footer spaces its keys closer: at 100 columns, "q Quit" was under the palette's hint.
+        self.query_one(Footer).compact = compact
 
     def show_daemon(self, running: bool) -> None:
         pass
@@ -190,14 +208,19 @@ class DetailScreen(JobView, Screen):
     def show_jobs(self, rows: tuple[JobRow, ...]) -> None:
         row = next((row for row in rows if row.job.id == self.app.selected_job_id), None)
         if row is not None:
-            self.query_one("#info", Static).update(job_details(row, self.app.home))
+            per_row = next(count for least, count in DETAIL_COLUMNS if self.size.width >= least)
+            self.query_one("#info", Static).update(job_details(row, self.app.home, per_row))
+
+    def on_resize(self, event: events.Resize) -> None:
+        super().on_resize(event)
+        self.show_jobs(self.app.model.rows)
 
 
-def job_details(row: JobRow, home: Path) -> Group:
+def job_details(row: JobRow, home: Path, per_row: int = 4) -> Group:
     """The job's fields as a grid of label / value pairs, then its reason and paths at full width."""
     job = row.job
     stamp = DATE_AND_MINUTE
-    pairs = [
+    pairs: list[tuple[str, object]] = [
         ("Job", f"{job.id} {job.name}"), ("State", state_text(job.state)),
         ("Algo / env", f"{job.algo} on {job.env}"), ("Wanted", str(job.desired)),
         ("Step", f"{short_count(row.step)} of {short_count(job.total_steps)}"),
@@ -205,13 +228,23 @@ def job_details(row: JobRow, home: Path) -> Group:
         ("Mean return", decimal(row.mean_return, 2)),
         ("Priority", str(job.priority)), ("Restarts", f"{job.restarts} of {job.max_restarts}"),
         ("GPUs", job.gpus or "none"), ("PID", str(job.pid or "–")),
-        ("Submitted", clock_time(job.submitted, stamp)), ("Started", clock_time(job.started, stamp)),
-        ("Finished", clock_time(job.finished, stamp)),
+        ("Submitted", clock_time(job.submitted, stamp)), *run_times(job),
     ]
-    return Group(label_grid(pairs, per_row=4),
+    return Group(label_grid(pairs, per_row),
                  label_grid([("Reason", job.reason or "–"),
                              ("Job file", job.spec_path + (f"  ⚠ {row.drift}" if row.drift else "")),
                              ("Run dir", home_relative(job.run_dir, home))], per_row=1))
+
+
+def run_times(job: Job) -> list[tuple[str, str]]:
+    """The times true of the job's state. The store's `finished` is when a worker last ended, so for a
+    running job it was its last pause: "Finished" is shown only for a job that ended for good."""
+    started, ended = clock_time(job.started, DATE_AND_MINUTE), clock_time(job.finished, DATE_AND_MINUTE)
+    if job.state in ACTIVE:
+        return [("Running since", started)]
+    if job.state is State.QUEUED:
+        return [("Last stopped", ended)] if job.finished else []
+    return [("Started", started), ("Paused at" if job.state is State.PAUSED else "Finished", ended)]
 
 
 def label_grid(pairs: list[tuple[str, object]], per_row: int) -> Table:

@@ -1,53 +1,38 @@
-"""The TUI's widgets: jobs table, plots, checkpoints, events, log tail and hardware strip."""
+"""The TUI's widgets: plots, checkpoints, events and hardware strip (the jobs table is in jobstable.py)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
-from textual.binding import Binding
 from textual.widgets import DataTable, RichLog, Static
 from textual_plotext import PlotextPlot
 
 from rlsup.checkpoint.manifest import BEST, CheckpointEntry, best_entries
 from rlsup.colour import STATE_STYLES
-from rlsup.formatting import DAY_AND_MINUTE, byte_size, clock_time, decimal, duration, short_count, speed
+from rlsup.formatting import DAY_AND_MINUTE, byte_size, clock_time, short_count
 from rlsup.hardware import Gpu, Sample
 from rlsup.jobstate import State
-from rlsup.jobview import JobRow
 from rlsup.store import Event
 from rlsup.tui.data import MetricsView
 from rlsup.tui.rows import training_phase_speeds
 
 EVENT_STYLES = {"state": "", "edit": "green", "refused": "bold red", "intent": "cyan", "signal": "yellow",
                 "daemon": "dim", "waiting": "cyan"}
-BAR_WIDTH = 10
-WAITING_WIDTH = 32  # a queued job's reason in the state cell; the detail screen and events give it whole
 PROBLEM_WIDTH = 16  # a failed verification's reason, cut to fit the checkpoints pane
+COMPACT_PROBLEM_WIDTH = 6  # the same in a compact pane: "✗ tens…"
 # The Verified column has a fixed width: sized by its content, it grew or not depending on whether a
 # verdict arrived before or after the rows were drawn, so the same checkpoints looked different.
-VERIFIED_WIDTH = PROBLEM_WIDTH + 2
-EIGHTHS = " ▏▎▍▌▋▊▉█"
+CHECKPOINT_WIDTHS = {"verified": PROBLEM_WIDTH + 2}
+# Under CHECKPOINTS_COMPACT_BELOW cells (the full columns take 69), times shorten and the reason is cut,
+# so that Size and Verified stay in view in a 100-column terminal.
+CHECKPOINTS_COMPACT_BELOW = 70
+COMPACT_CHECKPOINT_WIDTHS = {"reason": 8, "verified": COMPACT_PROBLEM_WIDTH + 2}
 LEVELS = "▁▂▃▄▅▆▇█"
 
 
 # ---------------------------------------------------------------------------------------------
 # Formatting
-
-
-def progress(step: int, total: int) -> Text:
-    """A bar in eighths of a cell followed by "step/total"."""
-    fraction = min(1.0, step / total) if total > 0 else 0.0
-    eighths = round(fraction * BAR_WIDTH * 8)
-    bar = "█" * (eighths // 8) + (EIGHTHS[eighths % 8] if eighths % 8 else "")
-    text = Text(bar.ljust(BAR_WIDTH), style="green" if fraction >= 1 else "cyan")
-    text.append(f" {short_count(step)}/{short_count(total)}")
-    return text
-
-
-def width(cell: Text | str) -> int:
-    return cell.cell_len if isinstance(cell, Text) else cell_len(cell)
 
 
 def state_text(state: State) -> Text:
@@ -63,116 +48,13 @@ def level_bar(percent: float | None, width: int) -> Text:
 
 
 # ---------------------------------------------------------------------------------------------
-# Jobs table
-
-
-JOB_COLUMNS = (("id", "ID"), ("name", "Name"), ("algo", "Algo"), ("env", "Env"), ("state", "State"),
-               ("progress", "Step / total"), ("speed", "Steps/s"), ("return", "Return"), ("eta", "ETA"),
-               ("gpu", "GPU"))
-
-
-def job_cells(row: JobRow) -> tuple:
-    job = row.job
-    return (Text(str(job.id), justify="right"), job.name, job.algo, job.env, state_cell(row),
-            progress(row.step, job.total_steps),
-            Text(speed(row.steps_per_second), justify="right"), Text(decimal(row.mean_return, 1), justify="right"),
-            Text(duration(row.eta_s), justify="right"), job.gpus.replace(",", " ") or "–")
-
-
-def state_cell(row: JobRow) -> Text:
-    """The state, why a queued job waits ("queued: needs 1 GPU"), and a refused edit the file still holds."""
-    text = state_text(row.job.state)
-    if row.job.state is State.QUEUED and row.job.reason:
-        text.append(f": {waiting_summary(row.job.reason)}", style="dim")
-    if row.drift:
-        text.append(f" ⚠ {row.drift}", style="bold yellow")
-    return text
-
-
-def waiting_summary(reason: str) -> str:
-    """A reason's first clause: "needs 1 GPU; this machine has 0 (set …)" -> "needs 1 GPU"."""
-    clause = reason.splitlines()[0].split(";")[0].split(" (")[0].strip()
-    return clause if len(clause) <= WAITING_WIDTH else clause[:WAITING_WIDTH - 1] + "…"
-
-
-class JobsTable(DataTable):
-    """Every job, one row each; a refresh redraws only the cells whose text changed."""
-
-    BINDINGS = [Binding("enter", "select_cursor", "Details")]
-
-    def __init__(self, **options):
-        super().__init__(cursor_type="row", zebra_stripes=True, **options)
-        self.rows_shown: dict[int, JobRow] = {}
-        self.cells_shown: dict[int, tuple] = {}
-
-    def on_mount(self) -> None:
-        self.ensure_columns()
-
-    def ensure_columns(self) -> None:
-        # The first poll's rows may arrive before this table is mounted.
-        if not self.columns:
-            for key, label in JOB_COLUMNS:
-                self.add_column(label, key=key)
-
-    @property
-    def selected_job_id(self) -> int | None:
-        if not self.row_count:
-            return None
-        return int(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
-
-    def show_rows(self, rows: tuple[JobRow, ...], name_filter: str = "") -> None:
-        """Show rows (already in order) whose name contains name_filter, keeping the cursor's job."""
-        self.ensure_columns()
-        wanted = name_filter.strip().lower()
-        visible = [row for row in rows if wanted in row.job.name.lower()]
-        selected = self.selected_job_id
-        visible_ids = [row.job.id for row in visible]
-        for job_id in set(self.rows_shown) - set(visible_ids):
-            self.remove_row(str(job_id))
-            del self.rows_shown[job_id], self.cells_shown[job_id]
-        widest: dict[str, tuple[int, str, object]] = {}
-        for row in visible:
-            self._show_row(row, widest)
-        # Widen each column once, for its widest new cell: a width check on any narrower cell would
-        # re-measure the whole column, once per cell updated.
-        for column, (_, row_key, cell) in widest.items():
-            self.update_cell(row_key, column, cell, update_width=True)
-        self._order(visible_ids, selected)
-
-    def _show_row(self, row: JobRow, widest: dict) -> None:
-        job_id = row.job.id
-        if self.rows_shown.get(job_id) == row:
-            return
-        self.rows_shown[job_id] = row
-        cells = job_cells(row)
-        old = self.cells_shown.get(job_id)
-        self.cells_shown[job_id] = cells
-        if old is None:
-            self.add_row(*cells, key=str(job_id))
-            return
-        for (column, _), before, after in zip(JOB_COLUMNS, old, cells):
-            if before != after:
-                self.update_cell(str(job_id), column, after)
-                cell_width = width(after)
-                if cell_width > max(self.columns[column].content_width, widest.get(column, (0,))[0]):
-                    widest[column] = (cell_width, str(job_id), after)
-
-    def _order(self, job_ids: list[int], selected: int | None) -> None:
-        current = [int(row.key.value) for row in self.ordered_rows]
-        if current == job_ids:
-            return
-        position = {job_id: index for index, job_id in enumerate(job_ids)}
-        self.sort("id", key=lambda cell: position[int(cell.plain)])
-        if selected in position:
-            self.move_cursor(row=position[selected], animate=False)
-
-
-# ---------------------------------------------------------------------------------------------
 # Plots
 
 
 PLOT_KINDS = ("return", "loss", "speed")
 PLOT_TITLES = {"return": "Episode return", "loss": "Loss", "speed": "Steps per second"}
+Y_MARGIN = 0.05  # of the data's range, above and below: a point at the top is drawn inside the frame
+TICK_SPACING = 10  # cells per step label ("32.4k" and room on both sides)
 
 
 class MetricsPlot(PlotextPlot):
@@ -203,10 +85,21 @@ class MetricsPlot(PlotextPlot):
             else:
                 plot.plot(xs, ys, label=label, color=color, marker="braille")
         if series:
-            # Points come in step order, so each series' last x is its largest.
-            self._step_ticks(max(xs[-1] for xs, _, _, _ in series))
+            self._frame(series)
         plot.title(self._title(drawn=bool(series)))
         self.refresh()
+
+    def _frame(self, series: list) -> None:
+        """Limits around every point, with a margin above and below, and step ticks that fit the width."""
+        xs = [x for points, _, _, _ in series for x in points]
+        ys = [y for _, values, _, _ in series for y in values]
+        low, high = min(ys), max(ys)
+        margin = (high - low) * Y_MARGIN or abs(high) * Y_MARGIN or 1.0  # a flat line still gets a band
+        # A margin that made the axis start below zero labelled a never-negative return with "-15.6".
+        self.plt.ylim(low - margin if low < 0 else max(0.0, low - margin), high + margin)
+        if min(xs) < max(xs):
+            self.plt.xlim(min(xs), max(xs))
+        self._step_ticks(max(xs))
 
     def _title(self, drawn: bool) -> str:
         title = PLOT_TITLES[self.kind]
@@ -227,7 +120,9 @@ class MetricsPlot(PlotextPlot):
         return [((xs, training_phase_speeds(speeds)), "steps/s", "green+")]
 
     def _step_ticks(self, last_step: float) -> None:
-        ticks = [last_step * index / 4 for index in range(5)]
+        # Five ticks in a third of a 100-column screen ran their labels together ("10.8k21.6k").
+        count = max(2, min(5, self.size.width // TICK_SPACING))
+        ticks = [last_step * index / (count - 1) for index in range(count)]
         self.plt.xticks(ticks, [short_count(tick) for tick in ticks])
 
 
@@ -243,16 +138,39 @@ class CheckpointsTable(DataTable):
 
     def __init__(self, **options):
         super().__init__(cursor_type="row", show_cursor=False, **options)
+        self.compact = False
+        self.shown: tuple[tuple[CheckpointEntry, ...], dict[str, str | None]] = ((), {})
 
     def on_mount(self) -> None:
         self.ensure_columns()
 
     def ensure_columns(self) -> None:
         if not self.columns:
+            widths = COMPACT_CHECKPOINT_WIDTHS if self.compact else CHECKPOINT_WIDTHS
             for key, label in self.COLUMNS:
-                self.add_column(label, key=key, width=VERIFIED_WIDTH if key == "verified" else None)
+                self.add_column(label, key=key, width=widths.get(key))
+
+    def on_resize(self) -> None:
+        compact = self.size.width < CHECKPOINTS_COMPACT_BELOW
+        if compact != self.compact:
+            self.compact = compact
+            self.clear(columns=True)
+            self.show(*self.shown)
+
+    @property
+    def problem_width(self) -> int:
+        return COMPACT_PROBLEM_WIDTH if self.compact else PROBLEM_WIDTH
+
+    def stamp(self, time: float, entries: tuple[CheckpointEntry, ...]) -> str:
+        """Month, day and minute; when compact, as `ls -l` does: the minute on the newest checkpoint's day,
+        the date before it (deterministic, unlike a comparison with today)."""
+        if not self.compact:
+            return clock_time(time, DAY_AND_MINUTE)
+        newest_day = clock_time(max(entry.time for entry in entries), "%Y-%m-%d")
+        return clock_time(time, "%H:%M" if clock_time(time, "%Y-%m-%d") == newest_day else "%m-%d")
 
     def show(self, entries: tuple[CheckpointEntry, ...], verified: dict[str, str | None]) -> None:
+        self.shown = (entries, verified)
         self.ensure_columns()
         self.clear()
         resumable = [entry for entry in entries if entry.reason != BEST]
@@ -262,14 +180,14 @@ class CheckpointsTable(DataTable):
         for entry in reversed(entries):
             path = str(entry.path)
             self.add_row(Text(short_count(entry.step), justify="right"), checkpoint_mark(entry.path, newest, best),
-                         clock_time(entry.time, DAY_AND_MINUTE),
+                         self.stamp(entry.time, entries),
                          Text(entry.label, style="yellow" if entry.env_restarts else ""),
                          Text(byte_size(entry.bytes), justify="right"),
-                         verified_mark(path, verified), key=path)
+                         verified_mark(path, verified, self.problem_width), key=path)
 
     def mark(self, path: str, verified: dict[str, str | None]) -> None:
         if path in (row.key.value for row in self.ordered_rows):
-            self.update_cell(path, "verified", verified_mark(path, verified))
+            self.update_cell(path, "verified", verified_mark(path, verified, self.problem_width))
 
 
 def checkpoint_mark(path: Path, newest: Path | None, best: Path | None) -> Text | str:
@@ -281,13 +199,13 @@ def checkpoint_mark(path: Path, newest: Path | None, best: Path | None) -> Text 
     return ""
 
 
-def verified_mark(path: str, verified: dict[str, str | None]) -> Text:
+def verified_mark(path: str, verified: dict[str, str | None], problem_width: int = PROBLEM_WIDTH) -> Text:
     if path not in verified:
         return Text("checking", style="dim")
     problem = verified[path]
     if problem is None:
         return Text("✓ ok", style="green")
-    short = problem if len(problem) <= PROBLEM_WIDTH else problem[:PROBLEM_WIDTH - 1] + "…"
+    short = problem if len(problem) <= problem_width else problem[:problem_width - 1] + "…"
     return Text(f"✗ {short}", style="bold red")
 
 

@@ -6,20 +6,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from rlsup_testing import cartpole_job, cartpole_text, rlsup_command, run_rlsup
+from rlsup_testing import assert_one_line_error, cartpole_job, cartpole_text, rlsup_command, run_rlsup
 
 from rlsup import runfiles, spec as specs
 from rlsup.cli import build_parser
 from rlsup.store import Store
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess, code: int, *fragments: str) -> None:
-    assert "Traceback" not in result.stderr, result.stderr
-    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 def run_into_closed_pipe(*arguments: str) -> subprocess.CompletedProcess:

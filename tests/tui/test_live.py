@@ -13,7 +13,8 @@ from rlsup.hardware import FakeHardware
 from rlsup.store import Store
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.screens import ConfirmScreen
-from rlsup.tui.widgets import CheckpointsTable, DaemonBanner, EventsLog, JobsTable
+from rlsup.tui.jobstable import JobsTable
+from rlsup.tui.widgets import CheckpointsTable, DaemonBanner, EventsLog
 
 SIZE = (160, 48)
 

@@ -15,7 +15,7 @@ from rlsup.jobstate import Desired
 from rlsup.store import Store
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.screens import ConfirmScreen, HelpScreen, SubmitScreen
-from rlsup.tui.widgets import JobsTable
+from rlsup.tui.jobstable import JobsTable
 
 SIZE = (160, 48)
 

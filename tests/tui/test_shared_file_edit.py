@@ -7,7 +7,7 @@ import sys
 from rlsup import client
 from rlsup.hardware import FakeHardware
 from rlsup.tui.app import RlsupApp
-from rlsup.tui.widgets import JobsTable
+from rlsup.tui.jobstable import JobsTable
 
 
 async def test_edit_of_a_shared_file_names_every_job_it_drives(rlsup_home, job_file, wait_until, monkeypatch):

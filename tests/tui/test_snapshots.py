@@ -110,5 +110,10 @@ def test_main_screen(snap_compare, recorded_home):
     assert snap_compare(recorded_app(recorded_home), terminal_size=SIZE, run_before=settle)
 
 
+def test_main_screen_at_100_by_30(snap_compare, recorded_home):
+    """The compact layout: every column header, Size and Verified, and the footer's Quit in view."""
+    assert snap_compare(recorded_app(recorded_home), terminal_size=(100, 30), run_before=settle)
+
+
 def test_detail_screen(snap_compare, recorded_home):
     assert snap_compare(recorded_app(recorded_home), terminal_size=SIZE, run_before=settle, press=["enter"])

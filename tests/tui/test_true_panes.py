@@ -12,7 +12,8 @@ from rlsup.hardware import FakeHardware
 from rlsup.store import Store
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.logtail import LogTail
-from rlsup.tui.widgets import EventsLog, JobsTable
+from rlsup.tui.jobstable import JobsTable
+from rlsup.tui.widgets import EventsLog
 
 SIZE = (160, 48)
 

@@ -1,0 +1,128 @@
+"""Any Gymnasium env: refused at validate and submit when its spaces cannot train, else trained (MinAtar,
+LunarLander, a user's own package named in [env] imports), its network recorded in the run's job.toml."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from rlsup_testing import assert_one_line_error, run_rlsup
+from user_envs import DICT_ID, PACKAGE, WALK_ID, with_python_path, write_package
+
+from rlsup import client, runfiles, spec as specs
+from rlsup.store import Store
+from rlsup.worker import build_trainer
+
+JOBS = Path(__file__).parents[2] / "jobs"
+
+WALK_JOB = """
+[job]
+seed = 4
+total_steps = 600
+threads = 1
+
+[env]
+id = "{env_id}"
+imports = ["{package}"]
+
+[dqn]
+batch_size = 16
+learning_starts = 100
+train_every = 4
+target_update_every = 100
+hidden_sizes = [16]
+epsilon_end_step = 400
+
+[[replay]]
+capacity = 1_000
+
+[checkpoint]
+every_steps = 0
+
+[log]
+every_steps = 100
+"""
+
+
+def job_file(directory: Path, env_id: str, name: str = "job") -> Path:
+    path = directory / f"{name}.toml"
+    path.write_text(WALK_JOB.format(env_id=env_id, package=PACKAGE))
+    return path
+
+
+def id_line(path: Path) -> int:
+    return next(number for number, text in enumerate(path.read_text().splitlines(), 1) if text.startswith("id ="))
+
+
+@pytest.fixture
+def user_envs(tmp_path, monkeypatch):
+    """The package on PYTHONPATH for the processes tests start, and on sys.path for this one."""
+    directory = write_package(tmp_path / "user")
+    monkeypatch.setenv("PYTHONPATH", with_python_path(directory))
+    monkeypatch.syspath_prepend(str(directory))
+    return directory
+
+
+@pytest.mark.parametrize("env_id, space", [("Pendulum-v1", "action space Box(-2.0, 2.0, (1,), float32)"),
+                                           (DICT_ID, "observation space Dict('position': Box(")])
+def test_validate_and_submit_refuse_a_space_rlsup_cannot_train(env_id, space, user_envs, tmp_path, rlsup_home):
+    path = job_file(tmp_path, env_id)
+    assert_one_line_error(run_rlsup("validate", path), 2, f"{path}:{id_line(path)}: env.id:", f"'{env_id}'", space)
+    assert_one_line_error(run_rlsup("submit", path), 2, f"{path}:{id_line(path)}: env.id:", space)
+    with pytest.raises(specs.SpecError, match=space.replace("(", r"\(").replace(")", r"\)")):
+        client.submit(path, home=rlsup_home, start_daemon=False)
+    with Store(rlsup_home) as store:
+        assert store.jobs() == []
+
+
+def test_submit_records_the_network_auto_resolved_to(tmp_path, rlsup_home):
+    job = client.submit(JOBS / "minatar-breakout-dqn.toml", home=rlsup_home, start_daemon=False, copy=True)
+    recorded = runfiles.read_run_spec(Path(job.run_dir))
+    assert recorded.dqn.network == "small_cnn" and specs.load(JOBS / "minatar-breakout-dqn.toml").dqn.network == "auto"
+    # The file, still saying "auto", asks for nothing the run does not already do.
+    assert specs.diff(recorded, specs.load(JOBS / "minatar-breakout-dqn.toml")) == []
+
+
+def test_validate_names_the_network_of_a_user_env(user_envs, tmp_path):
+    result = run_rlsup("validate", job_file(tmp_path, WALK_ID))
+    assert result.returncode == 0, result.stderr
+    assert "vector 2 float32 observations, 2 actions, network mlp" in result.stdout
+
+
+def test_a_user_env_package_named_in_imports_trains(user_envs, tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_rlsup("run", job_file(tmp_path, WALK_ID), "--run-dir", run_dir)
+    assert result.returncode == 0, result.stderr + (run_dir / "worker.log").read_text()
+    assert runfiles.read_exit(run_dir)["step"] == 600
+    episodes = [record for record in runfiles.read_metrics(run_dir) if record["kind"] == "episode"]
+    assert episodes and all(record["return"] == 1.0 for record in episodes if record["length"] < 20)
+
+
+SMOKE_JOBS = ["minatar-breakout-dqn.toml", "minatar-breakout-vtrace.toml", "lunarlander-dqn.toml"]
+
+
+@pytest.mark.parametrize("name", SMOKE_JOBS)
+def test_an_example_env_trains_a_few_hundred_steps(name):
+    """The trainer itself, in this process: observations in their layout reach the network it chose."""
+    torch.set_num_threads(1)
+    trainer = build_trainer(shrunk(specs.load(JOBS / name)), torch.device("cpu"))
+    try:
+        while trainer.step < 400:
+            trainer.iterate()
+        metrics = trainer.train_metrics()
+        assert trainer.episodes > 0 and metrics["updates"] > 0, metrics
+        assert all(math.isfinite(value) for value in metrics.values() if isinstance(value, float)), metrics
+    finally:
+        trainer.close()
+
+
+def shrunk(spec: specs.JobSpec) -> specs.JobSpec:
+    """Replays of a few thousand items, updates from step 100, V-trace in one process on small batches."""
+    replays = tuple(dataclasses.replace(replay, capacity=min(replay.capacity, 2_000), min_size=min(replay.min_size, 64))
+                    if replay.kind != "queue" else replay for replay in spec.replay)
+    spec = dataclasses.replace(spec, replay=replays)
+    spec = spec.replace("dqn", learning_starts=min(spec.dqn.learning_starts, 100),
+                        epsilon_end_step=min(spec.dqn.epsilon_end_step, 200), train_every=4, gradient_steps=1)
+    return spec.replace("vtrace", serial=True, envs_per_actor=2, unroll_length=10, batch_size=4)

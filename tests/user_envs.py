@@ -1,0 +1,75 @@
+"""A user's own env package, written into a temporary directory: importing it registers its envs with Gymnasium."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PACKAGE = "rlsup_user_envs"
+WALK_ID = "UserEnvs/Walk-v0"        # a vector, Discrete(2): walk right to the goal
+PICTURE_ID = "UserEnvs/Picture-v0"  # an HWC bool image of the same walk, Discrete(2)
+DICT_ID = "UserEnvs/Dict-v0"        # a Dict observation, which rlsup refuses
+
+SOURCE = '''"""Deterministic test envs, registered when this package is imported."""
+import gymnasium as gym
+import numpy as np
+from gymnasium.spaces import Box, Dict, Discrete
+
+LENGTH = 6
+
+
+class Walk(gym.Env):
+    """A corridor of LENGTH cells: action 1 steps right, 0 left; reaching the right end pays 1 and ends it."""
+
+    observation_space = Box(0.0, 1.0, (2,), np.float32)
+    action_space = Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.position = int(self.np_random.integers(0, 2))
+        return self._observation(), {{}}
+
+    def step(self, action):
+        self.position = max(0, self.position + (1 if action == 1 else -1))
+        done = self.position >= LENGTH - 1
+        return self._observation(), float(done), done, False, {{}}
+
+    def _observation(self):
+        return np.array([self.position / (LENGTH - 1), 1.0], np.float32)
+
+
+class Picture(Walk):
+    """The same walk seen as a (3, LENGTH, 2) bool image, height first: row 1 marks the position."""
+
+    observation_space = Box(0, 1, (3, LENGTH, 2), bool)
+
+    def _observation(self):
+        image = np.zeros((3, LENGTH, 2), bool)
+        image[1, self.position, 0] = True
+        image[:, :, 1] = True
+        return image
+
+
+class WithDict(Walk):
+    observation_space = Dict({{"position": Box(0.0, 1.0, (2,), np.float32)}})
+
+    def _observation(self):
+        return {{"position": super()._observation()}}
+
+
+gym.register("{walk}", entry_point=Walk, max_episode_steps=20)
+gym.register("{picture}", entry_point=Picture, max_episode_steps=20)
+gym.register("{dict}", entry_point=WithDict, max_episode_steps=20)
+'''
+
+
+def write_package(directory: Path) -> Path:
+    """The package's directory, to put on sys.path or PYTHONPATH; it registers WALK_ID, PICTURE_ID, DICT_ID."""
+    package = Path(directory) / PACKAGE
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text(SOURCE.format(walk=WALK_ID, picture=PICTURE_ID, dict=DICT_ID))
+    return Path(directory)
+
+
+def with_python_path(directory: Path) -> str:
+    """PYTHONPATH with directory in front of what it already holds (the checkout under test)."""
+    return os.pathsep.join([str(directory), *filter(None, [os.environ.get("PYTHONPATH")])])
