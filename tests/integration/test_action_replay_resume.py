@@ -9,7 +9,7 @@ from typing import Iterator
 
 import pytest
 
-from plugins.replay_test_envs import NOISY_ID
+from plugins.replay_test_envs import COUNTER_ID, NOISY_ID
 from rlsup import paths, runfiles
 from rlsup.checkpoint.manifest import ENV_RESTART_MARK, list_checkpoints
 from rlsup.checkpoint.store import load_checkpoint
@@ -18,32 +18,40 @@ from rlsup_testing import cartpole_text, final_fingerprint, metric_steps, pause_
 
 PLUGIN = Path(__file__).parent.parent / "plugins" / "replay_test_envs"
 
-def dqn_job(directory: Path, name: str, *, env_id: str, total_steps: int, num_envs: int = 1) -> Path:
+def dqn_job(directory: Path, name: str, *, env_id: str, total_steps: int, num_envs: int = 1,
+            imports: tuple[str, ...] = ()) -> Path:
     """The small CartPole DQN job of every suite, on another env."""
     text = cartpole_text(seed=4, total_steps=total_steps, checkpoint_every=1000, log_every=50)
+    env = f'id = "{env_id}"\nnum_envs = {num_envs}\nimports = {json.dumps(list(imports))}'
     path = directory / f"{name}.toml"
-    path.write_text(text.replace('id = "CartPole-v1"', f'id = "{env_id}"\nnum_envs = {num_envs}'))
+    path.write_text(text.replace('id = "CartPole-v1"', env))
     return path
 
 
 @pytest.fixture
 def replay_envs_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """The test envs' package on the PYTHONPATH of every process started here, registered as Python starts
-    (sitecustomize), the way a user's package that registers envs on import would be."""
+    """The test envs' package in a temporary directory on the PYTHONPATH of every process started here and
+    on this one's sys.path, as a user's package that registers envs would be; jobs name it in [env] imports."""
     site = tmp_path / "site-packages"
     shutil.copytree(PLUGIN, site / PLUGIN.name, ignore=shutil.ignore_patterns("__pycache__"))
-    (site / "sitecustomize.py").write_text(f"import {PLUGIN.name}\n")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    monkeypatch.syspath_prepend(str(site))
     yield site
 
 
-def paused_mid_episode(job: Path, run_dir: Path, *, train_step: int) -> int:
-    """Run job into run_dir, SIGINT it past train_step as a user's Ctrl-C would; the step it paused at."""
+def paused_mid_episode(job: Path, run_dir: Path, *, train_step: int, tries: int = 5) -> None:
+    """Run job into run_dir and SIGINT it past train_step as a user's Ctrl-C would; while the pause finds
+    every env on an episode's first step (nothing to replay), resume and pause again a little later."""
     process = start_rlsup("run", job, "--run-dir", run_dir)
-    pause_when(process, run_dir, train_step=train_step)
-    _, stderr = process.communicate(timeout=60)
-    assert process.returncode == EXIT_PAUSED, stderr
-    return runfiles.read_exit(run_dir)["step"]
+    for _ in range(tries):
+        pause_when(process, run_dir, train_step=train_step)
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == EXIT_PAUSED, stderr
+        if max(replayed_actions(run_dir)) > 0:
+            return
+        train_step = runfiles.read_exit(run_dir)["step"] + 1
+        process = start_rlsup("run", "--resume", run_dir)
+    raise AssertionError(f"{tries} pauses in a row fell on episode boundaries")
 
 
 def replayed_actions(run_dir: Path) -> list[int]:
@@ -52,16 +60,14 @@ def replayed_actions(run_dir: Path) -> list[int]:
     return [len(env["replay"]["actions"]) for env in state["trainer"]["envs"].values()]
 
 
-def assert_resumes_bit_exact(tmp_path: Path, env_id: str, *, total_steps: int, train_step: int) -> None:
+def assert_resumes_bit_exact(tmp_path: Path, env_id: str, *, total_steps: int, train_step: int,
+                             imports: tuple[str, ...] = ()) -> None:
     straight = tmp_path / "straight"
-    result = run_rlsup("run", dqn_job(tmp_path, "straight", env_id=env_id, total_steps=total_steps, num_envs=2),
-                       "--run-dir", straight)
+    job = dqn_job(tmp_path, "job", env_id=env_id, total_steps=total_steps, num_envs=2, imports=imports)
+    result = run_rlsup("run", job, "--run-dir", straight)
     assert result.returncode == 0, result.stderr
     paused = tmp_path / "paused"
-    paused_mid_episode(dqn_job(tmp_path, "paused", env_id=env_id, total_steps=total_steps, num_envs=2), paused,
-                       train_step=train_step)
-    # Two envs: that both sit exactly on an episode's first step is too rare to make the test flaky.
-    assert max(replayed_actions(paused)) > 0, "the pause should fall mid-episode"
+    paused_mid_episode(job, paused, train_step=train_step)
     result = run_rlsup("run", "--resume", paused)
     assert result.returncode == 0, result.stderr
     assert final_fingerprint(paused) == final_fingerprint(straight)
@@ -75,19 +81,17 @@ def test_lunarlander_resumes_bit_exact_by_action_replay(tmp_path: Path) -> None:
 
 def test_minatar_breakout_resumes_bit_exact_by_action_replay(tmp_path: Path) -> None:
     pytest.importorskip("minatar")
-    from rlsup.algos.envs import EnvError, probe_env
-    from rlsup.spec import EnvSection
-
-    try:
-        probe_env(EnvSection(id="MinAtar/Breakout-v1"))
-    except EnvError as error:  # the env source that makes MinAtar (issue 11 item 1) is not in this build
-        pytest.skip(f"this rlsup cannot make MinAtar envs: {error}")
     assert_resumes_bit_exact(tmp_path, "MinAtar/Breakout-v1", total_steps=1_500, train_step=600)
+
+
+def test_a_user_env_named_in_imports_resumes_bit_exact(tmp_path: Path, replay_envs_on_path: Path) -> None:
+    assert_resumes_bit_exact(tmp_path, COUNTER_ID, total_steps=1_500, train_step=600, imports=(PLUGIN.name,))
 
 
 def test_a_non_deterministic_env_restarts_its_episode_says_so_everywhere_and_the_run_completes(
         harness, replay_envs_on_path: Path) -> None:
-    job = harness.submit(dqn_job(harness.jobs_directory, "noisy", env_id=NOISY_ID, total_steps=3_000))
+    job = harness.submit(dqn_job(harness.jobs_directory, "noisy", env_id=NOISY_ID, total_steps=3_000,
+                                 imports=(PLUGIN.name,)))
     run_dir = Path(job.run_dir)
     harness.start_daemon()
     harness.wait_step(job.id, 1_100)
