@@ -36,10 +36,11 @@ def hover(observation: np.ndarray) -> int:
 
 
 def follow_ball(observation: np.ndarray) -> int:
-    """MinAtar Breakout (actions: no-op, left, right): keep the paddle under the ball's next column; it
-    clears wall after wall, so episodes run long (until a sticky action makes it miss)."""
-    paddle = np.argwhere(observation[..., 0])[0][1]
-    ball, trail = np.argwhere(observation[..., 1]), np.argwhere(observation[..., 2])
+    """MinAtar Breakout (actions: no-op, left, right; channels first: paddle, ball, trail): keep the paddle
+    under the ball's next column; it clears wall after wall, so episodes run long (until a sticky action
+    makes it miss)."""
+    paddle = np.argwhere(observation[0])[0][1]
+    ball, trail = np.argwhere(observation[1]), np.argwhere(observation[2])
     if len(ball) == 0:
         return 0
     column = ball[0][1]
@@ -87,15 +88,6 @@ def replayed(env_id: str, wrap: bool = False) -> Callable[[int], TrainingEnv]:
     return make
 
 
-def minatar_breakout(seed: int) -> TrainingEnv:
-    import minatar.gym as minatar_gym
-
-    if "MinAtar/Breakout-v1" not in gym.registry:
-        minatar_gym.register_envs()
-    settings = EnvSection(id="MinAtar/Breakout-v1")
-    return TrainingEnv(gym.make(settings.id, disable_env_checker=True), settings, seed, None)
-
-
 def cases() -> list[tuple[str, Callable[[int], TrainingEnv], Policy, int]]:
     found = [("CartPole-v1, dedicated capturer", lambda seed: make_env(EnvSection(id="CartPole-v1"), seed=seed),
               balance, 500),
@@ -105,7 +97,7 @@ def cases() -> list[tuple[str, Callable[[int], TrainingEnv], Policy, int]]:
     else:
         print("LunarLander-v3: Box2D is not installed, skipped")
     if importlib.util.find_spec("minatar"):
-        found.append(("MinAtar/Breakout-v1, action replay", minatar_breakout, follow_ball, 10_000))
+        found.append(("MinAtar/Breakout-v1, action replay", replayed("MinAtar/Breakout-v1"), follow_ball, 10_000))
     else:
         print("MinAtar/Breakout-v1: minatar is not installed, skipped")
     return found
