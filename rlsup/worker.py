@@ -87,6 +87,9 @@ class TrainingRun:
         self.run_lock: int | None = None  # held until the process ends: one worker per run
         self.choice = None   # the checkpoint to resume from, and the newer ones refused
         self.notice: str | None = None  # what a user must hear about the resume (status.json carries it)
+        # Envs that started fresh episodes on a resume of this trajectory (their saved episode did not
+        # replay exactly): every checkpoint after it says so in its manifest's extra.
+        self.env_restarts: list[str] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -173,6 +176,7 @@ class TrainingRun:
         # newest_usable has just checksummed every file: a second pass would read a large replay twice.
         manifest, state = load_checkpoint(entry.path, verify=False)
         trainer.load_state_dict(state["trainer"])
+        self._note_env_restarts(manifest, trainer, entry.path.name)
         restore_global_rng_state(state["rng"])
         runfiles.truncate_metrics(self.run_dir, int(manifest["metrics_bytes"]))
         self.best_evaluation = self._best_evaluation_at(manifest)
@@ -181,6 +185,18 @@ class TrainingRun:
             log.warning("checkpoint %s holds no replay ([checkpoint] replay = false): "
                         "the resumed run refills it and will not match an uninterrupted one", entry.path.name)
         log.info("resumed from %s (step %d, fingerprint %s)", entry.path.name, entry.step, entry.fingerprint[:12])
+
+    def _note_env_restarts(self, manifest: dict, trainer: Trainer, checkpoint: str) -> None:
+        """Log each env that resumed on a fresh episode, tell the TUI, and carry the note into later checkpoints."""
+        self.env_restarts = list((manifest.get("extra") or {}).get("env_restarts") or [])
+        restarts = list(getattr(trainer, "env_restarts", ()))  # a plugin's trainer may predate the attribute
+        for sentence in restarts:
+            log.warning("on resume from %s: %s", checkpoint, sentence)
+            self.env_restarts.append(f"resumed from {checkpoint}: {sentence}")
+        if restarts:
+            others = len(restarts) - 1
+            more = f" (and {others} more env{'s' if others > 1 else ''}, see worker.log)" if others else ""
+            self.notice = " ".join(filter(None, [self.notice, f"{restarts[0]}{more}."]))
 
     def _best_evaluation_at(self, manifest: dict) -> float | None:
         """The best evaluation mean of the trajectory up to a checkpoint, as its manifest's extra records it.
@@ -301,7 +317,8 @@ class TrainingRun:
         state = {"trainer": trainer.state_dict(include_replay=spec.checkpoint.replay and not best),
                  "rng": global_rng_state()}
         extra = {"algo": spec.job.algo, "best_evaluation": self.best_evaluation,
-                 **({"evaluation_mean": evaluation_mean} if best else {})}
+                 **({"evaluation_mean": evaluation_mean} if best else {}),
+                 **({"env_restarts": self.env_restarts} if self.env_restarts else {})}
         with self.signals.held():
             entry = write_checkpoint(self.run_dir, state, step=trainer.step, episodes=trainer.episodes,
                                      reason=reason, fingerprint=fingerprint, spec_sha256=spec.sha256(),

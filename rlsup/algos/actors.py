@@ -144,11 +144,15 @@ class Actor:
         return {"envs": self.envs.state_dict(),
                 "observations": self.observations.copy(), "sampling": generator_state(self.sampling)}
 
-    def load_state_dict(self, state: dict) -> None:
-        self.envs.load_state_dict(state["envs"])
+    def load_state_dict(self, state: dict) -> list[str]:
+        """Continue from state_dict(); returns a sentence per env that had to start a fresh episode."""
+        restarts = self.envs.load_state_dict(state["envs"])
         self.observations = np.array(state["observations"], dtype=self.observations.dtype)
+        for restart in restarts:  # the next unroll starts on the fresh episode: no step joins the two
+            self.observations[restart.index] = restart.observation
         self.sampling = restore_generator(state["sampling"])
         self.weights_version, self.cached_output = -1, None
+        return [f"actor {self.index}, {restart.reason}" for restart in restarts]
 
     def close(self) -> None:
         self.envs.close()
@@ -182,13 +186,16 @@ class SerialActors:
         return {"next_actor": self.next_actor,
                 "actors": {str(actor.index): actor.state_dict() for actor in self.actors}}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict) -> list[str]:
+        """Continue from state_dict(); returns a sentence per env that had to start a fresh episode."""
         # The actor count may have changed since the pause: actors without saved state start afresh.
         saved = state["actors"]
+        restarts = []
         for actor in self.actors:
             if str(actor.index) in saved:
-                actor.load_state_dict(saved[str(actor.index)])
+                restarts += actor.load_state_dict(saved[str(actor.index)])
         self.next_actor = int(state["next_actor"]) % len(self.actors)
+        return restarts
 
     def close(self) -> None:
         for actor in self.actors:

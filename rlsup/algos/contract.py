@@ -25,6 +25,9 @@ class Trainer(Protocol):
     """
 
     step: int  # env steps trained so far: budgets, schedules and checkpoints are counted in it
+    # Set by load_state_dict: one sentence per env whose saved episode could not be replayed exactly
+    # (a non-deterministic env) and that started a fresh one instead; the worker reports them.
+    env_restarts: tuple[str, ...]
 
     @property
     def episodes(self) -> int:
@@ -101,6 +104,7 @@ class LearnerTrainer:
 
     learner: Learner
     returns: EpisodeReturns
+    env_restarts: tuple[str, ...] = ()
 
     @property
     def episodes(self) -> int:

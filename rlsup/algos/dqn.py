@@ -9,6 +9,7 @@ from torch import nn
 from torch.nn import functional
 
 from rlsup.algos.contract import LearnerTrainer, Policy
+from rlsup.algos.env_capture import EnvRestart
 from rlsup.algos.envs import probe_env
 from rlsup.algos.episodes import EpisodeReturns
 from rlsup.algos.nets import build_q_network, cpu_greedy_policy, fingerprint, gradient_step
@@ -276,11 +277,22 @@ class DqnTrainer(LearnerTrainer):
         metrics = state["metrics"]
         self.loss_sum, self.q_sum = float(metrics["loss_sum"]), float(metrics["q_sum"])
         self.loss_count = int(metrics["loss_count"])
-        self.envs.load_state_dict(state["envs"])
+        restarts = self.envs.load_state_dict(state["envs"])
         self.observations = np.array(state["observations"], dtype=self.envs.observation_dtype)
         self.first = [bool(flag) for flag in state["first"]]
         if "replay" in state:
             self.replays.load_state_dict(state["replay"])
+        self._start_fresh_episodes(restarts, replay_loaded="replay" in state)
+
+    def _start_fresh_episodes(self, restarts: list[EnvRestart], *, replay_loaded: bool) -> None:
+        """Envs whose saved episode could not be replayed: it ends at its saved observation, cut as a time
+        limit would cut it (bootstrapped, not terminal), and the env acts on its fresh episode."""
+        for restart in restarts:
+            if replay_loaded and not self.first[restart.index]:
+                self.replays.add_final(restart.index, self.envs.newest_frame(self.observations[restart.index]))
+            self.observations[restart.index] = restart.observation
+            self.first[restart.index] = True
+        self.env_restarts = tuple(restart.reason for restart in restarts)
 
     def close(self) -> None:
         self.envs.close()

@@ -3,25 +3,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-import ale_py
 import gymnasium as gym
 import numpy as np
-from ale_py.env import AtariEnv
-from gymnasium.envs.classic_control import AcrobotEnv, CartPoleEnv, MountainCarEnv
-from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, OrderEnforcing, TimeLimit
 
+from rlsup.algos.env_capture import capture_state, choose_capture, restore_state
+from rlsup.algos.env_replay import ReplayMismatch
 from rlsup.algos.env_sources import EnvError, describe_env, make_stack, observation_layout
-from rlsup.algos.fire_reset import FireReset
-from rlsup.checkpoint.rng import generator_state, restore_generator
-from rlsup.spec import EnvSection, env_state_fields
-
-STATE_FORMAT = 1
-# Settings that change what a captured state means (declared with env_state=True in the spec).
-STATE_SETTINGS = env_state_fields()
+from rlsup.spec import EnvSection
 
 __all__ = ["EnvError", "EnvStep", "EpisodeResult", "TrainingEnv", "make_env", "probe_env"]
 
@@ -84,6 +75,7 @@ class TrainingEnv:
         self._raw_return = 0.0
         self._length = 0
         self._lives = 0
+        self._capture = choose_capture(stack, env.id, int(seed))
         # Every observation leaves in one layout: (stack, 84, 84) for Atari, float32 vectors, CHW images.
         self._layout = observation_layout(stack, env)
         self.observation_shape: tuple = self._layout.shape
@@ -93,9 +85,10 @@ class TrainingEnv:
         self.num_actions = int(stack.action_space.n)
 
     def reset(self) -> np.ndarray:
-        """Start a new episode; only the first reset is seeded, later ones continue the env's RNG."""
-        seed, self._pending_seed = self._pending_seed, None
-        observation, _ = self._stack.reset(seed=seed)
+        """Start a new episode, seeded as the env's state capture needs (see StateCapture.reset_seed)."""
+        seed, self._pending_seed = self._capture.reset_seed(self._pending_seed), None
+        observation, info = self._stack.reset(seed=seed)
+        self._capture.record_reset(seed, observation, info)
         self._needs_reset = False
         self._raw_return, self._length = 0.0, 0
         self._lives = self._game_lives()
@@ -105,7 +98,8 @@ class TrainingEnv:
         """One agent step (frame_skip emulator frames for Atari)."""
         if self._needs_reset:
             raise RuntimeError(f"{self._settings.id}: call reset() first (the episode is over or never began)")
-        observation, raw_reward, terminated, truncated, _ = self._stack.step(int(action))
+        observation, raw_reward, terminated, truncated, info = self._stack.step(int(action))
+        self._capture.record_step(int(action), observation, info, bool(terminated or truncated))
         raw_reward = float(raw_reward)
         self._raw_return += raw_reward
         self._length += 1
@@ -136,23 +130,23 @@ class TrainingEnv:
 
     def state_dict(self) -> dict:
         """Everything needed to continue this env bit for bit, as a tree of plain values and arrays."""
-        layers = _layers(self._stack, self._settings.id)
         return {
-            "format": STATE_FORMAT,
-            "settings": _state_settings(self._settings),
-            "chain": [type(layer).__name__ for layer in layers],
+            **capture_state(self._capture, self._stack, self._settings),
             "episode": {"pending_seed": self._pending_seed, "needs_reset": self._needs_reset,
                         "raw_return": self._raw_return, "length": self._length, "lives": self._lives},
-            "layers": {type(layer).__name__: _capturer(layer, self._settings.id).capture(layer)
-                       for layer in layers},
         }
 
-    def load_state_dict(self, state: dict) -> None:
-        """Continue from a state_dict taken from an env made with the same settings; no reset needed."""
-        self._check_state_fits(state)
-        layers = _layers(self._stack, self._settings.id)
-        for layer in layers:
-            _capturer(layer, self._settings.id).restore(layer, state["layers"][type(layer).__name__])
+    def load_state_dict(self, state: dict) -> ReplayMismatch | None:
+        """Continue from a state_dict taken from an env made with the same settings; no reset needed.
+
+        Where replaying the saved episode's actions does not reproduce it (a non-deterministic env),
+        returns the mismatch and leaves the env waiting for reset(): a fresh episode, never a wrong one.
+        """
+        mismatch = restore_state(self._capture, self._stack, self._settings, state)
+        if mismatch is not None:
+            self._pending_seed, self._needs_reset = None, True
+            self._raw_return, self._length, self._lives = 0.0, 0, 0
+            return mismatch
         episode = state["episode"]
         pending_seed = episode["pending_seed"]
         self._pending_seed = None if pending_seed is None else int(pending_seed)
@@ -160,187 +154,10 @@ class TrainingEnv:
         self._raw_return = float(episode["raw_return"])
         self._length = int(episode["length"])
         self._lives = int(episode["lives"])
-
-    def _check_state_fits(self, state: dict) -> None:
-        if state.get("format") != STATE_FORMAT:
-            raise EnvError(f"{self._settings.id}: env state format {state.get('format')!r} is not "
-                           f"{STATE_FORMAT}, the one this rlsup reads")
-        expected = _state_settings(self._settings)
-        if dict(state["settings"]) != expected:
-            raise EnvError(f"{self._settings.id}: env state was taken with settings {state['settings']}, "
-                           f"this env has {expected}")
-        chain = [type(layer).__name__ for layer in _layers(self._stack, self._settings.id)]
-        if list(state["chain"]) != chain:
-            raise EnvError(f"{self._settings.id}: env state has wrappers {state['chain']}, this env {chain}")
+        return None
 
     def _game_lives(self) -> int:
         return int(self._stack.unwrapped.ale.lives()) if self._is_atari else 0
 
     def _observation(self, observation: Any) -> np.ndarray:
         return self._layout.convert(observation)
-
-
-def _state_settings(env: EnvSection) -> dict:
-    values = dataclasses.asdict(env)
-    return {name: values[name] for name in STATE_SETTINGS}
-
-
-def _layers(stack: gym.Env, env_id: str) -> list[gym.Env]:
-    """The wrapper chain from the outermost wrapper down to the game itself."""
-    layers = [stack]
-    while isinstance(layers[-1], gym.Wrapper):
-        layers.append(layers[-1].env)
-    names = [type(layer).__name__ for layer in layers]
-    if len(set(names)) != len(names):
-        raise EnvError(f"cannot capture the state of {env_id!r}: a wrapper appears twice in {names}")
-    return layers
-
-
-# ---- what each layer's state is -------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Capturer:
-    """How one wrapper or game class writes its state into a tree and reads it back."""
-
-    capture: Callable[[Any], dict]
-    restore: Callable[[Any, dict], None]
-
-
-def _capturer(layer: gym.Env, env_id: str) -> Capturer:
-    # Exact types only: a subclass may hold state the base class's capturer would miss.
-    capturer = CAPTURERS.get(type(layer))
-    if capturer is None:
-        raise EnvError(f"cannot capture the state of {env_id!r} mid-episode: rlsup does not know what "
-                       f"{type(layer).__module__}.{type(layer).__qualname__} holds, and resuming it "
-                       f"would not be exact")
-    return capturer
-
-
-def _capture_time_limit(layer: TimeLimit) -> dict:
-    return {"elapsed_steps": layer._elapsed_steps}
-
-
-def _restore_time_limit(layer: TimeLimit, state: dict) -> None:
-    elapsed = state["elapsed_steps"]
-    layer._elapsed_steps = None if elapsed is None else int(elapsed)
-
-
-def _capture_order_enforcing(layer: OrderEnforcing) -> dict:
-    return {"has_reset": bool(layer._has_reset)}
-
-
-def _restore_order_enforcing(layer: OrderEnforcing, state: dict) -> None:
-    layer._has_reset = bool(state["has_reset"])
-
-
-def _capture_atari_preprocessing(layer: AtariPreprocessing) -> dict:
-    # The two-frame max-pool buffer outlives a step: an episode end mid-skip leaves the older frame in it.
-    return {"obs_buffer": np.stack(layer.obs_buffer), "lives": int(layer.lives),
-            "game_over": bool(layer.game_over)}
-
-
-def _restore_atari_preprocessing(layer: AtariPreprocessing, state: dict) -> None:
-    buffers = np.asarray(state["obs_buffer"])
-    for buffer, saved in zip(layer.obs_buffer, _checked_rows(buffers, layer.obs_buffer, "obs_buffer")):
-        np.copyto(buffer, saved)
-    layer.lives = int(state["lives"])
-    layer.game_over = bool(state["game_over"])
-
-
-def _capture_frame_stack(layer: FrameStackObservation) -> dict:
-    # stacked_obs is only an output buffer, rewritten whole by every step and reset.
-    return {"frames": np.stack(list(layer.obs_queue)), "padding": np.array(layer.padding_value)}
-
-
-def _restore_frame_stack(layer: FrameStackObservation, state: dict) -> None:
-    frames = _checked_rows(np.asarray(state["frames"]), list(layer.obs_queue), "frames")
-    layer.obs_queue = deque((frame.copy() for frame in frames), maxlen=layer.stack_size)
-    layer.padding_value = np.array(state["padding"], dtype=np.asarray(layer.padding_value).dtype)
-
-
-def _checked_rows(saved: np.ndarray, current: list, name: str) -> np.ndarray:
-    expected = (len(current), *np.shape(current[0]))
-    if saved.shape != expected or saved.dtype != np.asarray(current[0]).dtype:
-        raise EnvError(f"saved {name} is {saved.dtype}{list(saved.shape)}, this env holds "
-                       f"{np.asarray(current[0]).dtype}{list(expected)}")
-    return saved
-
-
-def _capture_ale(game: AtariEnv) -> dict:
-    # include_rng: sticky actions and ALE's own randomness draw from the system RNG.
-    return {"ale_state": game.clone_state(include_rng=True).serialize(), **_capture_np_random(game)}
-
-
-def _restore_ale(game: AtariEnv, state: dict) -> None:
-    game.restore_state(ale_py.ALEState(_as_bytes(state["ale_state"])))
-    _restore_np_random(game, state)
-
-
-def _as_bytes(value: Any) -> bytes:
-    if isinstance(value, np.ndarray):
-        return value.astype(np.uint8, copy=False).tobytes()
-    return bytes(value)
-
-
-def _classic_capturer(*attributes: str) -> Capturer:
-    """A classic-control game whose per-episode state is the named attributes and its np_random."""
-    def capture(game: gym.Env) -> dict:
-        values = {name: _capture_value(getattr(game, name)) for name in attributes}
-        return {"attributes": values, **_capture_np_random(game)}
-
-    def restore(game: gym.Env, state: dict) -> None:
-        for name in attributes:
-            setattr(game, name, _restore_value(state["attributes"][name]))
-        _restore_np_random(game, state)
-
-    return Capturer(capture, restore)
-
-
-def _capture_value(value: Any) -> Any:
-    """A None, a number, or a tuple/list/array of numbers, kept with the container it came in."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value.item() if isinstance(value, np.generic) else value
-    if isinstance(value, np.generic):
-        return {"container": "scalar", "array": np.array(value)}
-    if isinstance(value, (tuple, list, np.ndarray)):
-        return {"container": type(value).__name__, "array": np.array(value)}
-    raise EnvError(f"cannot capture a {type(value).__name__} attribute")
-
-
-def _restore_value(saved: Any) -> Any:
-    if not isinstance(saved, dict):
-        return saved
-    array = np.array(saved["array"])
-    container = saved["container"]
-    if container == "scalar":
-        return array[()]
-    if container == "tuple":
-        return tuple(array)  # numpy scalars: the same float64 arithmetic as the floats they came from
-    if container == "list":
-        return list(array)
-    return array
-
-
-def _capture_np_random(game: gym.Env) -> dict:
-    generator = game._np_random  # the attribute, not the property, which would seed a missing one
-    return {"np_random": None if generator is None else generator_state(generator),
-            "np_random_seed": getattr(game, "_np_random_seed", None)}
-
-
-def _restore_np_random(game: gym.Env, state: dict) -> None:
-    saved = state["np_random"]
-    game._np_random = None if saved is None else restore_generator(saved)
-    game._np_random_seed = state["np_random_seed"]
-
-
-CAPTURERS: dict[type, Capturer] = {
-    TimeLimit: Capturer(_capture_time_limit, _restore_time_limit),
-    OrderEnforcing: Capturer(_capture_order_enforcing, _restore_order_enforcing),
-    AtariPreprocessing: Capturer(_capture_atari_preprocessing, _restore_atari_preprocessing),
-    FrameStackObservation: Capturer(_capture_frame_stack, _restore_frame_stack),
-    AtariEnv: Capturer(_capture_ale, _restore_ale),
-    FireReset: Capturer(lambda layer: {}, lambda layer, state: None),  # stateless between steps
-    CartPoleEnv: _classic_capturer("state", "steps_beyond_terminated"),
-    MountainCarEnv: _classic_capturer("state"),
-    AcrobotEnv: _classic_capturer("state"),
-}

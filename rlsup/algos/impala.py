@@ -254,7 +254,7 @@ class VtraceTrainer(LearnerTrainer):
             self.replays.load_state_dict(state["replay"])
         if isinstance(self.actors, SerialActors):
             if "actors" in state:
-                self.actors.load_state_dict(state["actors"])
+                self.env_restarts = tuple(self.actors.load_state_dict(state["actors"]))
             self.actors.weights.publish(self.learner.network)
 
     def close(self) -> None:

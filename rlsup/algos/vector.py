@@ -6,6 +6,7 @@ from typing import Protocol
 
 import numpy as np
 
+from rlsup.algos.env_capture import EnvRestart, load_env_states
 from rlsup.algos.envs import EpisodeResult, TrainingEnv, make_env
 from rlsup.spec import EnvSection
 
@@ -52,7 +53,9 @@ class VectorEnv(Protocol):
     def state_dict(self) -> dict:
         ...
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict) -> list[EnvRestart]:
+        """Restore every env; those whose saved episode did not replay exactly have started a fresh one,
+        and come back with its first observation (see env_capture.load_env_states)."""
         ...
 
     def close(self) -> None:
@@ -110,11 +113,10 @@ class SerialVectorEnv:
     def state_dict(self) -> dict:
         return {str(index): env.state_dict() for index, env in enumerate(self.envs)}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict) -> list[EnvRestart]:
         if len(state) != self.num_envs:
             raise ValueError(f"the saved state holds {len(state)} envs, this vector steps {self.num_envs}")
-        for index, env in enumerate(self.envs):
-            env.load_state_dict(state[str(index)])
+        return load_env_states(self.envs, state)
 
     def close(self) -> None:
         for env in self.envs:

@@ -135,6 +135,9 @@ def schema_problem(manifest: dict) -> str | None:
     return None
 
 
+ENV_RESTART_MARK = "(envs restarted)"  # beside the reason: see CheckpointEntry.env_restarts
+
+
 @dataclass(frozen=True)
 class CheckpointEntry:
     """One checkpoint directory as its manifest describes it."""
@@ -168,10 +171,17 @@ class CheckpointEntry:
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
     @property
+    def env_restarts(self) -> list[str]:
+        """Envs that a resume before this checkpoint restarted, their saved episodes not replaying exactly."""
+        restarts = (self.manifest.get("extra") or {}).get("env_restarts")
+        return [str(sentence) for sentence in restarts] if isinstance(restarts, list) else []
+
+    @property
     def label(self) -> str:
-        """The reason as listings show it: a best checkpoint with the evaluation that made it best."""
+        """The reason as listings show it: a best checkpoint with its evaluation; a mark after env restarts."""
         mean = self.evaluation_mean
-        return f"best (eval {mean:g})" if self.reason == BEST and mean is not None else self.reason
+        label = f"best (eval {mean:g})" if self.reason == BEST and mean is not None else self.reason
+        return f"{label} {ENV_RESTART_MARK}" if self.env_restarts else label
 
     def to_json(self) -> dict:
         return {"step": self.step, "reason": self.reason, "path": str(self.path), "bytes": self.bytes,

@@ -180,7 +180,8 @@ class CheckpointsTable(DataTable):
         for entry in reversed(entries):
             path = str(entry.path)
             self.add_row(Text(short_count(entry.step), justify="right"), checkpoint_mark(entry.path, newest, best),
-                         self.stamp(entry.time, entries), entry.label,
+                         self.stamp(entry.time, entries),
+                         Text(entry.label, style="yellow" if entry.env_restarts else ""),
                          Text(byte_size(entry.bytes), justify="right"),
                          verified_mark(path, verified, self.problem_width), key=path)
 
