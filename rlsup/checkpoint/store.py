@@ -19,8 +19,8 @@ from numpy.lib import format as npy_format
 import rlsup
 from rlsup import paths
 from rlsup.checkpoint import directories, manifest as manifests, space
-from rlsup.checkpoint.manifest import (CHECKSUM_ALGORITHM, FORMAT_VERSION, MANIFEST_FILE, REASONS, STATE_FILE,
-                                       CheckpointEntry, Checksum, NoSpace)
+from rlsup.checkpoint.checksums import CHECKSUM_ALGORITHM, Checksum, safe_relative_path
+from rlsup.checkpoint.manifest import FORMAT_VERSION, MANIFEST_FILE, REASONS, STATE_FILE, CheckpointEntry, NoSpace
 from rlsup.runfiles import fsync_directory
 
 TENSORS_FILE = "tensors.pt"
@@ -177,7 +177,7 @@ class _Decoder:
 
     def _listed_file(self, relative: Any) -> Path:
         # Only files the manifest lists are read, so verification covered everything that is loaded.
-        path = manifests.safe_relative_path(self.directory, relative)
+        path = safe_relative_path(self.directory, relative)
         if path is None or relative not in self.files:
             raise CheckpointError(f"checkpoint {self.directory}: {relative!r} is not a file listed in its manifest")
         return path

@@ -451,7 +451,9 @@ def test_manifest_module_imports_neither_torch_nor_numpy():
             "print(sorted(name for name in ('torch', 'numpy') if name in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
-    assert manifests.CHECKSUM_ALGORITHM in manifests.SUPPORTED_CHECKSUMS
+    from rlsup.checkpoint import checksums
+
+    assert checksums.CHECKSUM_ALGORITHM in checksums.SUPPORTED_CHECKSUMS
 
 
 # ---------------------------------------------------------------------------------------------
