@@ -155,6 +155,11 @@ def job_label(job: Job) -> str:
     return "fg" if is_foreground(job) else str(job.id)
 
 
+def pid_of(job: Job) -> int | None:
+    """The job's worker pid: a foreground run always has one, even in the instant it ends."""
+    return -job.id if is_foreground(job) else job.pid
+
+
 def foreground_job(run: foreground.Registration, status: WorkerStatus | None) -> Job:
     """A foreground run as a job: its state from its status.json, once its own process has written one."""
     own = status if status is not None and status.pid == run.pid else None

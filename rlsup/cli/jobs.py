@@ -120,7 +120,7 @@ def job_json(row: jobview.JobRow) -> dict:
     return {"id": None if row.foreground else job.id, "foreground": row.foreground, "name": job.name, "algo": job.algo, "env": job.env, "state": job.state.value,
             "desired": job.desired.value, "step": row.step, "total_steps": job.total_steps,
             "steps_per_second": row.steps_per_second, "mean_return": row.mean_return,
-            "gpus": list(job.gpu_indices), "pid": -job.id if row.foreground else job.pid, "priority": job.priority, "restarts": job.restarts,
+            "gpus": list(job.gpu_indices), "pid": jobview.pid_of(job), "priority": job.priority, "restarts": job.restarts,
             "reason": job.reason, "run_dir": job.run_dir, "spec_path": job.spec_path, "submitted": job.submitted}
 
 

@@ -30,6 +30,14 @@ VERIFY_LOCK = threading.Lock()
 EVENTS_KEPT = 1000
 # Added to jobstate's refusal of a resume: the way to run a done job again, here.
 RESUME_HINT = " (a done job runs again when you raise total_steps with e)"
+# What to do instead of an action on a foreground run, which lives in a terminal and not in the daemon.
+FOREGROUND_INSTEAD = {
+    Desired.PAUSED: "press Ctrl-C in its terminal to pause it with a checkpoint",
+    Desired.RUNNING: "it runs in its terminal; once paused there, continue it with: rlsup run --resume {run_dir}",
+    Desired.KILLED: "press Ctrl-C twice in its terminal to stop it at once, without a checkpoint",
+    "edit": "press Ctrl-C in its terminal, then continue it with your edited file: "
+            "rlsup run --resume {run_dir} JOB.toml",
+}
 
 
 @dataclass
@@ -71,7 +79,7 @@ class JobCommands(Provider):
     def commands(self) -> list[tuple[str, str, Callable]]:
         app: RlsupApp = self.app  # type: ignore[assignment]
         row = app.model.row(app.selected_job_id)
-        subject = f"job {row.job.id} ({row.job.name})" if row else "the selected job"
+        subject = f"job {jobview.job_label(row.job)} ({row.job.name})" if row else "the selected job"
         return [
             (f"Pause {subject}", "Write a checkpoint and stop", app.action_pause),
             (f"Resume {subject}", "Continue from the newest checkpoint", app.action_resume),
@@ -85,7 +93,7 @@ class JobCommands(Provider):
 
     def job_commands(self) -> list[tuple[str, str, Callable]]:
         app: RlsupApp = self.app  # type: ignore[assignment]
-        return [(f"Go to job {row.job.id} {row.job.name}", f"{row.job.state}, {row.job.algo} on {row.job.env}",
+        return [(f"Go to job {jobview.job_label(row.job)} {row.job.name}", f"{row.job.state}, {row.job.algo} on {row.job.env}",
                  lambda job_id=row.job.id: app.go_to_job(job_id)) for row in app.model.rows]
 
     async def discover(self) -> Hits:
@@ -268,6 +276,16 @@ class RlsupApp(App):
             self.notify("No job selected.", severity="warning")
         return row
 
+    def managed_row(self, action: Desired | str) -> JobRow | None:
+        """The selected job if the daemon manages it; for a foreground run, says what to do instead."""
+        row = self.selected_row()
+        if row is None or not row.foreground:
+            return row
+        instead = FOREGROUND_INSTEAD[action].format(run_dir=shlex.quote(row.job.run_dir))
+        self.notify(f"{row.job.name} is a foreground run (`rlsup run`, pid {jobview.pid_of(row.job)}), not the daemon's: "
+                    f"{instead}.", title="Foreground run", severity="warning", timeout=12)
+        return None
+
     # -- actions -----------------------------------------------------------------------------
 
     def action_pause(self) -> None:
@@ -280,7 +298,7 @@ class RlsupApp(App):
         self.intent(Desired.KILLED)
 
     def intent(self, desired: Desired) -> None:
-        row = self.selected_row()
+        row = self.managed_row(desired)
         if row is None:
             return
         job = row.job
@@ -307,7 +325,7 @@ class RlsupApp(App):
         self.post_message(messages.ActionFinished(f"{desired.verb.capitalize()} requested for job {job_id}."))
 
     def action_edit(self) -> None:
-        row = self.selected_row()
+        row = self.managed_row("edit")
         if row is None:
             return
         path = row.job.spec_path
