@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,6 +159,23 @@ def job_label(job: Job) -> str:
 def pid_of(job: Job) -> int | None:
     """The job's worker pid: a foreground run always has one, even in the instant it ends."""
     return -job.id if is_foreground(job) else job.pid
+
+
+# What to do instead of asking the daemon to act on a foreground run, which lives in its terminal.
+FOREGROUND_INSTEAD = {
+    "pause": "press Ctrl-C in its terminal to pause it with a checkpoint",
+    "resume": "it runs in its terminal; once paused there, continue it with: rlsup run --resume {run_dir}",
+    "kill": "press Ctrl-C twice in its terminal to stop it at once, without a checkpoint",
+    "edit": "press Ctrl-C in its terminal, then continue it with your edited file: "
+            "rlsup run --resume {run_dir} JOB.toml",
+    "show": "`rlsup list` shows it, and its log is {run_dir}/worker.log",
+}
+
+
+def foreground_advice(pid: int, run_dir: str | Path, action: str) -> str:
+    """"a foreground run (…), not the daemon's: what to do instead of action" (pause, resume, kill, edit, show)."""
+    instead = FOREGROUND_INSTEAD[action].format(run_dir=shlex.quote(str(run_dir)))
+    return f"a foreground run (`rlsup run`, pid {pid}), not the daemon's: {instead}"
 
 
 def foreground_job(run: foreground.Registration, status: WorkerStatus | None) -> Job:

@@ -30,14 +30,6 @@ VERIFY_LOCK = threading.Lock()
 EVENTS_KEPT = 1000
 # Added to jobstate's refusal of a resume: the way to run a done job again, here.
 RESUME_HINT = " (a done job runs again when you raise total_steps with e)"
-# What to do instead of an action on a foreground run, which lives in a terminal and not in the daemon.
-FOREGROUND_INSTEAD = {
-    Desired.PAUSED: "press Ctrl-C in its terminal to pause it with a checkpoint",
-    Desired.RUNNING: "it runs in its terminal; once paused there, continue it with: rlsup run --resume {run_dir}",
-    Desired.KILLED: "press Ctrl-C twice in its terminal to stop it at once, without a checkpoint",
-    "edit": "press Ctrl-C in its terminal, then continue it with your edited file: "
-            "rlsup run --resume {run_dir} JOB.toml",
-}
 
 
 @dataclass
@@ -276,14 +268,13 @@ class RlsupApp(App):
             self.notify("No job selected.", severity="warning")
         return row
 
-    def managed_row(self, action: Desired | str) -> JobRow | None:
+    def managed_row(self, action: str) -> JobRow | None:
         """The selected job if the daemon manages it; for a foreground run, says what to do instead."""
         row = self.selected_row()
         if row is None or not row.foreground:
             return row
-        instead = FOREGROUND_INSTEAD[action].format(run_dir=shlex.quote(row.job.run_dir))
-        self.notify(f"{row.job.name} is a foreground run (`rlsup run`, pid {jobview.pid_of(row.job)}), not the daemon's: "
-                    f"{instead}.", title="Foreground run", severity="warning", timeout=12)
+        advice = jobview.foreground_advice(jobview.pid_of(row.job), row.job.run_dir, action)
+        self.notify(f"{row.job.name} is {advice}.", title="Foreground run", severity="warning", timeout=12)
         return None
 
     # -- actions -----------------------------------------------------------------------------
@@ -298,7 +289,7 @@ class RlsupApp(App):
         self.intent(Desired.KILLED)
 
     def intent(self, desired: Desired) -> None:
-        row = self.managed_row(desired)
+        row = self.managed_row(desired.verb)
         if row is None:
             return
         job = row.job

@@ -65,6 +65,12 @@ def test_a_live_foreground_run_is_listed_marked_foreground_until_it_pauses(foreg
     row = next(line for line in table.stdout.splitlines() if str(run_dir) in line)
     assert row.split()[0] == "fg" and "running (foreground)" in row, table.stdout
     assert "daemon is not running" not in table.stderr  # the daemon has nothing to do with it
+    for command, advice in ((("pause", run_dir), "press Ctrl-C in its terminal to pause it"),
+                            (("kill", run_dir), "press Ctrl-C twice in its terminal"),
+                            (("status", run_dir), f"`rlsup list` shows it, and its log is {run_dir}/worker.log")):
+        said = run_rlsup(*command)
+        assert said.returncode == 1 and "Traceback" not in said.stderr, said.stderr
+        assert f"is a foreground run (`rlsup run`, pid {process.pid}), not the daemon's: {advice}" in said.stderr
 
     process.send_signal(signal.SIGINT)  # Ctrl-C: a checkpoint, then exit 75
     assert process.wait(timeout=120) == EXIT_PAUSED

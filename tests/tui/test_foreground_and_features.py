@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import os
 import subprocess
 
 import pytest
+from rich.console import Console
+from textual.widgets import Static
 from rlsup_testing import cartpole_job, cartpole_text, rlsup_command, run_rlsup
 
 from rlsup import client
@@ -14,7 +17,7 @@ from rlsup.hardware import FakeHardware
 from rlsup.jobstate import State
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.jobstable import JobsTable
-from rlsup.tui.screens import ConfirmScreen
+from rlsup.tui.screens import ConfirmScreen, DetailScreen
 from rlsup.tui.widgets import EventsLog
 
 SIZE = (160, 48)
@@ -23,6 +26,12 @@ SIZE = (160, 48)
 def cell(app: RlsupApp, key: str, column: str) -> str:
     table = app.screen.query_one(JobsTable)
     return table.get_cell(key, column).plain if int(key) in table.rows_shown else ""
+
+
+def plain(renderable) -> str:
+    console = Console(width=SIZE[0], file=io.StringIO(), record=True)
+    console.print(renderable)
+    return console.export_text()
 
 
 def said_by(app: RlsupApp) -> list[str]:
@@ -54,6 +63,11 @@ async def test_a_foreground_run_is_shown_read_only_and_its_keys_say_what_to_do(r
                 await pilot.pause()
                 assert any("is a foreground run" in text and advice in text for text in said), (press, said)
             assert not isinstance(app.screen, ConfirmScreen)  # kill asks nothing: it does nothing
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: isinstance(app.screen, DetailScreen), what="the detail screen")
+            details = plain(app.screen.query_one("#info", Static).content)
+            assert "fg fg-cartpole" in details and f"pid {process.pid}): Ctrl-C in its terminal" in details
+            await pilot.press("escape")
             assert process.poll() is None  # and no key signalled the run
             process.kill()
             process.wait(timeout=30)
