@@ -45,6 +45,7 @@ HELP = """\
   r          resume from the newest checkpoint
   k          kill: stop without a checkpoint (asks first)
   e          edit the job file in $EDITOR; the daemon applies or refuses the edit (see Events)
+  A foreground run (`rlsup run`, ID fg) is shown read-only: Ctrl-C in its terminal pauses it.
 
 [b]Elsewhere[/b]
   s          submit a job file          D       start the daemon when it is down
