@@ -6,6 +6,7 @@ import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 from rlsup import foreground, paths, runfiles
 from rlsup.jobstate import ACTIVE, Desired, State
@@ -194,7 +195,7 @@ def foreground_job(run: foreground.Registration, status: WorkerStatus | None) ->
                process=Process(pid=run.pid, start_time=run.start_time) if state in ACTIVE else None)
 
 
-def foreground_jobs(home: Path | None = None, stored: list[Job] = ()) -> list[Job]:
+def foreground_jobs(home: Path | None = None, stored: Iterable[Job] = ()) -> list[Job]:
     """The live foreground runs of a home as jobs, but for one the daemon has adopted (it is listed already)."""
     adopted = {job.pid for job in stored if job.pid is not None}
     return [foreground_job(run, read_worker_status(run.run_dir)) for run in foreground.live_runs(home)
