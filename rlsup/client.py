@@ -10,9 +10,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsup import jobstate, locks, paths, runfiles, spec as specs
+from rlsup import foreground, jobstate, locks, paths, runfiles, spec as specs
 from rlsup.jobstate import ACTIVE, Desired, State
-from rlsup.jobview import jobs_following
+from rlsup.jobview import foreground_advice, jobs_following
 from rlsup.store import Job, Store
 
 
@@ -109,22 +109,31 @@ def snapshot(data: bytes, run_dir: Path) -> Path:
 def find_job(reference: str, home: Path | None = None) -> Job:
     """The job a JOB argument names (id, name or run directory); raises JobNotFound."""
     home = Path(home) if home else paths.home_path()
-    if not (home / paths.DATABASE).exists():
+    if (home / paths.DATABASE).exists():
+        with Store(home) as store:
+            job = store.find_job(reference)
+        if job is not None:
+            return job
+    elif run_directory(reference) is None:
         raise JobNotFound(f"no jobs yet in {home}; queue one with `rlsup submit JOB.toml`")
-    with Store(home) as store:
-        job = store.find_job(reference)
-    if job is None:
-        raise JobNotFound(not_found_message(reference))
-    return job
+    raise JobNotFound(not_found_message(reference, home))
 
 
-def not_found_message(reference: str) -> str:
-    # A run directory no job owns is a foreground `rlsup run` (or a copied run): say how to go on with it.
-    if (Path(reference).expanduser() / paths.JOB_FILE).is_file():
-        run_dir = Path(reference).expanduser().resolve()
-        return (f"{run_dir} is a run directory that no queued job owns; continue it with: "
-                f"rlsup run --resume {run_dir}")
-    return f"no job {reference!r} (give a job id, a job name or a run directory)"
+def run_directory(reference: str) -> Path | None:
+    path = Path(reference).expanduser()
+    return path.resolve() if (path / paths.JOB_FILE).is_file() else None
+
+
+def not_found_message(reference: str, home: Path, action: str = "show") -> str:
+    """Why no job answers to reference; for a run directory, what to do with it instead of action."""
+    run_dir = run_directory(reference)
+    if run_dir is None:
+        return f"no job {reference!r} (give a job id, a job name or a run directory)"
+    # A run directory no job owns is a foreground `rlsup run`, live or not (or a copied run).
+    live = next((run for run in foreground.live_runs(home) if run.run_dir == run_dir), None)
+    if live is not None:
+        return f"{run_dir} is {foreground_advice(live.pid, run_dir, action)}"
+    return f"{run_dir} is a run directory that no queued job owns; continue it with: rlsup run --resume {run_dir}"
 
 
 def set_intent(reference: str, desired: Desired, *, home: Path | None = None,
@@ -133,7 +142,7 @@ def set_intent(reference: str, desired: Desired, *, home: Path | None = None,
     with Store(home) as store:
         job = store.find_job(reference)
         if job is None:
-            raise JobNotFound(not_found_message(reference))
+            raise JobNotFound(not_found_message(reference, store.home, desired.verb))
         job = store.set_desired(job.id, desired)
     if start_daemon and needs_daemon(job):
         ensure_daemon(home)

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
-from rlsup import paths, runfiles
-from rlsup.jobstate import ACTIVE, State
-from rlsup.store import Job
+from rlsup import foreground, paths, runfiles
+from rlsup.jobstate import ACTIVE, Desired, State
+from rlsup.store import Job, Process
 
 # ---------------------------------------------------------------------------------------------
 # status.json, read once into checked values
@@ -38,17 +40,20 @@ class WorkerStatus:
     steps_per_second: float | None
     mean_return: float | None
     notice: str | None
+    switched_off: tuple[str, ...] = ()  # each requested feature the worker had to switch off, in a sentence
 
 
 def parse_status(raw: dict | None) -> WorkerStatus | None:
     """The checked values of a status.json object; None for a missing or half-written file."""
     if raw is None:
         return None
-    notice, phase = raw.get("notice"), raw.get("phase")
+    notice, phase, switched_off = raw.get("notice"), raw.get("phase"), raw.get("switched_off")
     return WorkerStatus(pid=whole(raw.get("pid")), phase=phase if isinstance(phase, str) else None,
                         time=number(raw.get("time")), step=whole(raw.get("step")),
                         total_steps=whole(raw.get("total_steps")), steps_per_second=number(raw.get("steps_per_second")),
-                        mean_return=number(raw.get("mean_return")), notice=str(notice) if notice else None)
+                        mean_return=number(raw.get("mean_return")), notice=str(notice) if notice else None,
+                        switched_off=tuple(str(sentence) for sentence in switched_off or () if sentence)
+                        if isinstance(switched_off, list) else ())
 
 
 def read_worker_status(run_dir: str | Path) -> WorkerStatus | None:
@@ -79,6 +84,10 @@ class JobRow:
     mean_return: float | None
     eta_s: float | None
     drift: str | None = None   # "file differs from run: dqn.lr refused" until they agree again
+
+    @property
+    def foreground(self) -> bool:
+        return is_foreground(self.job)
 
     @property
     def sort_key(self) -> tuple:
@@ -128,3 +137,66 @@ def jobs_following(path: str | Path, jobs: list[Job]) -> list[Job]:
 def is_own_copy(job: Job) -> bool:
     """The job follows the copy of its file made at `submit --copy`, not the file itself."""
     return Path(job.spec_path) == Path(job.run_dir) / paths.SOURCE_COPY
+
+
+# ---------------------------------------------------------------------------------------------
+# Foreground runs: shown beside the daemon's jobs, read-only
+
+# A worker's status.json phase as the state a job in it would be in.
+PHASE_STATES = {"running": State.RUNNING, "checkpointing": State.RUNNING, "paused": State.PAUSED,
+                "done": State.DONE, "failed": State.FAILED}
+
+
+def is_foreground(job: Job) -> bool:
+    """A foreground run has no row in the store, so it goes by minus its pid, an id no stored job has."""
+    return job.id < 0
+
+
+def job_label(job: Job) -> str:
+    """How a job is named on screen: its id, or "fg" for a foreground run (which has none)."""
+    return "fg" if is_foreground(job) else str(job.id)
+
+
+def pid_of(job: Job) -> int | None:
+    """The job's worker pid: a foreground run always has one, even in the instant it ends."""
+    return -job.id if is_foreground(job) else job.pid
+
+
+# What to do instead of asking the daemon to act on a foreground run, which lives in its terminal.
+FOREGROUND_INSTEAD = {
+    "pause": "press Ctrl-C in its terminal to pause it with a checkpoint",
+    "resume": "it runs in its terminal; once paused there, continue it with: rlsup run --resume {run_dir}",
+    "kill": "press Ctrl-C twice in its terminal to stop it at once, without a checkpoint",
+    "edit": "press Ctrl-C in its terminal, then continue it with your edited file: "
+            "rlsup run --resume {run_dir} JOB.toml",
+    "show": "`rlsup list` shows it, and its log is {run_dir}/worker.log",
+}
+
+
+def foreground_advice(pid: int, run_dir: str | Path, action: str) -> str:
+    """"a foreground run (…), not the daemon's: what to do instead of action" (pause, resume, kill, edit, show)."""
+    instead = FOREGROUND_INSTEAD[action].format(run_dir=shlex.quote(str(run_dir)))
+    return f"a foreground run (`rlsup run`, pid {pid}), not the daemon's: {instead}"
+
+
+def foreground_job(run: foreground.Registration, status: WorkerStatus | None) -> Job:
+    """A foreground run as a job: its state from its status.json, once its own process has written one."""
+    own = status if status is not None and status.pid == run.pid else None
+    state = PHASE_STATES.get(own.phase, State.RUNNING) if own else State.STARTING
+    step = own.step if own and own.step is not None else 0
+    total = own.total_steps if own and own.total_steps else run.total_steps
+    updated = own.time if own and own.time else run.started
+    return Job(id=-run.pid, name=run.name, spec_path=str(run.run_dir / paths.JOB_FILE), spec_seen=None,
+               overrides="{}", run_dir=str(run.run_dir), algo=run.algo, env=run.env, state=state,
+               desired=Desired.RUNNING, desired_seq=0, applied_seq=0, priority=0, gpus_wanted=0, restarts=0,
+               max_restarts=0, not_before=0.0, step=step, total_steps=total, exit_code=None,
+               reason=f"a foreground run (`rlsup run`, pid {run.pid}): Ctrl-C in its terminal pauses it",
+               submitted=run.started, started=run.started, finished=None, updated=updated,
+               process=Process(pid=run.pid, start_time=run.start_time) if state in ACTIVE else None)
+
+
+def foreground_jobs(home: Path | None = None, stored: Iterable[Job] = ()) -> list[Job]:
+    """The live foreground runs of a home as jobs, but for one the daemon has adopted (it is listed already)."""
+    adopted = {job.pid for job in stored if job.pid is not None}
+    return [foreground_job(run, read_worker_status(run.run_dir)) for run in foreground.live_runs(home)
+            if run.pid not in adopted]

@@ -24,6 +24,7 @@ DATABASE = "rlsup.db"
 DAEMON_LOCK = "daemon.lock"
 DAEMON_LOG = "daemon.log"
 DAEMON_SETTINGS = "daemon.toml"
+FOREGROUND = "foreground"       # one registration file per live `rlsup run` (rlsup/foreground.py)
 
 
 def rlsup_home() -> Path:

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import formatting, locks, paths, runfiles
+from rlsup import foreground, formatting, locks, paths, runfiles
 from rlsup import spec as specs
 from rlsup.algos import registry
 from rlsup.algos.contract import Trainer
@@ -87,6 +87,9 @@ class TrainingRun:
         self.run_lock: int | None = None  # held until the process ends: one worker per run
         self.choice = None   # the checkpoint to resume from, and the newer ones refused
         self.notice: str | None = None  # what a user must hear about the resume (status.json carries it)
+        # Each requested feature this worker had to switch off, in a sentence: the daemon makes each an event.
+        self.switched_off: list[str] = []
+        self.registration: Path | None = None  # a foreground run's entry in RLSUP_HOME, for `rlsup list`
         # Envs that started fresh episodes on a resume of this trajectory (their saved episode did not
         # replay exactly): every checkpoint after it says so in its manifest's extra.
         self.env_restarts: list[str] = []
@@ -114,6 +117,8 @@ class TrainingRun:
             setup_logging(self.run_dir, self.foreground)
             runfiles.clear_exit(self.run_dir)
             self.spec = runfiles.read_run_spec(self.run_dir)
+            if self.foreground:
+                self._register()
             if self.from_scratch:  # under the run's lock, so no other worker sees its checkpoints vanish
                 for moved in runfiles.discard_history(self.run_dir):
                     log.info("starting from scratch: moved %s aside (nothing deleted)", moved.name)
@@ -148,6 +153,9 @@ class TrainingRun:
             raise UsageError(f"{error}. Nothing was changed; to train this run again from step 0, with these "
                              f"checkpoints moved aside: rlsup run --resume {self.run_dir} --from-scratch") from None
         device = select_device(self.spec.job.device)
+        if device.type == "cpu" and self.spec.job.device == "auto" and self.spec.job.gpus:
+            self._switch_off(f"[job] gpus = {self.spec.job.gpus} but torch sees no GPU (CUDA_VISIBLE_DEVICES="
+                             f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}): training on the CPU")
         make_cuda_deterministic(device)
         try:
             check_replays_fit(self.spec)
@@ -238,7 +246,21 @@ class TrainingRun:
             if self.foreground:
                 print(f"rlsup: {reason}", file=sys.stderr)
 
+    def _register(self) -> None:
+        """Let `rlsup list` and the TUI see this foreground run; a run that cannot say so still trains."""
+        try:
+            self.registration = foreground.register(self.run_dir, self.spec)
+        except OSError as error:
+            log.warning("`rlsup list` will not show this run: cannot register it in RLSUP_HOME: %s", error)
+
+    def _switch_off(self, sentence: str) -> None:
+        """Say that a requested feature is off: in worker.log now, and as an event through status.json."""
+        log.warning(sentence)
+        if sentence not in self.switched_off:
+            self.switched_off.append(sentence)
+
     def _close(self) -> None:
+        foreground.unregister(self.registration)  # after exit.json: a listed run has its outcome when it goes
         for part in (self.metrics, self.tensorboard, self.trainer):
             if part is None:
                 continue
@@ -356,7 +378,8 @@ class TrainingRun:
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError:
-                log.warning("[log] tensorboard = true but tensorboard is not installed; pip install tensorboard")
+                self._switch_off("[log] tensorboard = true but tensorboard is not installed: no TensorBoard files "
+                                 "are written (pip install tensorboard)")
                 self.spec = self.spec.replace("log", tensorboard=False)
                 return
             self.tensorboard = SummaryWriter(str(self.run_dir / "tensorboard"))
@@ -376,6 +399,7 @@ class TrainingRun:
             "last_checkpoint_step": self.last_checkpoint_step,
             "device": str(trainer.device) if trainer else None,
             "notice": self.notice,
+            "switched_off": self.switched_off,
         })
 
 

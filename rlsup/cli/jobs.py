@@ -112,27 +112,31 @@ def command_intent(args: argparse.Namespace) -> int:
 
 
 def job_json(row: jobview.JobRow) -> dict:
-    """What `rlsup list --json` says of a job: the store's row with live values from status.json."""
+    """What `rlsup list --json` says of a job: the store's row with live values from status.json.
+
+    A foreground run (`rlsup run`) has no id and says "foreground": true; the daemon does not manage it.
+    """
     job = row.job
-    return {"id": job.id, "name": job.name, "algo": job.algo, "env": job.env, "state": job.state.value,
+    return {"id": None if row.foreground else job.id, "foreground": row.foreground, "name": job.name, "algo": job.algo, "env": job.env, "state": job.state.value,
             "desired": job.desired.value, "step": row.step, "total_steps": job.total_steps,
             "steps_per_second": row.steps_per_second, "mean_return": row.mean_return,
-            "gpus": list(job.gpu_indices), "pid": job.pid, "priority": job.priority, "restarts": job.restarts,
+            "gpus": list(job.gpu_indices), "pid": jobview.pid_of(job), "priority": job.priority, "restarts": job.restarts,
             "reason": job.reason, "run_dir": job.run_dir, "spec_path": job.spec_path, "submitted": job.submitted}
 
 
 def command_list(args: argparse.Namespace) -> int:
     home = paths.home_path()
-    if not (home / paths.DATABASE).exists():
-        rows = []
-    else:
+    stored = []
+    if (home / paths.DATABASE).exists():  # a read-only command makes no database where there is none
         with Store(home) as store:
-            rows = [jobview.read_row(job) for job in store.jobs()]
+            stored = store.jobs()
+    rows = [jobview.read_row(job) for job in stored + jobview.foreground_jobs(home, stored)]
     if args.json:
         print(json.dumps([job_json(row) for row in rows], indent=1))
         return 0
     print_table(rows)
-    if not client.daemon_status(home).running and any(row.job.state not in RESTING for row in rows):
+    waiting = [row for row in rows if not row.foreground and row.job.state not in RESTING]
+    if waiting and not client.daemon_status(home).running:
         print("(the daemon is not running: `rlsup daemon start`)", file=sys.stderr)
     return 0
 
@@ -151,12 +155,14 @@ def print_table(rows: list[jobview.JobRow]) -> None:
     for number, line in enumerate(cells):
         padded = [cell.ljust(width) for cell, width in zip(line, widths)]
         if number:  # colour after padding: escape codes have no width on screen
-            padded[state_column] = colour.paint_state(padded[state_column], line[state_column], painted)
+            padded[state_column] = colour.paint_state(padded[state_column], rows[number - 1].job.state.value,
+                                                      painted)
         print("  ".join(padded) + "  " + line[-1])
 
 
 def table_cells(row: jobview.JobRow) -> tuple[str, ...]:
     job = row.job
-    return (str(job.id), job.name, job.algo, job.env, job.state.value, f"{row.step:,}/{job.total_steps:,}",
+    state = f"{job.state.value} (foreground)" if row.foreground else job.state.value
+    return (jobview.job_label(job), job.name, job.algo, job.env, state, f"{row.step:,}/{job.total_steps:,}",
             formatting.speed(row.steps_per_second, missing="-"), formatting.decimal(row.mean_return, 1, missing="-"),
             ",".join(map(str, job.gpu_indices)) or "-", job.run_dir)

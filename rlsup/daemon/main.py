@@ -18,7 +18,7 @@ from rlsup.daemon.supervisor import LocalRunner
 from rlsup.daemon.startup import AlreadyRunning, detach_output, load_settings, setup_logging, take_lock
 from rlsup.daemon.watcher import SpecWatcher
 from rlsup.jobstate import ACTIVE, Desired, EditAction, Exit, State
-from rlsup.jobview import jobs_following, read_worker_status
+from rlsup.jobview import WorkerStatus, jobs_following, read_worker_status
 from rlsup.store import Job, JobChanges, Process, SentSignal, SignalKind, Store
 
 log = logging.getLogger("rlsup.daemon")
@@ -47,7 +47,8 @@ class Daemon:
         self.watcher = SpecWatcher(settings.debounce_s, self.wake)
         self.pending_reload: set[int] = set()   # live edits that reached a worker still starting
         self.known_jobs: set[int] = set()       # jobs whose file has been checked since start-up
-        self.notices_seen: set[tuple[int, int]] = set()  # (job, worker pid) whose status notice is an event
+        # (job, worker pid, sentence) of each status.json notice already recorded as an event
+        self.notices_seen: set[tuple[int, int, str]] = set()
         self.last_version: int | None = None
         self.dirty = False   # our own writes that need a reconcile (data_version ignores them)
         self.reload_settings = False
@@ -333,7 +334,7 @@ class Daemon:
         status = read_worker_status(job.run_dir)
         if worker is None or status is None or status.pid != worker.pid:
             return
-        self.record_notice(job.id, worker.pid, status.notice)
+        self.record_notices(job.id, worker.pid, status)
         step, total = status.step or 0, status.total_steps or job.total_steps
         if job.state is State.STARTING:
             self.store.transition(job.id, State.RUNNING, f"worker pid {worker.pid} reports", step=step)
@@ -346,11 +347,15 @@ class Daemon:
             # Only the step: the budget is job.toml's, which the worker applies at its next reload.
             self.store.update(job.id, step=step)
 
-    def record_notice(self, job_id: int, pid: int, notice: object) -> None:
-        """What a worker says once at its start (newer checkpoints skipped, and why) becomes an event."""
-        if notice and (job_id, pid) not in self.notices_seen:
-            self.notices_seen.add((job_id, pid))
-            self.store.add_event(job_id, "checkpoint", str(notice))
+    def record_notices(self, job_id: int, pid: int, status: WorkerStatus) -> None:
+        """What a worker tells in status.json becomes an event, once per worker: what its start made of the
+        checkpoints (newer ones skipped, and why), and each requested feature it switched off, when it did."""
+        told = [("checkpoint", status.notice)] if status.notice else []
+        told += [("feature off", sentence) for sentence in status.switched_off]
+        for kind, sentence in told:
+            if (job_id, pid, sentence) not in self.notices_seen:
+                self.notices_seen.add((job_id, pid, sentence))
+                self.store.add_event(job_id, kind, sentence)
 
     def reload(self, job_id: int) -> None:
         if self.runner.signal(job_id, Signal.RELOAD):

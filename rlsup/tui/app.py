@@ -71,7 +71,7 @@ class JobCommands(Provider):
     def commands(self) -> list[tuple[str, str, Callable]]:
         app: RlsupApp = self.app  # type: ignore[assignment]
         row = app.model.row(app.selected_job_id)
-        subject = f"job {row.job.id} ({row.job.name})" if row else "the selected job"
+        subject = f"job {jobview.job_label(row.job)} ({row.job.name})" if row else "the selected job"
         return [
             (f"Pause {subject}", "Write a checkpoint and stop", app.action_pause),
             (f"Resume {subject}", "Continue from the newest checkpoint", app.action_resume),
@@ -85,7 +85,7 @@ class JobCommands(Provider):
 
     def job_commands(self) -> list[tuple[str, str, Callable]]:
         app: RlsupApp = self.app  # type: ignore[assignment]
-        return [(f"Go to job {row.job.id} {row.job.name}", f"{row.job.state}, {row.job.algo} on {row.job.env}",
+        return [(f"Go to job {jobview.job_label(row.job)} {row.job.name}", f"{row.job.state}, {row.job.algo} on {row.job.env}",
                  lambda job_id=row.job.id: app.go_to_job(job_id)) for row in app.model.rows]
 
     async def discover(self) -> Hits:
@@ -268,6 +268,15 @@ class RlsupApp(App):
             self.notify("No job selected.", severity="warning")
         return row
 
+    def managed_row(self, action: str) -> JobRow | None:
+        """The selected job if the daemon manages it; for a foreground run, says what to do instead."""
+        row = self.selected_row()
+        if row is None or not row.foreground:
+            return row
+        advice = jobview.foreground_advice(jobview.pid_of(row.job), row.job.run_dir, action)
+        self.notify(f"{row.job.name} is {advice}.", title="Foreground run", severity="warning", timeout=12)
+        return None
+
     # -- actions -----------------------------------------------------------------------------
 
     def action_pause(self) -> None:
@@ -280,7 +289,7 @@ class RlsupApp(App):
         self.intent(Desired.KILLED)
 
     def intent(self, desired: Desired) -> None:
-        row = self.selected_row()
+        row = self.managed_row(desired.verb)
         if row is None:
             return
         job = row.job
@@ -307,7 +316,7 @@ class RlsupApp(App):
         self.post_message(messages.ActionFinished(f"{desired.verb.capitalize()} requested for job {job_id}."))
 
     def action_edit(self) -> None:
-        row = self.selected_row()
+        row = self.managed_row("edit")
         if row is None:
             return
         path = row.job.spec_path

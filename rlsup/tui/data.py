@@ -15,7 +15,8 @@ from rlsup import client, paths, runfiles
 from rlsup.algos import registry
 from rlsup.checkpoint.manifest import checkpoints_dir, list_checkpoints
 from rlsup.jobstate import ACTIVE, State
-from rlsup.jobview import JobRow, WorkerStatus, merge_status, read_worker_status, sorted_rows
+from rlsup.jobview import JobRow, WorkerStatus, foreground_jobs, is_foreground, merge_status, read_worker_status
+from rlsup.jobview import sorted_rows
 from rlsup.jobview import number as _number
 from rlsup.store import Job, Store
 from rlsup.tui import messages
@@ -272,7 +273,8 @@ class Poller:
         status = self.daemon_status(self.home)
         if self._changed("daemon", (status.running, status.pid)):
             posted.append(messages.DaemonChanged(status.running, status.pid))
-        jobs = self.store.jobs()
+        stored = self.store.jobs()
+        jobs = stored + foreground_jobs(self.home, stored)  # `rlsup run`s, shown read-only
         rows = sorted_rows([self._row(job) for job in jobs])
         if self._changed("rows", rows):
             posted.append(messages.JobsRefreshed(rows))
@@ -286,7 +288,8 @@ class Poller:
 
     def _row(self, job: Job) -> JobRow:
         status = self._status(job)
-        return merge_status(job, status, rate=self.rates.rate(job, status), drift=self.drifts.drift(job))
+        drift = None if is_foreground(job) else self.drifts.drift(job)  # a foreground run follows no job file
+        return merge_status(job, status, rate=self.rates.rate(job, status), drift=drift)
 
     def _status(self, job: Job) -> WorkerStatus | None:
         """status.json, re-read while the job is active or after its state changed, cached otherwise."""

@@ -8,7 +8,7 @@ from textual.widgets import DataTable
 
 from rlsup.formatting import decimal, duration, short_count, speed
 from rlsup.jobstate import State
-from rlsup.jobview import JobRow
+from rlsup.jobview import JobRow, job_label
 from rlsup.tui.widgets import state_text
 
 BAR_WIDTH = 10
@@ -45,16 +45,19 @@ def cut(text: str) -> Text:
 
 def job_cells(row: JobRow, bar_width: int = BAR_WIDTH) -> tuple:
     job = row.job
-    return (Text(str(job.id), justify="right"), cut(job.name), job.algo, cut(job.env), state_cell(row),
+    return (Text(job_label(job), justify="right"), cut(job.name), job.algo, cut(job.env), state_cell(row),
             progress(row.step, job.total_steps, bar_width),
             Text(speed(row.steps_per_second), justify="right"), Text(decimal(row.mean_return, 1), justify="right"),
             Text(duration(row.eta_s), justify="right"), job.gpus.replace(",", " ") or "–")
 
 
 def state_cell(row: JobRow) -> Text:
-    """The state, why a queued job waits ("queued: needs 1 GPU"), and a refused edit the file still holds."""
+    """The state, why a queued job waits ("queued: needs 1 GPU"), and a refused edit the file still holds;
+    a foreground run says it is one: the daemon does not manage it."""
     text = state_text(row.job.state)
     text.no_wrap, text.overflow = True, "ellipsis"
+    if row.foreground:
+        text.append(" foreground", style="bold magenta")
     if row.job.state is State.QUEUED and row.job.reason:
         text.append(f": {waiting_summary(row.job.reason)}", style="dim")
     if row.drift:
@@ -150,13 +153,9 @@ class JobsTable(DataTable):
                     widest[column] = (cell_width, str(job_id), after)
 
     def _order(self, job_ids: list[int], selected: int | None) -> None:
-        current = [int(row.key.value) for row in self.ordered_rows]
-        if current == job_ids:
-            return
-        position = {job_id: index for index, job_id in enumerate(job_ids)}
-        self.sort("id", key=lambda cell: position[int(cell.plain)])
-        if selected in position:
-            self.move_cursor(row=position[selected], animate=False)
+        # Rebuilt in order rather than sorted by the ID column: a foreground run's ID cell says "fg".
+        if [int(row.key.value) for row in self.ordered_rows] != job_ids:
+            self._rebuild(job_ids, selected)
 
     # -- fitting the width -------------------------------------------------------------------
 
@@ -188,10 +187,11 @@ class JobsTable(DataTable):
         numbers = sum(cell_width for key, cell_width in natural.items() if key not in SQUEEZABLE)
         return share_out({key: natural[key] for key in SQUEEZABLE}, room - numbers, SQUEEZED_MINIMUM)
 
-    def _rebuild(self) -> None:
-        """The same rows under columns of new widths (a DataTable cannot change a column's width in place)."""
-        order = [int(row.key.value) for row in self.ordered_rows]
-        selected = self.selected_job_id
+    def _rebuild(self, order: list[int] | None = None, selected: int | None = None) -> None:
+        """The rows in order (default: as they are) under columns of the current widths (a DataTable cannot
+        change a column's width in place); the cursor stays on the selected job."""
+        if order is None:
+            order, selected = [int(row.key.value) for row in self.ordered_rows], self.selected_job_id
         self.clear(columns=True)
         self.ensure_columns()
         for job_id in order:

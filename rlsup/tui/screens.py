@@ -14,7 +14,7 @@ from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Sta
 
 from rlsup.formatting import DATE_AND_MINUTE, clock_time, decimal, duration, short_count, speed
 from rlsup.jobstate import ACTIVE, State
-from rlsup.jobview import JobRow
+from rlsup.jobview import JobRow, job_label, pid_of
 from rlsup.store import Job
 from rlsup.tui.completion import PathSuggester
 from rlsup.tui.jobstable import JobsTable
@@ -45,6 +45,7 @@ HELP = """\
   r          resume from the newest checkpoint
   k          kill: stop without a checkpoint (asks first)
   e          edit the job file in $EDITOR; the daemon applies or refuses the edit (see Events)
+  A foreground run (`rlsup run`, ID fg) is shown read-only: Ctrl-C in its terminal pauses it.
 
 [b]Elsewhere[/b]
   s          submit a job file          D       start the daemon when it is down
@@ -221,13 +222,13 @@ def job_details(row: JobRow, home: Path, per_row: int = 4) -> Group:
     job = row.job
     stamp = DATE_AND_MINUTE
     pairs: list[tuple[str, object]] = [
-        ("Job", f"{job.id} {job.name}"), ("State", state_text(job.state)),
+        ("Job", f"{job_label(job)} {job.name}"), ("State", state_text(job.state)),
         ("Algo / env", f"{job.algo} on {job.env}"), ("Wanted", str(job.desired)),
         ("Step", f"{short_count(row.step)} of {short_count(job.total_steps)}"),
         ("Steps/s", speed(row.steps_per_second)), ("ETA", duration(row.eta_s)),
         ("Mean return", decimal(row.mean_return, 2)),
         ("Priority", str(job.priority)), ("Restarts", f"{job.restarts} of {job.max_restarts}"),
-        ("GPUs", job.gpus or "none"), ("PID", str(job.pid or "–")),
+        ("GPUs", job.gpus or "none"), ("PID", str(pid_of(job) or "–")),
         ("Submitted", clock_time(job.submitted, stamp)), *run_times(job),
     ]
     return Group(label_grid(pairs, per_row),

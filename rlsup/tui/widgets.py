@@ -18,7 +18,7 @@ from rlsup.tui.data import MetricsView
 from rlsup.tui.rows import training_phase_speeds
 
 EVENT_STYLES = {"state": "", "edit": "green", "refused": "bold red", "intent": "cyan", "signal": "yellow",
-                "daemon": "dim", "waiting": "cyan"}
+                "daemon": "dim", "waiting": "cyan", "feature off": "bold yellow"}
 PROBLEM_WIDTH = 16  # a failed verification's reason, cut to fit the checkpoints pane
 COMPACT_PROBLEM_WIDTH = 6  # the same in a compact pane: "✗ tens…"
 # The Verified column has a fixed width: sized by its content, it grew or not depending on whether a
