@@ -1,6 +1,7 @@
 """rlsup enjoy: play a trained policy greedily from a run directory and its checkpoint."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable
 
@@ -21,6 +22,9 @@ def require_renderer(env) -> None:
     classic-control envs (CartPole…) need pygame, which no required dependency brings."""
     if env.preset == "atari":
         return
+    # Frames are drawn off screen (render_mode "rgb_array"): without a display SDL's default video
+    # driver prints "XDG_RUNTIME_DIR is invalid" to the user's terminal, the dummy driver does not.
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     try:
         import pygame  # noqa: F401
     except ImportError:
