@@ -93,7 +93,8 @@ def fish_script(commands: dict) -> str:
         for action in options:
             flags = " ".join(f"-l {flag[2:]}" if flag.startswith("--") else f"-s {flag[1:]}"
                              for flag in action.option_strings)
-            described = (action.help or "").replace("'", "")
+            # Inside fish's single quotes only \\ and \' are escapes: "file's" stays as written.
+            described = (action.help or "").replace("\\", "\\\\").replace("'", "\\'")
             lines.append(f"complete -c rlsup -n {condition} {flags} -d '{described}'")
         if takes_job:
             lines.append(f"complete -c rlsup -n {condition} -a '(rlsup __complete jobs 2>/dev/null)'")
