@@ -96,16 +96,25 @@ class EnvSection:
                                IDENTITY, env_state=True)
 
 
+def learning_rate_end() -> Any:
+    """[dqn] and [vtrace] lr_end: the same field in both learners' sections."""
+    return setting(0.0, "Learning rate reached at lr_end_step, and kept after it.", IDENTITY, minimum=0.0)
+
+
+def discount_factor() -> Any:
+    """[dqn] and [vtrace] gamma."""
+    return setting(0.99, "Discount factor.", IDENTITY, minimum=0.0, maximum=1.0)
+
+
 @dataclass(frozen=True)
 class DqnSection:
     """[dqn]: Deep Q-learning (double, n-step)."""
 
     lr: float = setting(1e-4, "Adam learning rate at step 0.", IDENTITY, minimum=0.0, exclusive_minimum=True)
-    lr_end: float = setting(0.0, "Learning rate reached at lr_end_step, and kept after it.", IDENTITY,
-                            minimum=0.0)
+    lr_end: float = learning_rate_end()
     lr_end_step: int = setting(0, "Absolute step at which the learning rate has moved linearly from lr to "
                                   "lr_end (0: lr throughout).", IDENTITY, minimum=0, maximum=STEPS_MAX)
-    gamma: float = setting(0.99, "Discount factor.", IDENTITY, minimum=0.0, maximum=1.0)
+    gamma: float = discount_factor()
     batch_size: int = setting(32, "Transitions per gradient step.", IDENTITY, minimum=1,
                              maximum=COUNT_MAX)
     learning_starts: int = setting(80_000, "Step at which gradient updates begin.", IDENTITY, minimum=0,
@@ -176,11 +185,10 @@ class VtraceSection:
     unroll_length: int = setting(20, "Steps per unroll (T).", IDENTITY, minimum=1, maximum=100_000)
     batch_size: int = setting(32, "Unrolls per learner batch.", IDENTITY, minimum=1, maximum=COUNT_MAX)
     lr: float = setting(6e-4, "RMSProp learning rate at step 0.", IDENTITY, minimum=0.0, exclusive_minimum=True)
-    lr_end: float = setting(0.0, "Learning rate reached at lr_end_step, and kept after it.", IDENTITY,
-                            minimum=0.0)
+    lr_end: float = learning_rate_end()
     lr_end_step: int = setting(50_000_000, "Absolute step at which the learning rate has moved linearly from lr "
                                            "to lr_end.", IDENTITY, minimum=1, maximum=STEPS_MAX)
-    gamma: float = setting(0.99, "Discount factor.", IDENTITY, minimum=0.0, maximum=1.0)
+    gamma: float = discount_factor()
     rmsprop_alpha: float = setting(0.99, "RMSProp smoothing constant.", IDENTITY, minimum=0.0, maximum=1.0)
     rmsprop_eps: float = setting(0.01, "RMSProp epsilon.", IDENTITY, minimum=0.0, exclusive_minimum=True)
     rmsprop_momentum: float = setting(0.0, "RMSProp momentum.", IDENTITY, minimum=0.0)
