@@ -10,8 +10,8 @@ double DQN either, so compare jobs with double = false).
     python bench/learning_seeds.py jobs/cartpole-dqn.toml --seeds 1-20 [--baseline] [--parallel 2]
 
 --steps and --set change the job before the seeds run (a shorter budget, a faster schedule), e.g.
-    python bench/learning_seeds.py jobs/minatar-breakout-dqn.toml --steps 80000 \\
-        --set dqn.epsilon_end_step=25000 --set eval.every_steps=10000 --solved 5
+    python bench/learning_seeds.py jobs/minatar-breakout-dqn.toml --seeds 1-12 --steps 50000 --solved 5 \\
+        --set dqn.epsilon_end_step=25_000 --set eval.every_steps=10_000 --set checkpoint.every_steps=10_000
 """
 from __future__ import annotations
 

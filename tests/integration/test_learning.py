@@ -87,10 +87,10 @@ MINATAR_THRESHOLD = 3.0
 def test_minatar_breakout_dqn_learns_on_a_short_budget(tmp_path: Path) -> None:
     """The greedy mean of a 20-episode evaluation at 40,000 frames is >= 3.0 on one seed of two; random
     play scores about 0.5 a game. Bench (bench/learning_seeds.py jobs/minatar-breakout-dqn.toml --steps
-    50000 --set dqn.epsilon_end_step=25_000 --set eval.every_steps=10_000, seeds 1-12, 2-core x86-64, no
-    GPU): at 40,000 frames 3.65 to 6.55, median 5.4, so below 3.0 on 0 of 12 seeds: at most about 1/14
-    per seed, and this test fails about (1/14)^2 = 0.5% of the time at most. Two seeds side by side take
-    about 90 s on an idle 2-core machine."""
+    50000 with --set dqn.epsilon_end_step=25_000, eval.every_steps=10_000 and checkpoint.every_steps=10_000,
+    seeds 1-12, 2-core x86-64, no GPU): at 40,000 frames 3.65 to 6.55, median 5.4, below 3.0 on 0 of 12
+    seeds: at most about 1/14 per seed, so this test fails about (1/14)^2 = 0.5% of the time at most.
+    Two seeds side by side take about 75 s on that machine."""
     pytest.importorskip("minatar")
     spec = specs.load(JOBS / "minatar-breakout-dqn.toml").replace("job", total_steps=MINATAR_STEPS)
     spec = spec.replace("dqn", epsilon_end_step=25_000).replace("eval", every_steps=MINATAR_STEPS, episodes=EPISODES)
