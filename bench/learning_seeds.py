@@ -8,6 +8,10 @@ double DQN either, so compare jobs with double = false).
 
     pip install -e '.[bench]'
     python bench/learning_seeds.py jobs/cartpole-dqn.toml --seeds 1-20 [--baseline] [--parallel 2]
+
+--steps and --set change the job before the seeds run (a shorter budget, a faster schedule), e.g.
+    python bench/learning_seeds.py jobs/minatar-breakout-dqn.toml --seeds 1-12 --steps 50000 --solved 5 \\
+        --set dqn.epsilon_end_step=25_000 --set eval.every_steps=10_000 --set checkpoint.every_steps=10_000
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,6 +205,22 @@ def show(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def changed_job(job: Path, steps: int | None, settings: list[str], directory: Path) -> Path:
+    """The job with its budget and any 'table.field=value' settings changed, written beside the runs."""
+    if steps is None and not settings:
+        return job
+    spec = specs.load(job)
+    if steps is not None:
+        spec = spec.replace("job", total_steps=steps)
+    for setting in settings:
+        name, _, text = setting.partition("=")
+        table, _, field_name = name.partition(".")
+        spec = spec.replace(table, **{field_name: tomllib.loads(f"value = {text}")["value"]})  # TOML's syntax
+    changed = directory / job.name
+    changed.write_text(spec.to_toml())
+    return changed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("job", type=Path)
@@ -208,15 +229,19 @@ def main() -> None:
     parser.add_argument("--solved", type=float, default=475.0, help="the mean return that counts as solved")
     parser.add_argument("--baseline", action="store_true", help="also stable-baselines3, where the algorithm exists")
     parser.add_argument("--json", type=Path, help="also write every row here")
+    parser.add_argument("--steps", type=int, help="the budget per seed (default: the job's)")
+    parser.add_argument("--set", action="append", default=[], metavar="TABLE.FIELD=VALUE",
+                        help="change one field of the job first, e.g. dqn.epsilon_end_step=25000")
     arguments = parser.parse_args()
     seeds = parse_seeds(arguments.seeds)
     algorithm = specs.load(arguments.job).job.algo
     with tempfile.TemporaryDirectory(prefix="rlsup-seeds-") as directory, \
             ThreadPoolExecutor(arguments.parallel) as pool:
-        tasks = [pool.submit(run_rlsup_seed, arguments.job, seed, Path(directory), arguments.solved)
+        job = changed_job(arguments.job, arguments.steps, arguments.set, Path(directory))
+        tasks = [pool.submit(run_rlsup_seed, job, seed, Path(directory), arguments.solved)
                  for seed in seeds]
         if arguments.baseline and algorithm == "dqn":
-            tasks += [pool.submit(run_baseline_seed, arguments.job, seed, Path(directory), arguments.solved)
+            tasks += [pool.submit(run_baseline_seed, job, seed, Path(directory), arguments.solved)
                       for seed in seeds]
         results = []
         for task in tasks:
