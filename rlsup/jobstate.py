@@ -38,10 +38,6 @@ class Desired(str, enum.Enum):
         """The word a user says for this intent: `rlsup pause|resume|kill`, the TUI's actions, the events."""
         return INTENT_VERBS[self]
 
-    @classmethod
-    def from_verb(cls, verb: str) -> "Desired":
-        return next(desired for desired, word in INTENT_VERBS.items() if word == verb)
-
 
 INTENT_VERBS = {Desired.PAUSED: "pause", Desired.RUNNING: "resume", Desired.KILLED: "kill"}
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -188,19 +187,6 @@ def tail_lines(path: Path, count: int = 50, *, block: int = 8192) -> list[str]:
             handle.seek(position)
             data = handle.read(step) + data
     return data.decode(errors="replace").splitlines()[-count:]
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """What a listing shows of one run directory."""
-
-    run_dir: Path
-    status: dict | None
-    exit: dict | None
-
-
-def summarize(run_dir: Path) -> RunSummary:
-    return RunSummary(Path(run_dir), read_status(run_dir), read_exit(run_dir))
 
 
 # ---------------------------------------------------------------------------------------------

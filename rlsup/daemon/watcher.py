@@ -79,14 +79,6 @@ class SpecWatcher:
                 del self.pending[path]
         return ready
 
-    def seconds_to_next(self) -> float | None:
-        """How long until the next pending file settles (the daemon's loop sleeps at most this)."""
-        with self.lock:
-            if not self.pending:
-                return None
-            oldest = min(self.pending.values())
-        return max(0.0, oldest + self.debounce_s - time.monotonic())
-
 
 class _Handler(FileSystemEventHandler):
     def __init__(self, watcher: SpecWatcher):
