@@ -199,3 +199,26 @@ def line_of(runs: list[Series], label: str, points: int = GRID_POINTS) -> Line:
 
 def group_label(label: str, runs: int) -> str:
     return f"{label} (mean of {runs}, band min–max)"
+
+
+# ---------------------------------------------------------------------------------------------
+# Drawing in the terminal (plotext, for the TUI and `rlsup plot` without --out)
+
+# One colour per compared run or group, bright for its line, plain for a group's band edges.
+TERMINAL_COLOURS = ("cyan", "orange", "magenta", "green", "red", "blue", "yellow")
+BAND_MARKER = "·"  # a group's lowest and highest run: dotted, below the braille resolution of the lines
+
+
+def terminal_lines(lines: Iterable[Line]) -> list[tuple[tuple, tuple, str | None, str, str]]:
+    """(steps, values, legend label, colour, marker) for plotext: a colour per line, a group's mean
+    labelled and its band's edges dotted without a label; lines without points are left out."""
+    drawn = []
+    for index, line in enumerate(lines):
+        colour = TERMINAL_COLOURS[index % len(TERMINAL_COLOURS)]
+        if isinstance(line, GroupSeries):
+            drawn += [(line.steps, line.mean, line.label, colour + "+", "braille"),
+                      (line.steps, line.low, None, colour, BAND_MARKER),
+                      (line.steps, line.high, None, colour, BAND_MARKER)]
+        else:
+            drawn.append((line.steps, line.values, line.label, colour + "+", "braille"))
+    return [entry for entry in drawn if entry[0]]

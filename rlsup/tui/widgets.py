@@ -56,9 +56,6 @@ def level_bar(percent: float | None, width: int) -> Text:
 PLOT_TITLES = {"return": "Episode return", "loss": "Loss", "speed": "Steps per second"}
 Y_MARGIN = 0.05  # of the data's range, above and below: a point at the top is drawn inside the frame
 TICK_SPACING = 10  # cells per step label ("32.4k" and room on both sides)
-# One colour per compared job or group, bright for its line, plain for a group's band edges.
-OVERLAY_COLOURS = ("cyan", "orange", "magenta", "green", "red", "blue", "yellow")
-BAND_MARKER = "·"  # a group's lowest and highest run: dotted, below the braille resolution of the lines
 
 
 class MetricsPlot(PlotextPlot):
@@ -84,7 +81,7 @@ class MetricsPlot(PlotextPlot):
         plot.clear_figure()
         plot.xlabel("step")
         compared = self.view.compared_lines(self.kind) if self.view is not None else ()
-        series = self._compared_series(compared) if compared else self._job_series()
+        series = plotting.terminal_lines(compared) if compared else self._job_series()
         self.drawn = [(label, xs, ys) for xs, ys, label, _, _ in series]
         for xs, ys, label, color, marker in series:
             if marker == "◆":  # a few points far apart: a braille dot would vanish
@@ -120,19 +117,6 @@ class MetricsPlot(PlotextPlot):
         """(steps, values, label, colour, marker) of the selected job's lines that have points."""
         return [(xs, ys, label, color, "◆" if label == "evaluation" else "braille")
                 for (xs, ys), label, color in self._series() if xs]
-
-    def _compared_series(self, lines: tuple[plotting.Line, ...]) -> list:
-        """The same for compared jobs and groups: a colour each, a group's mean labelled and its band dotted."""
-        series = []
-        for index, line in enumerate(lines):
-            color = OVERLAY_COLOURS[index % len(OVERLAY_COLOURS)]
-            if isinstance(line, plotting.GroupSeries):
-                series += [(line.steps, line.mean, line.label, color + "+", "braille"),
-                           (line.steps, line.low, None, color, BAND_MARKER),
-                           (line.steps, line.high, None, color, BAND_MARKER)]
-            else:
-                series.append((line.steps, line.values, line.label, color + "+", "braille"))
-        return [entry for entry in series if entry[0]]
 
     def _series(self) -> list:
         view = self.view
