@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from rlsup.store import Store
 from rlsup.tui.jobstable import JobsTable
 from rlsup.tui.overlay import Curve
 from rlsup.tui.widgets import MetricsPlot
-from test_layout import screen_lines
+from test_layout import PlotOnly, edge_view, outside_frame, screen_lines
 from test_screens import make_app
 
 SIZE = (160, 48)
@@ -145,3 +146,20 @@ async def test_a_marked_group_is_drawn_as_its_mean_within_its_band(rlsup_home, r
         assert all(low <= mean <= high for low, mean, high in zip(expected.low, expected.mean, expected.high))
         assert expected.low != expected.high  # two seeds differ: a band, not a line
         assert "seeds (mean of 2" in plot_text(app)
+
+
+@pytest.mark.parametrize("size", [(40, 12), (60, 16), (100, 30)])
+async def test_overlaid_lines_and_bands_stay_inside_the_frame(size):
+    steps = tuple(float(step) for step in range(0, 50_001, 500))
+    first = plotting.Series("1 a", steps, tuple(9.0 + (index % 7) * 80 for index in range(len(steps))))
+    second = plotting.Series("2 b", steps[:50], tuple(500.0 - index for index in range(50)))
+    group = plotting.aggregate([first, second], "seeds")
+    view = replace(edge_view(), compared=(("return", (first, group)),))
+    app = PlotOnly()
+    async with app.run_test(size=size) as pilot:
+        plot = app.query_one(MetricsPlot)
+        plot.show(view)
+        await pilot.pause()
+        lines = screen_lines(app, plot.content_region)
+        assert [label for label, _, _ in plot.drawn] == ["1 a", "seeds", None, None]
+        assert outside_frame(lines) == [], "\n".join(lines)
