@@ -55,6 +55,14 @@ async def mark(app, pilot, job_id: int) -> None:
     await pilot.pause()
 
 
+async def mark_two(app, pilot, wait_until, first: int, second: int) -> None:
+    """Mark the two jobs of a two-job table and wait for the overlay of both."""
+    await wait_until(pilot, lambda: app.screen.query_one(JobsTable).row_count == 2, what="two rows")
+    await mark(app, pilot, first)
+    await mark(app, pilot, second)
+    await wait_until(pilot, lambda: len(drawn(app)) == 2, what="both jobs overlaid")
+
+
 def append_episode(run_dir: Path, step: int, value: float) -> None:
     with (run_dir / paths.METRICS_FILE).open("a") as file:
         file.write(json.dumps({"t": 0.0, "kind": "episode", "step": step, "return": value, "length": 9}) + "\n")
@@ -103,11 +111,8 @@ async def test_the_smoothing_key_redraws_the_returns_and_names_the_weight(rlsup_
     (first, _), (second, _) = submit_runs(rlsup_home, real_runs, ["seed-a", "seed-b"])
     app = make_app(rlsup_home)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_until(pilot, lambda: app.screen.query_one(JobsTable).row_count == 2, what="two rows")
-        await mark(app, pilot, first)
-        await mark(app, pilot, second)
+        await mark_two(app, pilot, wait_until, first, second)
         label = f"{first} seed-a"
-        await wait_until(pilot, lambda: label in drawn(app), what="the overlay")
         assert "smoothing 0.9" in plot_text(app)
         shown = {0.9: drawn(app)[label][1]}
         for weight in (0.99, 0.0, 0.6):
@@ -126,10 +131,7 @@ async def test_a_marked_group_is_drawn_as_its_mean_within_its_band(rlsup_home, r
     (first, first_dir), (second, second_dir) = submit_runs(rlsup_home, real_runs, ["seed-a", "seed-b"])
     app = make_app(rlsup_home)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_until(pilot, lambda: app.screen.query_one(JobsTable).row_count == 2, what="two rows")
-        await mark(app, pilot, first)
-        await mark(app, pilot, second)
-        await wait_until(pilot, lambda: len(drawn(app)) == 2, what="both jobs")
+        await mark_two(app, pilot, wait_until, first, second)
         alone = [plotting.Series(label, *line) for label, line in drawn(app).items()]
         app.toggle_mark(Curve(str(first), "", ()))  # unmarked by its key, as space does
         app.toggle_mark(Curve(str(second), "", ()))
