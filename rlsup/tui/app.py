@@ -265,13 +265,14 @@ class RlsupApp(App):
         """Mark a job's or a group's curve for the plot to overlay, or unmark it."""
         self.marks.toggle(curve)
         self.compare_marked()
+        self.request_poll()
 
     def compare_marked(self) -> None:
+        """Hand the metrics poller the marked curves and the selected job's; mark their rows."""
         row = self.model.row(self.selected_job_id)
         self.metrics_poller.compare(self.marks.compared(overlay.job_curve(row) if row else None))
         for view in self.views():
             view.show_marks(self.marks.keys())
-        self.request_poll()
 
     def action_next_smoothing(self) -> None:
         self.metrics_poller.smooth(plotting.next_smoothing(self.metrics_poller.request.smoothing))
