@@ -92,15 +92,12 @@ def series_of(records: Iterable[dict], metric: str, label: str) -> Series:
 def available_metrics(records: Iterable[dict]) -> set[str]:
     """Every metric name series_of can read from these records."""
     found = set()
-    kinds = {kind: name for name, (kind, _) in RECORD_FIELDS.items()}
     for record in records:
-        kind = record.get("kind")
-        if kind == "train":
+        if record.get("kind") == "train":
             found.update(key for key, value in record.items() if key not in ("t", "kind", "step")
                          and number(value) is not None)
-        elif kind in kinds:
-            found.update(name for name, (record_kind, field) in RECORD_FIELDS.items()
-                         if record_kind == kind and number(record.get(field)) is not None)
+        found.update(name for name, (kind, field) in RECORD_FIELDS.items()
+                     if record.get("kind") == kind and number(record.get(field)) is not None)
     if found & set(loss_names()):
         found.add(LOSS)
     return found
