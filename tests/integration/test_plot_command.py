@@ -34,10 +34,12 @@ def test_jobs_are_named_by_id_or_name_and_labelled_by_name(runs, tmp_path, rlsup
         first, _ = [store.submit(name=f"seed-{index}", spec_path=run / paths.JOB_FILE, run_dir=run).id
                     for index, run in enumerate(runs, start=1)]
     out = tmp_path / "jobs.svg"
-    result = run_rlsup("plot", str(first), "seed-2", "--out", out)
-    assert result.returncode == 0, result.stderr
-    text = out.read_text()
-    assert "seed-1" in text and "seed-2" in text and "run-1" not in text
+    # Jobs of no experiment stay alone under --group-by experiment.
+    for grouping in ((), ("--group-by", "experiment")):
+        result = run_rlsup("plot", str(first), "seed-2", *grouping, "--out", out)
+        assert result.returncode == 0, result.stderr
+        text = out.read_text()
+        assert "seed-1" in text and "seed-2" in text and "run-1" not in text and "mean of" not in text
 
 
 def test_a_group_is_one_legend_entry_with_a_band(runs, tmp_path):
