@@ -48,8 +48,14 @@ def job_curve(row: JobRow) -> Curve:
     return Curve(str(row.job.id), f"{job_label(row.job)} {row.job.name}", ((row.job.id, row.job.run_dir),))
 
 
+def group_curve(key: str, label: str, job_ids: list[int], rows: tuple[JobRow, ...]) -> Curve:
+    """A group's curve: the jobs of job_ids that the table knows, drawn as their mean and band."""
+    run_dirs = {row.job.id: row.job.run_dir for row in rows}
+    return Curve(key, label, tuple((job_id, run_dirs[job_id]) for job_id in job_ids if job_id in run_dirs))
+
+
 def curve_for_key(key: str, rows: tuple[JobRow, ...]) -> Curve | None:
-    """The curve a jobs-table row stands for; a group row's is its jobs' Curve, with the group's name."""
+    """The curve a jobs-table row stands for (a group row's: group_curve with its name and job ids)."""
     row = next((row for row in rows if str(row.job.id) == key), None)
     return job_curve(row) if row is not None else None
 

@@ -31,6 +31,7 @@ JOB_BINDINGS = [
     Binding("e", "app.edit", "Edit"),
     Binding("s", "app.submit", "Submit"),
     Binding("D", "app.start_daemon", "Start daemon"),
+    Binding("S", "app.next_smoothing", "Smoothing", show=False),
     Binding("question_mark", "app.help", "Help"),
     Binding("q", "app.quit", "Quit"),
 ]
@@ -116,7 +117,7 @@ class MainScreen(JobView, Screen):
 
     BINDINGS = [Binding("slash", "filter", "Filter"),
                 Binding("m", "next_plot", "Plot"), Binding("escape", "clear_filter", "Clear filter", show=False),
-                Binding("space", "toggle_mark", "Mark", show=False), Binding("S", "app.next_smoothing", show=False),
+                Binding("space", "toggle_mark", "Mark", show=False),
                 *JOB_BINDINGS]
 
     def compose(self) -> ComposeResult:

@@ -15,7 +15,7 @@ from rlsup_testing import trained_runs
 from rlsup import paths, plotting
 from rlsup.store import Store
 from rlsup.tui.jobstable import JobsTable
-from rlsup.tui.overlay import Curve
+from rlsup.tui.overlay import Curve, group_curve
 from rlsup.tui.widgets import MetricsPlot
 from test_layout import PlotOnly, edge_view, outside_frame, screen_lines
 from test_screens import make_app
@@ -69,7 +69,7 @@ def append_episode(run_dir: Path, step: int, value: float) -> None:
 
 
 async def test_marked_jobs_are_overlaid_extended_and_removed(rlsup_home, real_runs, wait_until):
-    (first, first_dir), (second, second_dir), (third, _) = submit_runs(rlsup_home, real_runs + real_runs[:1],
+    (first, _), (second, second_dir), (third, _) = submit_runs(rlsup_home, real_runs + real_runs[:1],
                                                                       ["seed-a", "seed-b", "other"])
     app = make_app(rlsup_home)
     async with app.run_test(size=SIZE) as pilot:
@@ -128,14 +128,14 @@ async def test_the_smoothing_key_redraws_the_returns_and_names_the_weight(rlsup_
 
 
 async def test_a_marked_group_is_drawn_as_its_mean_within_its_band(rlsup_home, real_runs, wait_until):
-    (first, first_dir), (second, second_dir) = submit_runs(rlsup_home, real_runs, ["seed-a", "seed-b"])
+    (first, _), (second, _) = submit_runs(rlsup_home, real_runs, ["seed-a", "seed-b"])
     app = make_app(rlsup_home)
     async with app.run_test(size=SIZE) as pilot:
         await mark_two(app, pilot, wait_until, first, second)
         alone = [plotting.Series(label, *line) for label, line in drawn(app).items()]
         app.toggle_mark(Curve(str(first), "", ()))  # unmarked by its key, as space does
         app.toggle_mark(Curve(str(second), "", ()))
-        app.toggle_mark(Curve("group:seeds", "seeds", ((first, str(first_dir)), (second, str(second_dir)))))
+        app.toggle_mark(group_curve("group:seeds", "seeds", [first, second], app.model.rows))
         group = plotting.group_label("seeds", 2)
         await wait_until(pilot, lambda: group in drawn(app), what="the group's mean",
                          report=lambda: str(list(drawn(app))))
