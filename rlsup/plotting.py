@@ -5,9 +5,9 @@ import bisect
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Union
+from typing import Iterable, Iterator, Union
 
-from rlsup import runfiles
+from rlsup import paths, runfiles
 from rlsup.jobview import number
 
 # The TUI's smoothing key steps through these; 0 is off. 0.9 is what the plots drew before there was a choice.
@@ -103,13 +103,25 @@ def available_metrics(records: Iterable[dict]) -> set[str]:
     return found
 
 
+def records_of(run_dir: Path) -> Iterator[dict]:
+    """The records of a run's metrics.jsonl one at a time: a million lines read as a list took gigabytes."""
+    try:
+        handle = open(Path(run_dir) / paths.METRICS_FILE, "rb")
+    except FileNotFoundError:
+        return
+    with handle:
+        for line in handle:
+            if line.endswith(b"\n"):  # a last line without one is still being written
+                yield from runfiles.parse_lines(line)
+
+
 def read_series(run_dir: Path, metric: str, label: str) -> Series:
     """A run's series of metric; raises UnknownMetric when the run has records but none carries it."""
-    records = runfiles.read_metrics(Path(run_dir))
-    series = series_of(records, metric, label)
-    if not series.steps and records and metric not in RECORD_FIELDS:
-        known = ", ".join(sorted(available_metrics(records)))
-        raise UnknownMetric(f"no record of {run_dir} has a metric {metric!r} (it has {known})")
+    series = series_of(records_of(run_dir), metric, label)
+    if not series.steps and metric not in RECORD_FIELDS:
+        known = available_metrics(records_of(run_dir))
+        if known:
+            raise UnknownMetric(f"no record of {run_dir} has a metric {metric!r} (it has {', '.join(sorted(known))})")
     return series
 
 
