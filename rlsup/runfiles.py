@@ -150,10 +150,11 @@ class MetricsReader:
             data = self.pending + handle.read(size - self.offset)
         self.offset = size
         complete, _, self.pending = data.rpartition(b"\n")
-        return list(_parse_lines(complete))
+        return list(parse_lines(complete))
 
 
-def _parse_lines(data: bytes) -> Iterator[dict]:
+def parse_lines(data: bytes) -> Iterator[dict]:
+    """The JSON objects of whole lines, skipping any line that is not one."""
     for line in data.splitlines():
         try:
             record = json.loads(line)

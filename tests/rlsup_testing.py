@@ -137,6 +137,18 @@ def wait_for(condition: Callable[[], object], *, timeout: float = 120, interval:
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def trained_runs(directory: Path, seeds: tuple[int, ...], total_steps: int = 1_500) -> list[Path]:
+    """Run directories of short real CartPole runs (`rlsup run`), one per seed, with evaluations."""
+    run_dirs = []
+    for seed in seeds:
+        job = cartpole_job(directory, name=f"seed-{seed}", seed=seed, total_steps=total_steps, eval_every=500)
+        run_dir = directory / f"run-{seed}"
+        result = run_rlsup("run", job, "--run-dir", run_dir)
+        assert result.returncode == 0, result.stderr
+        run_dirs.append(run_dir)
+    return run_dirs
+
+
 def metric_steps(run_dir: Path, kind: str) -> list[int]:
     return [record["step"] for record in runfiles.read_metrics(run_dir) if record["kind"] == kind]
 

@@ -10,7 +10,7 @@ import threading
 from rlsup import __version__
 from rlsup import spec as specs
 from rlsup.checkpoint.manifest import CheckpointProblem
-from rlsup.cli import checkpoints, completion, daemon_control, job_files, jobs, status, training
+from rlsup.cli import checkpoints, completion, daemon_control, job_files, jobs, plot, status, training
 from rlsup.cli.arguments import CliError
 from rlsup.jobstate import EXIT_SPEC
 
@@ -26,7 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", help="what to do (default: tui)")
     # In the order `rlsup --help` lists them: files and foreground training first, then the daemon's jobs.
     for register in (job_files.register, training.register, checkpoints.register, training.register_enjoy,
-                     register_tui, jobs.register, status.register, daemon_control.register, completion.register):
+                     register_tui, jobs.register, status.register, plot.register, daemon_control.register,
+                     completion.register):
         register(commands)
     return parser
 

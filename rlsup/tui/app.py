@@ -16,12 +16,12 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.screen import Screen
 from textual.worker import get_current_worker
 
-from rlsup import client, jobstate, jobview, paths, spec as specs
+from rlsup import client, jobstate, jobview, paths, plotting, spec as specs
 from rlsup.checkpoint.manifest import verify
 from rlsup.jobstate import ACTIVE, Desired
 from rlsup.jobview import JobRow
 from rlsup.store import Event
-from rlsup.tui import data, messages
+from rlsup.tui import data, messages, overlay
 from rlsup.tui.data import MetricsView
 from rlsup.tui.screens import ConfirmScreen, DetailScreen, HelpScreen, JobView, MainScreen, SubmitScreen
 
@@ -119,6 +119,7 @@ class RlsupApp(App):
         self.stopping = False
         self.model = Model()
         self.selected_job_id: int | None = None
+        self.marks = overlay.Marks()
         self.verifying: set[str] = set()
         self.poll_error: str | None = None
 
@@ -252,9 +253,29 @@ class RlsupApp(App):
         self.poller.select(job_id)
         row = self.model.row(job_id)
         self.metrics_poller.select(job_id, row.job.run_dir if row else None)
+        self.compare_marked()
         self.model.forget_selection(job_id)
         for view in self.views():
             self.model.replay(view)
+        self.request_poll()
+
+    # -- curves side by side -----------------------------------------------------------------
+
+    def toggle_mark(self, curve: overlay.Curve) -> None:
+        """Mark a job's or a group's curve for the plot to overlay, or unmark it."""
+        self.marks.toggle(curve)
+        self.compare_marked()
+        self.request_poll()
+
+    def compare_marked(self) -> None:
+        """Hand the metrics poller the marked curves and the selected job's; mark their rows."""
+        row = self.model.row(self.selected_job_id)
+        self.metrics_poller.compare(self.marks.compared(overlay.job_curve(row) if row else None))
+        for view in self.views():
+            view.show_marks(self.marks.keys())
+
+    def action_next_smoothing(self) -> None:
+        self.metrics_poller.smooth(plotting.next_smoothing(self.metrics_poller.request.smoothing))
         self.request_poll()
 
     def go_to_job(self, job_id: int) -> None:

@@ -7,11 +7,11 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from rlsup import client, paths, runfiles
+from rlsup import client, paths, plotting, runfiles
 from rlsup.algos import registry
 from rlsup.checkpoint.manifest import checkpoints_dir, list_checkpoints
 from rlsup.jobstate import ACTIVE, State
@@ -20,14 +20,14 @@ from rlsup.jobview import sorted_rows
 from rlsup.jobview import number as _number
 from rlsup.store import Job, Store
 from rlsup.tui import messages
-from rlsup.tui.rows import DriftCache, RateWindows, file_stamp, gpu_holders
+from rlsup.tui.overlay import PlotRequest, compared_lines
+from rlsup.tui.rows import DriftCache, RateWindows, file_stamp, gpu_holders, training_phase_speeds
 
 # Buckets per series: a 200-column plot shows about two min/max pairs per column.
 PLOT_BUCKETS = 400
 EVENT_HISTORY = 200
 LOG_LINES = 200
-SMOOTHING = 0.9            # weight of the past in the smoothed return, as TensorBoard's slider
-METRICS_KEPT = 4           # jobs whose series stay in memory, so switching back does not re-read
+METRICS_KEPT = 4           # jobs, besides those plotted, whose series stay in memory: switching back does not re-read
 HARDWARE_EVERY_S = 1.0
 
 # ---------------------------------------------------------------------------------------------
@@ -118,16 +118,20 @@ class Downsampler:
                 tuple(bucket.total / bucket.count for bucket in self.buckets))
 
 
-class Smoother:
-    """The debiased exponential moving average TensorBoard draws over a noisy series."""
+class SmoothedSeries:
+    """A series downsampled once per smoothing weight, so that the smoothing key redraws at once, without
+    reading the run again (each weight costs its Smoother and PLOT_BUCKETS buckets)."""
 
-    def __init__(self, weight: float = SMOOTHING):
-        self.weight, self.value, self.count = weight, 0.0, 0
+    def __init__(self, capacity: int = PLOT_BUCKETS):
+        self.smoothed = {weight: (plotting.Smoother(weight), Downsampler(capacity))
+                         for weight in plotting.SMOOTHING_WEIGHTS}
 
-    def add(self, y: float) -> float:
-        self.count += 1
-        self.value = self.weight * self.value + (1 - self.weight) * y
-        return self.value / (1 - self.weight ** self.count)
+    def add(self, x: float, y: float) -> None:
+        for smoother, points in self.smoothed.values():
+            points.add(x, smoother.add(y))
+
+    def means(self, weight: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        return self.smoothed[weight][1].means()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,11 +139,13 @@ class Smoother:
 
 
 Series = tuple[tuple[float, ...], tuple[float, ...]]
+Compared = tuple[tuple[str, tuple[plotting.Line, ...]], ...]
 
 
 @dataclass(frozen=True)
 class MetricsView:
-    """What the plots draw for one job, already downsampled."""
+    """What the plots draw for the selected job, already downsampled; with jobs marked, `compared` holds
+    the lines each plot kind overlays instead, one per marked job or group and one for the selected job."""
 
     episode_return: Series
     smoothed_return: Series
@@ -149,6 +155,11 @@ class MetricsView:
     steps_per_second: Series
     records: int
     last_step: int
+    smoothing: float = plotting.DEFAULT_SMOOTHING
+    compared: Compared = ()
+
+    def compared_lines(self, kind: str) -> tuple[plotting.Line, ...]:
+        return dict(self.compared).get(kind, ())
 
 
 class JobMetrics:
@@ -160,9 +171,9 @@ class JobMetrics:
         self._start_over()
 
     def _start_over(self) -> None:
-        self.returns, self.smoothed, self.evaluation = (Downsampler(self.capacity) for _ in range(3))
+        self.returns, self.evaluation = Downsampler(self.capacity), Downsampler(self.capacity)
+        self.smoothed = SmoothedSeries(self.capacity)
         self.loss, self.speed = Downsampler(self.capacity), Downsampler(self.capacity)
-        self.smoother = Smoother()
         self.loss_name = "loss"
         self.records = 0
         self.last_step = 0
@@ -190,7 +201,7 @@ class JobMetrics:
             value = _number(record.get("return"))
             if value is not None:
                 self.returns.add(x, value)
-                self.smoothed.add(x, self.smoother.add(value))
+                self.smoothed.add(x, value)
         elif kind == "eval":
             value = _number(record.get("mean"))
             if value is not None:
@@ -210,11 +221,23 @@ class JobMetrics:
         if speed is not None:
             self.speed.add(x, speed)
 
-    def view(self) -> MetricsView:
-        return MetricsView(episode_return=self.returns.envelope(), smoothed_return=self.smoothed.means(),
+    def view(self, smoothing: float = plotting.DEFAULT_SMOOTHING, compared: Compared = ()) -> MetricsView:
+        return MetricsView(episode_return=self.returns.envelope(),
+                           smoothed_return=self.smoothed.means(smoothing) if smoothing > 0 else ((), ()),
                            evaluation=self.evaluation.means(), loss=self.loss.envelope(),
                            loss_name=self.loss_name, steps_per_second=self.speed.means(),
-                           records=self.records, last_step=self.last_step)
+                           records=self.records, last_step=self.last_step, smoothing=smoothing, compared=compared)
+
+    def series(self, kind: str, smoothing: float) -> plotting.Series:
+        """One line of a plot kind for an overlay: returns smoothed by the weight, loss and speed as bucket means."""
+        if kind == "return":
+            steps, values = self.smoothed.means(smoothing)
+        elif kind == "loss":
+            steps, values = self.loss.means()
+        else:
+            steps, speeds = self.speed.means()
+            values = training_phase_speeds(speeds)
+        return plotting.Series(self.loss_name if kind == "loss" else kind, steps, values)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -352,39 +375,48 @@ class Poller:
 
 
 class MetricsPoller:
-    """The selected job's metrics, polled on a thread of their own: the first read of a long run
-    takes seconds (a million lines, about ten on a busy 2-core box) and must not hold up the table."""
+    """The plotted jobs' metrics, polled on a thread of their own: the first read of a long run takes
+    seconds (a million lines, about ten on a busy 2-core box) and must not hold up the table."""
 
     def __init__(self):
-        self.selection: tuple[int | None, str | None, int] = (None, None, 0)
-        self._posted: tuple | None = None
+        self.request = PlotRequest()
+        self._posted: PlotRequest | None = None
         self._metrics: OrderedDict[int, JobMetrics] = OrderedDict()
 
     def select(self, job_id: int | None, run_dir: str | None) -> None:
         """Called by the UI thread, as Poller.select."""
-        self.selection = (job_id, run_dir, self.selection[2] + 1)
+        self.request = self.request.selected(job_id, run_dir)
+
+    def compare(self, curves: tuple) -> None:
+        """Called by the UI thread: overlay these curves (overlay.Marks.compared), or none."""
+        self.request = replace(self.request, compared=tuple(curves))
+
+    def smooth(self, weight: float) -> None:
+        """Called by the UI thread: the weight of the returns' smoothing, one of plotting.SMOOTHING_WEIGHTS."""
+        self.request = replace(self.request, smoothing=weight)
 
     def poll(self) -> list:
-        selection = self.selection
-        job_id, run_dir, _ = selection
-        if job_id is None or run_dir is None:
+        request = self.request
+        if request.job_id is None or request.run_dir is None:
             return []
-        metrics = self._metrics_of(job_id, run_dir)
+        runs = request.runs()
         try:
-            changed = metrics.update()
+            changed = [self._metrics_of(job_id, run_dir, len(runs)).update() for job_id, run_dir in runs.items()]
         except OSError as error:
             return [messages.PollFailed(f"{type(error).__name__}: {error}")]
-        if not changed and selection == self._posted:
+        if not any(changed) and request == self._posted:
             return []
-        self._posted = selection
-        return [messages.MetricsUpdated(job_id, metrics.view())]
+        self._posted = request
+        view = self._metrics[request.job_id].view(request.smoothing, compared_lines(request, self._metrics.get))
+        return [messages.MetricsUpdated(request.job_id, view)]
 
-    def _metrics_of(self, job_id: int, run_dir: str) -> JobMetrics:
+    def _metrics_of(self, job_id: int, run_dir: str, plotted: int) -> JobMetrics:
         metrics = self._metrics.get(job_id)
         if metrics is None:
             metrics = self._metrics[job_id] = JobMetrics(run_dir)
         self._metrics.move_to_end(job_id)
-        while len(self._metrics) > METRICS_KEPT:
+        # The plotted jobs were each just moved to the end: only others are dropped.
+        while len(self._metrics) > METRICS_KEPT + plotted:
             self._metrics.popitem(last=False)
         return metrics
 

@@ -16,12 +16,13 @@ COMPACT_BAR_WIDTH = 5
 COMPACT_BELOW = 120  # table columns under which the progress bar shrinks: at 100 the full bar left no room
 WAITING_WIDTH = 32  # a queued job's reason in the state cell; the detail screen and events give it whole
 EIGHTHS = " ▏▎▍▌▋▊▉█"
-JOB_COLUMNS = (("id", "ID"), ("name", "Name"), ("algo", "Algo"), ("env", "Env"), ("state", "State"),
+JOB_COLUMNS = (("mark", ""), ("id", "ID"), ("name", "Name"), ("algo", "Algo"), ("env", "Env"), ("state", "State"),
                ("progress", "Step / total"), ("speed", "Steps/s"), ("return", "Return"), ("eta", "ETA"),
                ("gpu", "GPU"))
 # The text columns that give up width, cut with "…", when every column cannot fit: the numbers stay whole.
 SQUEEZABLE = ("name", "env", "state")
 SQUEEZED_MINIMUM = 7  # "running" whole, and enough of a name to tell jobs apart
+MARK = Text("●", style="bold cyan")  # a row marked with space: its curve is overlaid in the plot
 
 
 def progress(step: int, total: int, bar_width: int = BAR_WIDTH) -> Text:
@@ -43,9 +44,9 @@ def cut(text: str) -> Text:
     return Text(text, no_wrap=True, overflow="ellipsis")
 
 
-def job_cells(row: JobRow, bar_width: int = BAR_WIDTH) -> tuple:
+def job_cells(row: JobRow, bar_width: int = BAR_WIDTH, marked: bool = False) -> tuple:
     job = row.job
-    return (Text(job_label(job), justify="right"), cut(job.name), job.algo, cut(job.env), state_cell(row),
+    return (MARK if marked else "", Text(job_label(job), justify="right"), cut(job.name), job.algo, cut(job.env), state_cell(row),
             progress(row.step, job.total_steps, bar_width),
             Text(speed(row.steps_per_second), justify="right"), Text(decimal(row.mean_return, 1), justify="right"),
             Text(duration(row.eta_s), justify="right"), job.gpus.replace(",", " ") or "–")
@@ -98,6 +99,7 @@ class JobsTable(DataTable):
         self.cells_shown: dict[int, tuple] = {}
         self.bar_width = BAR_WIDTH
         self.squeezed: dict[str, int] = {}  # fixed widths of the squeezed columns; empty while all fit
+        self.marked: frozenset[str] = frozenset()  # row keys marked with space (overlay.Marks)
 
     def on_mount(self) -> None:
         self.ensure_columns()
@@ -106,7 +108,7 @@ class JobsTable(DataTable):
         # The first poll's rows may arrive before this table is mounted.
         if not self.columns:
             for key, label in JOB_COLUMNS:
-                self.add_column(label, key=key, width=self.squeezed.get(key))
+                self.add_column(label, key=key, width=1 if key == "mark" else self.squeezed.get(key))
 
     @property
     def selected_job_id(self) -> int | None:
@@ -139,7 +141,7 @@ class JobsTable(DataTable):
         if self.rows_shown.get(job_id) == row:
             return
         self.rows_shown[job_id] = row
-        cells = job_cells(row, self.bar_width)
+        cells = job_cells(row, self.bar_width, str(job_id) in self.marked)
         old = self.cells_shown.get(job_id)
         self.cells_shown[job_id] = cells
         if old is None:
@@ -151,6 +153,14 @@ class JobsTable(DataTable):
                 cell_width = width(after)
                 if cell_width > max(self.columns[column].content_width, widest.get(column, (0,))[0]):
                     widest[column] = (cell_width, str(job_id), after)
+
+    def show_marks(self, keys: frozenset[str]) -> None:
+        """Mark the rows whose keys are in keys, unmark the others."""
+        changed, self.marked = self.marked ^ keys, keys
+        for job_id, row in self.rows_shown.items():
+            if str(job_id) in changed:
+                self.cells_shown[job_id] = job_cells(row, self.bar_width, str(job_id) in keys)
+                self.update_cell(str(job_id), "mark", self.cells_shown[job_id][0])
 
     def _order(self, job_ids: list[int], selected: int | None) -> None:
         # Rebuilt in order rather than sorted by the ID column: a foreground run's ID cell says "fg".
@@ -170,7 +180,8 @@ class JobsTable(DataTable):
         rebuild = bar_width != self.bar_width
         if rebuild:
             self.bar_width = bar_width
-            self.cells_shown = {job_id: job_cells(row, bar_width) for job_id, row in self.rows_shown.items()}
+            self.cells_shown = {job_id: job_cells(row, bar_width, str(job_id) in self.marked)
+                                for job_id, row in self.rows_shown.items()}
         squeezed = self._squeeze()
         if rebuild or squeezed != self.squeezed:
             self.squeezed = squeezed

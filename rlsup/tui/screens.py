@@ -16,6 +16,7 @@ from rlsup.formatting import DATE_AND_MINUTE, clock_time, decimal, duration, sho
 from rlsup.jobstate import ACTIVE, State
 from rlsup.jobview import JobRow, job_label, pid_of
 from rlsup.store import Job
+from rlsup.tui import overlay
 from rlsup.tui.completion import PathSuggester
 from rlsup.tui.jobstable import JobsTable
 from rlsup.tui.logtail import LogTail
@@ -30,6 +31,7 @@ JOB_BINDINGS = [
     Binding("e", "app.edit", "Edit"),
     Binding("s", "app.submit", "Submit"),
     Binding("D", "app.start_daemon", "Start daemon"),
+    Binding("S", "app.next_smoothing", "Smoothing", show=False),
     Binding("question_mark", "app.help", "Help"),
     Binding("q", "app.quit", "Quit"),
 ]
@@ -39,6 +41,8 @@ HELP = """\
   ↑ ↓        move between jobs          enter   the job's detail screen
   /          filter jobs by name        escape  clear the filter / go back
   m          next plot (return, loss, steps/s)
+  space      mark / unmark the job: the plot overlays the marked jobs and the selected one
+  S          next smoothing of the returns (off, 0.6, 0.9, 0.99)
 
 [b]Actions on the selected job[/b]
   p          pause: the worker writes a checkpoint and stops
@@ -79,6 +83,9 @@ class JobView:
     def show_hardware(self, sample, holders: dict[int, str]) -> None:
         pass
 
+    def show_marks(self, keys: frozenset[str]) -> None:
+        pass
+
     def show_metrics(self, view) -> None:
         self._each(MetricsPlot, lambda plot: plot.show(view))
 
@@ -110,6 +117,7 @@ class MainScreen(JobView, Screen):
 
     BINDINGS = [Binding("slash", "filter", "Filter"),
                 Binding("m", "next_plot", "Plot"), Binding("escape", "clear_filter", "Clear filter", show=False),
+                Binding("space", "toggle_mark", "Mark", show=False),
                 *JOB_BINDINGS]
 
     def compose(self) -> ComposeResult:
@@ -128,7 +136,7 @@ class MainScreen(JobView, Screen):
 
     def on_mount(self) -> None:
         for selector, title in (("#checkpoints", "Checkpoints"), ("#events", "Events"), ("#log", "worker.log"),
-                                ("#plot", "Metrics (m: next plot)")):
+                                ("#plot", "Metrics (m: next plot, space: mark, S: smoothing)")):
             self.query_one(selector).border_title = title
         self.query_one(JobsTable).focus()
         super().on_mount()
@@ -141,6 +149,17 @@ class MainScreen(JobView, Screen):
 
     def show_hardware(self, sample, holders: dict[int, str]) -> None:
         self.query_one(HardwareStrip).show(sample, holders)
+
+    def show_marks(self, keys: frozenset[str]) -> None:
+        self.query_one(JobsTable).show_marks(keys)
+
+    def action_toggle_mark(self) -> None:
+        table = self.query_one(JobsTable)
+        if table.row_count:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+            curve = overlay.curve_for_key(key, self.app.model.rows)
+            if curve is not None:
+                self.app.toggle_mark(curve)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if isinstance(event.data_table, JobsTable) and event.row_key.value is not None:

@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.widgets import DataTable, RichLog, Static
 from textual_plotext import PlotextPlot
 
+from rlsup import plotting
 from rlsup.checkpoint.manifest import BEST, CheckpointEntry, best_entries
 from rlsup.colour import STATE_STYLES
 from rlsup.formatting import DAY_AND_MINUTE, byte_size, clock_time, short_count
@@ -15,6 +16,7 @@ from rlsup.hardware import Gpu, Sample
 from rlsup.jobstate import State
 from rlsup.store import Event
 from rlsup.tui.data import MetricsView
+from rlsup.tui.overlay import PLOT_KINDS
 from rlsup.tui.rows import training_phase_speeds
 
 EVENT_STYLES = {"state": "", "edit": "green", "refused": "bold red", "intent": "cyan", "signal": "yellow",
@@ -51,7 +53,6 @@ def level_bar(percent: float | None, width: int) -> Text:
 # Plots
 
 
-PLOT_KINDS = ("return", "loss", "speed")
 PLOT_TITLES = {"return": "Episode return", "loss": "Loss", "speed": "Steps per second"}
 Y_MARGIN = 0.05  # of the data's range, above and below: a point at the top is drawn inside the frame
 TICK_SPACING = 10  # cells per step label ("32.4k" and room on both sides)
@@ -64,6 +65,7 @@ class MetricsPlot(PlotextPlot):
         super().__init__(**options)
         self.kind = kind
         self.view: MetricsView | None = None
+        self.drawn: list[tuple[str | None, tuple, tuple]] = []  # (legend label, steps, values) of the last draw
 
     def show(self, view: MetricsView | None) -> None:
         self.view = view
@@ -78,12 +80,14 @@ class MetricsPlot(PlotextPlot):
         plot.clear_data()
         plot.clear_figure()
         plot.xlabel("step")
-        series = [(xs, ys, label, color) for (xs, ys), label, color in self._series() if xs]
-        for xs, ys, label, color in series:
-            if label == "evaluation":  # a few points far apart: a braille dot would vanish
-                plot.scatter(xs, ys, label=label, color=color, marker="◆")
+        compared = self.view.compared_lines(self.kind) if self.view is not None else ()
+        series = plotting.terminal_lines(compared) if compared else self._job_series()
+        self.drawn = [(label, xs, ys) for xs, ys, label, _, _ in series]
+        for xs, ys, label, color, marker in series:
+            if marker == "◆":  # a few points far apart: a braille dot would vanish
+                plot.scatter(xs, ys, label=label, color=color, marker=marker)
             else:
-                plot.plot(xs, ys, label=label, color=color, marker="braille")
+                plot.plot(xs, ys, label=label, color=color, marker=marker)
         if series:
             self._frame(series)
         plot.title(self._title(drawn=bool(series)))
@@ -91,8 +95,8 @@ class MetricsPlot(PlotextPlot):
 
     def _frame(self, series: list) -> None:
         """Limits around every point, with a margin above and below, and step ticks that fit the width."""
-        xs = [x for points, _, _, _ in series for x in points]
-        ys = [y for _, values, _, _ in series for y in values]
+        xs = [x for points, _, _, _, _ in series for x in points]
+        ys = [y for _, values, _, _, _ in series for y in values]
         low, high = min(ys), max(ys)
         margin = (high - low) * Y_MARGIN or abs(high) * Y_MARGIN or 1.0  # a flat line still gets a band
         # A margin that made the axis start below zero labelled a never-negative return with "-15.6".
@@ -105,7 +109,14 @@ class MetricsPlot(PlotextPlot):
         title = PLOT_TITLES[self.kind]
         if self.view is None:
             return f"{title}: {'no job selected' if self.app.selected_job_id is None else 'reading metrics…'}"
+        if self.kind == "return":
+            title += f" · {plotting.smoothing_label(self.view.smoothing)}"
         return title if drawn else f"{title}: nothing recorded yet"
+
+    def _job_series(self) -> list:
+        """(steps, values, label, colour, marker) of the selected job's lines that have points."""
+        return [(xs, ys, label, color, "◆" if label == "evaluation" else "braille")
+                for (xs, ys), label, color in self._series() if xs]
 
     def _series(self) -> list:
         view = self.view

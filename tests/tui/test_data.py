@@ -199,6 +199,33 @@ def test_the_metrics_poller_posts_new_points_and_every_fresh_selection(tmp_path)
     assert third.view == second.view  # the same series, kept in memory, not read again
 
 
+def test_the_metrics_poller_reposts_when_a_compared_job_grows_or_the_smoothing_changes(tmp_path):
+    from rlsup import plotting
+    from rlsup.tui.overlay import Curve
+    selected, other = tmp_path / "selected", tmp_path / "other"
+    for run_dir, value in ((selected, 1.0), (other, 10.0)):
+        run_dir.mkdir()
+        append(run_dir, record_line("episode", 10, **{"return": value}))
+    poller = MetricsPoller()
+    poller.select(1, str(selected))
+    poller.compare((Curve("2", "2 other", ((2, str(other)),)), Curve("1", "1 selected", ((1, str(selected)),))))
+    [first] = poller.poll()
+    assert first.view.compared_lines("return") == (plotting.Series("2 other", (10.0,), (10.0,)),
+                                                   plotting.Series("1 selected", (10.0,), (1.0,)))
+    assert poller.poll() == []
+    append(other, record_line("episode", 30, **{"return": 20.0}))
+    [second] = poller.poll()  # only the compared job changed
+    # Debiased EMA at 0.9 of 10 then 20: 0.1 * 10 = 1 (over 0.1: 10), then (0.9 * 1 + 0.1 * 20) / (1 - 0.81).
+    assert second.view.compared_lines("return")[0] == plotting.Series("2 other", (10.0, 30.0),
+                                                                      (10.0, pytest.approx(2.9 / 0.19)))
+    poller.smooth(0.0)
+    [third] = poller.poll()
+    assert third.view.compared_lines("return")[0].values == (10.0, 20.0) and third.view.smoothed_return == ((), ())
+    poller.compare(())
+    [fourth] = poller.poll()
+    assert fourth.view.compared == ()
+
+
 def test_the_rate_says_nothing_until_ten_seconds_then_averages_the_last_minute():
     from rlsup.tui.rows import smoothed_rate
     assert smoothed_rate([]) is None

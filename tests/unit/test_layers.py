@@ -29,7 +29,8 @@ def modules_under(relative: str = "") -> list[str]:
 
 
 CORE = ["rlsup.spec", "rlsup.paths", "rlsup.jobstate", "rlsup.store", "rlsup.runfiles", "rlsup.hardware",
-        "rlsup.checkpoint.manifest", "rlsup.jobview", "rlsup.formatting", "rlsup.jobrecord", "rlsup.algos.registry", "rlsup.algos.contract"]
+        "rlsup.checkpoint.manifest", "rlsup.jobview", "rlsup.formatting", "rlsup.jobrecord", "rlsup.algos.registry", "rlsup.algos.contract",
+        "rlsup.plotting"]
 FRONT = modules_under("cli") + modules_under("daemon") + ["rlsup.client"]
 
 
@@ -46,6 +47,10 @@ def test_core_daemon_and_cli_import_no_torch_gymnasium_or_textual(module: str) -
 
 def test_the_cli_and_client_are_covered_module_by_module() -> None:
     assert {"rlsup.cli", "rlsup.cli.parser", "rlsup.cli.jobs", "rlsup.client", "rlsup.daemon.main"} <= set(FRONT)
+
+
+def test_plotting_loads_matplotlib_and_plotext_only_when_it_draws() -> None:
+    assert not imported_after("rlsup.cli.plot") & {"matplotlib", "plotext"}
 
 
 def test_cli_parser_with_every_command_stays_light() -> None:

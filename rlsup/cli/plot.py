@@ -1,0 +1,173 @@
+"""`rlsup plot`: runs' curves side by side, written as a picture (matplotlib) or drawn in the terminal (plotext)."""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlsup import client, plotting
+from rlsup.cli.arguments import CliError, resolve_run
+
+PICTURE_SUFFIXES = (".png", ".svg", ".pdf")
+GROUP_BY = ("experiment", "all")
+FIGURE_INCHES = (8.0, 4.5)
+BAND_ALPHA = 0.2
+INSTALL_PLOT = "pip install 'rlsup[plot]'"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    plot = subparsers.add_parser("plot", help="runs' curves side by side: a PNG, SVG or PDF, or in the terminal")
+    plot.add_argument("runs", metavar="RUN", nargs="+", help="run directory, job id or name, or latest")
+    plot.add_argument("--out", metavar="FILE",
+                      help=f"write a picture ({', '.join(PICTURE_SUFFIXES)}; needs {INSTALL_PLOT}); "
+                           f"without it, draw in the terminal")
+    plot.add_argument("--metric", default="return",
+                      help="return (default), eval_return, length, loss, or any number the train records carry "
+                           "(steps_per_second, epsilon, ...)")
+    plot.add_argument("--smooth", metavar="W",
+                      help=f"weight of the exponential moving average, from 0 (off) to under 1, as TensorBoard's "
+                           f"(default: {plotting.DEFAULT_SMOOTHING:g}, and off for eval_return)")
+    plot.add_argument("--group-by", choices=GROUP_BY,
+                      help="draw runs of one experiment (or all runs) as their mean with a min-max band")
+    plot.set_defaults(handler=command_plot)
+
+
+def command_plot(args: argparse.Namespace) -> int:
+    weight = smoothing_weight(args.smooth, args.metric)
+    out = Path(args.out).expanduser() if args.out else None
+    if out is not None and out.suffix.lower() not in PICTURE_SUFFIXES:
+        raise CliError(f"--out {args.out}: the picture's name must end in {', '.join(PICTURE_SUFFIXES)}")
+    lines = read_lines(resolve_groups(args.runs, args.group_by), args.metric, weight)
+    title = f"{plotting.METRIC_TITLES.get(args.metric, args.metric)} · {plotting.smoothing_label(weight)}"
+    if out is None:
+        draw_in_terminal(lines, title)
+    else:
+        write_picture(lines, title, out)
+        print(out)
+    return 0
+
+
+def smoothing_weight(text: str | None, metric: str) -> float:
+    if text is None:
+        # An evaluation is already a mean over episodes, and comes rarely: an average over them only lags.
+        return 0.0 if metric == "eval_return" else plotting.DEFAULT_SMOOTHING
+    try:
+        weight = float(text)
+    except ValueError:
+        weight = -1.0
+    if not 0 <= weight < 1:
+        raise CliError(f"--smooth {text}: give a weight from 0 (off) up to, not including, 1")
+    return weight
+
+
+# ---------------------------------------------------------------------------------------------
+# Which runs, under which labels
+
+
+@dataclass(frozen=True)
+class RunGroup:
+    """Runs drawn as one line: one run's own, or several runs' mean and band."""
+
+    label: str
+    run_dirs: tuple[Path, ...]
+
+
+def resolve_groups(references: list[str], group_by: str | None = None) -> list[RunGroup]:
+    """Labelled lists of run directories for RUN references (each a run directory, job id or name, or
+    latest), one per run, or grouped by experiment or all together; a run named twice is drawn once."""
+    runs: dict[Path, str] = {}
+    for reference in references:
+        try:
+            run_dir = resolve_run(reference)
+        except CliError as error:  # "no jobs yet in …" alone would not say which of several RUNs it was
+            raise CliError(f"RUN {reference!r}: {error}") from None
+        runs.setdefault(run_dir, run_label(run_dir))
+    if group_by == "all":
+        return [RunGroup("all runs", tuple(runs))]
+    groups: dict[str, list[Path]] = {}
+    for run_dir, label in runs.items():
+        experiment = experiment_of(run_dir) if group_by == "experiment" else ""
+        groups.setdefault(experiment or label, []).append(run_dir)
+    return [RunGroup(label, tuple(run_dirs)) for label, run_dirs in groups.items()]
+
+
+def run_label(run_dir: Path) -> str:
+    """The job's name where the store knows the run, else the directory's (a foreground run, a copied one)."""
+    try:
+        return client.find_job(str(run_dir)).name
+    except client.JobNotFound:
+        return run_dir.name
+
+
+def experiment_of(run_dir: Path) -> str:
+    """The experiment the run's job belongs to, "" for a lone job or a run the store does not know."""
+    try:
+        job = client.find_job(str(run_dir))
+    except client.JobNotFound:
+        return ""
+    return getattr(job, "experiment", "")  # the store's experiment column arrives with seeds and sweeps
+
+
+def read_lines(groups: list[RunGroup], metric: str, weight: float) -> list[plotting.Line]:
+    """Each group's line of the smoothed metric; refuses a metric no run carries, or nothing to draw."""
+    lines = []
+    for group in groups:
+        try:
+            runs = [plotting.smooth(plotting.read_series(run_dir, metric, group.label), weight)
+                    for run_dir in group.run_dirs]
+        except plotting.UnknownMetric as error:
+            raise CliError(str(error)) from None
+        label = group.label if len(runs) == 1 else plotting.group_label(group.label, len(runs))
+        lines.append(plotting.line_of(runs, label))
+    if not any(line.steps for line in lines):
+        raise CliError(f"no {metric} is recorded yet in {', '.join(group.label for group in groups)}")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# Drawing
+
+
+def write_picture(lines: list[plotting.Line], title: str, out: Path) -> None:
+    try:
+        import matplotlib  # noqa: F401 (the optional extra: say how to install it before anything else)
+    except ImportError:
+        raise CliError(f"--out needs matplotlib, which is not installed: {INSTALL_PLOT}") from None
+    from matplotlib import rc_context
+    from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global figure state
+
+    figure = Figure(figsize=FIGURE_INCHES, layout="constrained")
+    axes = figure.add_subplot()
+    for line in lines:
+        if isinstance(line, plotting.GroupSeries):
+            (drawn,) = axes.plot(line.steps, line.mean, label=line.label)
+            axes.fill_between(line.steps, line.low, line.high, color=drawn.get_color(), alpha=BAND_ALPHA,
+                              linewidth=0)
+        else:
+            axes.plot(line.steps, line.values, label=line.label)
+    axes.set(title=title, xlabel="step")
+    axes.grid(alpha=0.3)
+    axes.legend()
+    try:
+        # Text stays text in an SVG: a paper's editor can restyle it, and it can be searched.
+        with rc_context({"svg.fonttype": "none"}):
+            figure.savefig(out)
+    except OSError as error:
+        raise CliError(f"cannot write {out}: {error.strerror or error}") from None
+
+
+def draw_in_terminal(lines: list[plotting.Line], title: str) -> None:
+    import plotext  # the TUI's plotting library, without Textual
+
+    columns, rows = shutil.get_terminal_size()
+    plotext.clear_figure()
+    plotext.plotsize(columns, max(10, rows - 2))
+    for steps, values, label, colour, marker in plotting.terminal_lines(lines):
+        plotext.plot(steps, values, label=label, color=colour, marker=marker)
+    plotext.title(title)
+    plotext.xlabel("step")
+    drawn = plotext.build()
+    # Into a file or a pipe: the characters without colour codes.
+    print(drawn if sys.stdout.isatty() else plotext.uncolorize(drawn))
