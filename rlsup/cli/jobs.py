@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from rlsup import client, colour, formatting, jobview, paths, spec as specs
+from rlsup import client, colour, experiments, formatting, jobview, paths, spec as specs
 from rlsup.daemon.demo import machine_from_environment
 from rlsup.daemon.scheduler import gpu_shortage
 from rlsup.hardware import Hardware
@@ -25,6 +25,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     submit.add_argument("--copy", action="store_true",
                         help="follow a copy of the file made in the run directory (RUN/source.toml), so edits of "
                              "the file reach only the jobs already bound to it")
+    submit.add_argument("--seeds", metavar="SEEDS",
+                        help="queue one job per seed as one experiment: 1-5, 1,4,9 or both (1-3,7)")
+    submit.add_argument("--experiment", metavar="NAME",
+                        help="the experiment's name (default: the job's name); its jobs are NAME-s1, NAME-s2, …")
     submit.set_defaults(handler=command_submit)
 
     listing = subparsers.add_parser("list", help="jobs, states and progress")
@@ -43,16 +47,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def command_submit(args: argparse.Namespace) -> int:
     try:
-        job = client.submit(args.job, name=args.name, priority=args.priority, start_daemon=False, copy=args.copy)
+        queued = submit_jobs(args)
     except specs.SpecError as error:
         print(error, file=sys.stderr)
         return 2
-    except client.FileAlreadyBound as error:
+    except (client.FileAlreadyBound, client.NameTaken, experiments.SeedsError) as error:
         print(f"rlsup: {error}", file=sys.stderr)
         return 2
-    print(job.id)
-    print(f"queued {job.name} as job {job.id}; run directory {job.run_dir}", file=sys.stderr)
-    say_who_follows(job)
+    job = queued[0]
+    print("\n".join(str(each.id) for each in queued))
+    if job.experiment:
+        print(f"queued experiment {job.experiment}: {len(queued)} job(s), "
+              f"{', '.join(f'{each.id} {each.name}' for each in queued)}", file=sys.stderr)
+    else:
+        print(f"queued {job.name} as job {job.id}; run directory {job.run_dir}", file=sys.stderr)
+        say_who_follows(job)
     warn_if_gpus_missing(job)
     try:
         client.ensure_daemon()
@@ -60,6 +69,18 @@ def command_submit(args: argparse.Namespace) -> int:
         print(f"rlsup: job {job.id} is queued, but {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def submit_jobs(args: argparse.Namespace) -> list[Job]:
+    """One job, or an experiment's (with --seeds, --experiment or a [sweep] table in the file)."""
+    if args.seeds is None and args.experiment is None:
+        return [client.submit(args.job, name=args.name, priority=args.priority, start_daemon=False,
+                              copy=args.copy)]
+    if args.name is not None:
+        raise experiments.SeedsError("--name names one job; an experiment's jobs are named after --experiment")
+    seeds = experiments.parse_seeds(args.seeds) if args.seeds is not None else None
+    return client.submit_experiment(args.job, seeds=seeds, experiment=args.experiment, priority=args.priority,
+                                    start_daemon=False, copy=args.copy)
 
 
 def say_who_follows(job: Job) -> None:
