@@ -233,6 +233,39 @@ def set_intent(reference: str, desired: Desired, *, home: Path | None = None,
     return job
 
 
+def experiment_jobs(reference: str, home: Path | None = None) -> list[Job]:
+    """The jobs of the experiment a reference names; none when it names no experiment (a job id never does)."""
+    if reference.strip().isdigit():
+        return []
+    home = Path(home) if home else paths.home_path()
+    if not (home / paths.DATABASE).exists():
+        return []
+    with Store(home) as store:
+        return store.experiment_jobs(reference.strip())
+
+
+def set_group_intent(experiment: str, desired: Desired, *, home: Path | None = None,
+                     start_daemon: bool = True) -> tuple[list[Job], list[Job]]:
+    """Record an intent for each job of an experiment it applies to (each takes it by its own rules).
+
+    A kill leaves done jobs be: their results stand. Returns (the jobs it was recorded for, all the jobs).
+    """
+    with Store(home) as store, store.transaction():
+        jobs = store.experiment_jobs(experiment)
+        affected = [store.set_desired(job.id, desired) for job in jobs if group_intent_applies(job, desired)]
+    if not jobs:
+        raise JobNotFound(f"no experiment {experiment!r}")
+    if start_daemon and any(needs_daemon(job) for job in affected):
+        ensure_daemon(home)
+    return affected, jobs
+
+
+def group_intent_applies(job: Job, desired: Desired) -> bool:
+    if desired is Desired.KILLED and job.state is State.DONE:
+        return False
+    return jobstate.intent_applies(job.state, desired)
+
+
 def needs_daemon(job: Job) -> bool:
     """Whether the intent has anything for a daemon to do (resuming a done job has not)."""
     if job.state in ACTIVE or job.state is State.QUEUED:

@@ -190,6 +190,12 @@ class Store:
                 return _job(row)
         return None
 
+    def experiment_jobs(self, experiment: str) -> list[Job]:
+        """The jobs of an experiment in submission order (none for "", the lone jobs' mark)."""
+        rows = self.connection.execute("SELECT * FROM jobs WHERE experiment = ? AND experiment != '' ORDER BY id",
+                                       (experiment,)).fetchall()
+        return [_job(row) for row in rows]
+
     def events(self, job_id: int | None = None, limit: int = 100) -> list[Event]:
         """The newest limit events (of one job, or of all), oldest first."""
         if job_id is None:
