@@ -69,7 +69,7 @@ def field_labels(fields: list[str]) -> dict[str, str]:
 
 
 def compact(value: Any) -> str:
-    """A value as short as it reads: 0.0003 -> "3e-4", 0.99 -> "0.99", True -> "true"."""
+    """A value as short as it reads: 0.0003 -> "3e-4", 0.99 -> "0.99", [64, 64] -> "64x64"."""
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, float):
@@ -78,7 +78,7 @@ def compact(value: Any) -> str:
         scientific = f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
         return min(plain, scientific, key=len)
     if isinstance(value, list):
-        return "+".join(compact(item) for item in value)
+        return "x".join(compact(item) for item in value)
     return str(value)
 
 
@@ -121,4 +121,4 @@ def variant_label(overrides: dict) -> str:
     """The swept values a job holds (from its pinned overrides), as "dqn.lr=3e-4"; "" for seeds alone."""
     pinned = {name: entry["value"] for name, entry in overrides.items()
               if entry.get("pinned") and name not in NOT_VARIANT}
-    return " ".join(f"{name}={compact(value)}" for name, value in sorted(pinned.items()))
+    return " ".join(f"{name}={compact(value)}" for name, value in pinned.items())  # in the [sweep]'s order
