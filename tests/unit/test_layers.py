@@ -29,7 +29,8 @@ def modules_under(relative: str = "") -> list[str]:
 
 
 CORE = ["rlsup.spec", "rlsup.paths", "rlsup.jobstate", "rlsup.store", "rlsup.runfiles", "rlsup.hardware",
-        "rlsup.checkpoint.manifest", "rlsup.jobview", "rlsup.formatting", "rlsup.jobrecord", "rlsup.algos.registry", "rlsup.algos.contract"]
+        "rlsup.checkpoint.manifest", "rlsup.jobview", "rlsup.formatting", "rlsup.jobrecord", "rlsup.algos.registry", "rlsup.algos.contract",
+        "rlsup.experiments", "rlsup.groups"]
 FRONT = modules_under("cli") + modules_under("daemon") + ["rlsup.client"]
 
 
