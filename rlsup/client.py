@@ -108,8 +108,8 @@ def submit_experiment(spec_path: str | Path, *, seeds: tuple[int, ...] | None = 
     """Queue one job per [sweep] variant and seed (the file's seed without seeds), all driven by the file.
 
     Each job holds its seed, name and swept values as pinned overrides, so an edit of the file (a larger
-    total_steps) reaches every job by its own edit rules. experiment defaults to the job's name; a file
-    bound to jobs of another experiment, or to lone jobs, needs copy (every job follows one copy). Raises
+    total_steps) reaches every job by its own edit rules. experiment defaults to the job's name, and then a
+    file bound to lone jobs or another experiment's needs copy (every job follows one copy). Raises
     as submit() does, experiments.SeedsError for too many jobs, and NameTaken when the experiment already
     has one of the planned jobs.
     """
@@ -124,7 +124,7 @@ def submit_experiment(spec_path: str | Path, *, seeds: tuple[int, ...] | None = 
     experiments.check_variants(loaded, planned, str(path), text)
     home = home or paths.rlsup_home()
     with Store(home) as store:
-        check_experiment_room(path, name, planned, store.jobs(), copy)
+        check_experiment_room(path, name, planned, store.jobs(), copy or experiment is not None)
     resolved: list[tuple[specs.JobSpec, specs.JobSpec]] = []  # (a variant without seed, its env-checked spec)
     prepared = []
     for job in planned:
@@ -141,10 +141,10 @@ def submit_experiment(spec_path: str | Path, *, seeds: tuple[int, ...] | None = 
     return queue_experiment(path, data, name, prepared, home, copy, start_daemon)
 
 
-def check_experiment_room(path: Path, name: str, planned: list, jobs: list[Job], copy: bool) -> None:
-    """Refuse a file bound outside this experiment (without copy) and jobs the experiment already has."""
+def check_experiment_room(path: Path, name: str, planned: list, jobs: list[Job], meant: bool) -> None:
+    """Refuse jobs the experiment already has, and a file bound outside it unless meant (--copy, --experiment)."""
     bound = [job for job in jobs_following(path, jobs) if job.experiment != name]
-    if bound and not copy:
+    if bound and not meant:
         raise FileAlreadyBound(bound_message(path, bound).replace("--name NEW", "--experiment NEW"))
     taken = {job.name for job in jobs if job.experiment == name and job.state is not State.KILLED}
     clash = [job.name for job in planned if job.name in taken]

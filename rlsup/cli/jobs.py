@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from rlsup import client, colour, experiments, formatting, groups, jobview, paths, spec as specs
 from rlsup.cli import groups as group_views
@@ -75,14 +76,22 @@ def command_submit(args: argparse.Namespace) -> int:
 
 def submit_jobs(args: argparse.Namespace) -> list[Job]:
     """One job, or an experiment's (with --seeds, --experiment or a [sweep] table in the file)."""
-    if args.seeds is None and args.experiment is None:
+    if args.seeds is None and args.experiment is None and not has_sweep(args.job):
         return [client.submit(args.job, name=args.name, priority=args.priority, start_daemon=False,
                               copy=args.copy)]
-    if args.name is not None:
+    if args.name is not None and args.experiment is not None:
         raise experiments.SeedsError("--name names one job; an experiment's jobs are named after --experiment")
     seeds = experiments.parse_seeds(args.seeds) if args.seeds is not None else None
-    return client.submit_experiment(args.job, seeds=seeds, experiment=args.experiment, priority=args.priority,
-                                    start_daemon=False, copy=args.copy)
+    return client.submit_experiment(args.job, seeds=seeds, experiment=args.experiment or args.name,
+                                    priority=args.priority, start_daemon=False, copy=args.copy)
+
+
+def has_sweep(path: str) -> bool:
+    """Whether the file holds a [sweep] table; False for one that does not read, which submit then reports."""
+    try:
+        return bool(specs.sweep_of(Path(path).read_text(encoding="utf-8"), file=path).fields)
+    except (OSError, ValueError):  # unreadable, not TOML (ValueError), a bad sweep (SpecError is one)
+        return False
 
 
 def say_who_follows(job: Job) -> None:
