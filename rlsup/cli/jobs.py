@@ -163,7 +163,8 @@ def job_json(row: jobview.JobRow) -> dict:
     A foreground run (`rlsup run`) has no id and says "foreground": true; the daemon does not manage it.
     """
     job = row.job
-    return {"kind": "job", "experiment": job.experiment, "id": None if row.foreground else job.id, "foreground": row.foreground, "name": job.name, "algo": job.algo, "env": job.env, "state": job.state.value,
+    return {"kind": "job", "experiment": job.experiment, "id": None if row.foreground else job.id,
+            "foreground": row.foreground, "name": job.name, "algo": job.algo, "env": job.env, "state": job.state.value,
             "desired": job.desired.value, "step": row.step, "total_steps": job.total_steps,
             "steps_per_second": row.steps_per_second, "mean_return": row.mean_return,
             "gpus": list(job.gpu_indices), "pid": jobview.pid_of(job), "priority": job.priority, "restarts": job.restarts,

@@ -80,6 +80,8 @@ def command_status(args: argparse.Namespace) -> int:
     print(f"  step {row.step:,} of {job.total_steps:,}; restarts {job.restarts}/{job.max_restarts}"
           + (f"; pid {job.pid}" if job.pid else "") + (f"; GPU {job.gpus}" if job.gpus else ""))
     print("  " + following_line(job) + f"\n  run  {job.run_dir}")
+    if job.experiment:
+        print(f"  one of experiment {job.experiment} (`rlsup status {job.experiment}` shows all of its jobs)")
     if job.reason:
         print("  " + job.reason.replace("\n", "\n  "))
     drift = client.spec_drift(job)

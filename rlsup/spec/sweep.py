@@ -32,7 +32,8 @@ class Sweep:
 def read_sweep(table: Any, located: Located) -> tuple[Sweep, list[Problem]]:
     """The [sweep] table as a Sweep, and each problem with it located at its line."""
     if not isinstance(table, dict):
-        return Sweep(), [located.problem((SWEEP_TABLE,), 'must be a table [sweep] of lists, e.g. "dqn.lr" = [1e-4, 3e-4]')]
+        example = '"dqn.lr" = [1e-4, 3e-4]'
+        return Sweep(), [located.problem((SWEEP_TABLE,), f"must be a table [sweep] of lists, e.g. {example}")]
     fields, problems = [], []
     for name, values in _flatten(table):
         where = _key_path(name, located)

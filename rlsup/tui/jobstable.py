@@ -71,8 +71,8 @@ def group_cells(group: GroupRow, opened: bool, bar_width: int = BAR_WIDTH) -> tu
     speeds = [row.steps_per_second for row in group.rows if row.steps_per_second is not None]
     algos = ",".join(sorted({row.job.algo for row in group.rows}))
     envs = ",".join(sorted({row.job.env for row in group.rows}))
-    return (Text("▾" if opened else "▸", justify="right"), cut(f"{group.experiment} ({len(group.rows)} jobs)"), algos,
-            cut(envs), Text(group.counts, style="bold", no_wrap=True, overflow="ellipsis"),
+    name = cut(f"{group.experiment} ({len(group.rows)} jobs)")
+    return (Text("▾" if opened else "▸", justify="right"), name, algos, cut(envs), Text(group.counts, style="bold", no_wrap=True, overflow="ellipsis"),
             progress(group.step, group.total_steps, bar_width),
             Text(speed(sum(speeds) if speeds else None), justify="right"),
             Text(shown(group.mean_return), justify="right"), Text(duration(group.eta_s), justify="right"), "–")

@@ -45,6 +45,7 @@ def test_a_seed_group_pauses_resumes_and_matches_lone_runs_of_its_seeds(harness)
     assert code == 0 and "resume requested for 3 of its 3 jobs" in out, out
     finished = [harness.wait_state(job_id, State.DONE) for job_id in ids]
     assert "3 done" in group_line(harness, "seeds")
+    assert "one of experiment seeds" in harness.cli("status", str(ids[0]))[1]
 
     # Lone jobs of the same seeds, run straight, end where the paused group's jobs ended.
     lone = [harness.submit(harness.job_file(f"lone{seed}", seed=seed, total_steps=TOTAL, checkpoint_every=0))

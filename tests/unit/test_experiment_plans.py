@@ -89,7 +89,8 @@ def test_a_variant_breaking_a_cross_field_rule_is_located_at_its_sweep_line() ->
     planned = experiments.plan(specs.sweep_of(text), None, "cp")
     with pytest.raises(specs.SpecError) as raised:
         experiments.check_variants(loaded, planned, "grid.toml", text)
-    assert str(raised.value).startswith("grid.toml:7: ") and "env.id: in variant cp-presetatari: the atari preset needs an ALE/ id" in str(raised.value)
+    message = str(raised.value)
+    assert message.startswith("grid.toml:7: env.id: in variant cp-presetatari: the atari preset needs an ALE/ id")
 
 
 def job_of(store: Store, overrides: dict, state: State = State.PAUSED, experiment: str = "cp"):
@@ -114,7 +115,8 @@ def test_pinned_overrides_win_over_any_edit_of_the_file_so_a_seed_edit_is_no_ide
         assert isinstance(longer, edits.Refuse)  # a file that does not load is still refused
         raised = edited.replace('[job]\n', '[job]\ntotal_steps = 5000\n')
         accepted = edits.decide(job, current, edits.SavedFile(Path("cp.toml"), raised, "z"))
-        assert isinstance(accepted, edits.Accept) and [change.field for change in accepted.changes] == ["job.total_steps"]
+        assert isinstance(accepted, edits.Accept)
+        assert [change.field for change in accepted.changes] == ["job.total_steps"]
         assert (accepted.spec.job.seed, accepted.spec.job.name, accepted.spec.job.total_steps) == (5, "cp-s5", 5000)
 
 
@@ -131,17 +133,18 @@ def test_the_experiment_column_is_added_to_an_older_database(tmp_path) -> None:
         assert store.experiment_jobs("") == []
 
 
-def row(job_id: int, state: State, mean_return: float | None, eta_s: float | None, experiment: str = "cp"):
-    class Job:  # the fields a group row reads
-        pass
-    job = Job()
-    job.id, job.state, job.experiment, job.priority, job.total_steps = job_id, state, experiment, 0, 100
-    return JobRow(job=job, step=50, steps_per_second=None, mean_return=mean_return, eta_s=eta_s)
+def row(store: Store, state: State, mean_return: float | None, eta_s: float | None, experiment: str = "cp"):
+    job = store.submit(name=f"{experiment or 'lone'}-{state}", spec_path=Path("/nowhere/cp.toml"),
+                       run_dir=Path("/nowhere/run"), total_steps=100, experiment=experiment)
+    store.connection.execute("UPDATE jobs SET state = ?, step = 50 WHERE id = ?", (state.value, job.id))
+    return JobRow(job=store.job(job.id), step=50, steps_per_second=None, mean_return=mean_return, eta_s=eta_s)
 
 
-def test_a_group_row_counts_states_and_spreads_returns_over_its_jobs() -> None:
-    rows = [row(1, State.RUNNING, 10.0, 30.0), row(2, State.QUEUED, None, None), row(3, State.RUNNING, 20.0, 90.0),
-            row(4, State.DONE, 5.0, None, experiment=""), row(5, State.PAUSED, None, None, experiment="other")]
+def test_a_group_row_counts_states_and_spreads_returns_over_its_jobs(tmp_path) -> None:
+    with Store(tmp_path) as store:
+        rows = [row(store, State.RUNNING, 10.0, 30.0), row(store, State.QUEUED, None, None),
+                row(store, State.RUNNING, 20.0, 90.0), row(store, State.DONE, 5.0, None, experiment=""),
+                row(store, State.PAUSED, None, None, experiment="other")]
     entries = groups.grouped(rows)
     assert [type(entry).__name__ for entry in entries] == ["GroupRow", "GroupRow", "JobRow"]
     group = entries[0]
