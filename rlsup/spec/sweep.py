@@ -29,6 +29,13 @@ class Sweep:
                                                                                        self.fields))]
 
 
+def sweepable() -> list[tuple[str, Any]]:
+    """Every field a [sweep] may list, as ("dqn.lr", its type): the identity fields of the tables but the seed."""
+    return [(f"{section}.{name}", hint) for section, cls in TABLES.items()
+            for name, hint in typing.get_type_hints(cls).items()
+            if section_field(cls, name).metadata["edit"] == IDENTITY and f"{section}.{name}" not in NOT_SWEPT]
+
+
 def read_sweep(table: Any, located: Located) -> tuple[Sweep, list[Problem]]:
     """The [sweep] table as a Sweep, and each problem with it located at its line."""
     if not isinstance(table, dict):

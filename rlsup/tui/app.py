@@ -73,6 +73,8 @@ class JobCommands(Provider):
         app: RlsupApp = self.app  # type: ignore[assignment]
         row = app.model.row(app.selected_job_id)
         subject = f"job {jobview.job_label(row.job)} ({row.job.name})" if row else "the selected job"
+        experiment = app.selected_experiment()
+        subject = f"every job of experiment {experiment}" if experiment else subject
         return [
             (f"Pause {subject}", "Write a checkpoint and stop", app.action_pause),
             (f"Resume {subject}", "Continue from the newest checkpoint", app.action_resume),

@@ -154,3 +154,15 @@ def test_a_group_row_counts_states_and_spreads_returns_over_its_jobs(tmp_path) -
     assert str(group.mean_return) == "15.0 ± 7.1" and group.eta_s == 90.0
     assert (group.step, group.total_steps) == (150, 300)
     assert groups.shown(groups.spread([])) == "–" and str(groups.spread([4.0])) == "4.0 ± 0.0"
+
+
+def test_the_json_schema_takes_a_sweep_of_identity_fields_only() -> None:
+    import jsonschema
+    import tomllib_compat
+
+    validator = jsonschema.Draft202012Validator(specs.json_schema())
+    grid = tomllib_compat.tomllib.loads(BASE + '[sweep]\n"dqn.lr" = [1e-4, 3e-4]\n"dqn.hidden_sizes" = [[64]]\n')
+    validator.validate(grid)
+    assert not validator.is_valid({"sweep": {"dqn.lr": []}})
+    assert not validator.is_valid({"sweep": {"job.total_steps": [100]}})
+    assert not validator.is_valid({"sweep": {"job.seed": [1, 2]}})
