@@ -73,12 +73,12 @@ class JobCommands(Provider):
         app: RlsupApp = self.app  # type: ignore[assignment]
         row = app.model.row(app.selected_job_id)
         subject = f"job {jobview.job_label(row.job)} ({row.job.name})" if row else "the selected job"
-        experiment = app.selected_experiment()
-        subject = f"every job of experiment {experiment}" if experiment else subject
+        experiment = app.selected_experiment()  # a group row: its intents reach every job of it
+        group = f"every job of experiment {experiment}" if experiment else subject
         return [
-            (f"Pause {subject}", "Write a checkpoint and stop", app.action_pause),
-            (f"Resume {subject}", "Continue from the newest checkpoint", app.action_resume),
-            (f"Kill {subject}", "Stop without a checkpoint (asks first)", app.action_kill),
+            (f"Pause {group}", "Write a checkpoint and stop", app.action_pause),
+            (f"Resume {group}", "Continue from the newest checkpoint", app.action_resume),
+            (f"Kill {group}", "Stop without a checkpoint (asks first)", app.action_kill),
             (f"Edit {subject}", "Open its job file in $EDITOR", app.action_edit),
             (f"Details of {subject}", "Fields, plots, checkpoints, events and log", app.action_details),
             ("Submit a job file", "Queue a TOML job file", app.action_submit),
