@@ -4,7 +4,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rlsup import runfiles
+import pytest
+
+from rlsup import client, paths, runfiles
 from rlsup.jobstate import State
 
 TOTAL = 4_000
@@ -120,3 +122,21 @@ def test_bad_seeds_and_a_bad_sweep_are_one_line_errors_and_queue_nothing(harness
         assert err.startswith(f"{broken}:{line}: sweep.") and fragment in err, err
         assert harness.cli("validate", broken)[0] == 2
     assert harness.store.jobs() == []
+
+
+def test_more_seeds_join_an_experiment_and_a_copy_drives_a_whole_new_one(harness) -> None:
+    path = harness.job_file("more", total_steps=400)
+    first = client.submit_experiment(path, seeds=(1, 2), home=harness.home, start_daemon=False)
+    with pytest.raises(client.NameTaken, match="experiment more already has job more-s2"):
+        client.submit_experiment(path, seeds=(2, 3), home=harness.home, start_daemon=False)
+    with pytest.raises(client.FileAlreadyBound, match="--copy"):
+        harness.submit(path)  # a lone job from the experiment's file must say it is meant
+    added = client.submit_experiment(path, seeds=(3,), home=harness.home, start_daemon=False)
+    assert [job.name for job in first + added] == ["more-s1", "more-s2", "more-s3"]
+    assert {job.experiment for job in harness.store.jobs()} == {"more"}
+
+    copied = client.submit_experiment(path, seeds=(1, 2), experiment="other", copy=True, home=harness.home,
+                                      start_daemon=False)
+    copy = Path(copied[0].run_dir) / paths.SOURCE_COPY
+    assert [job.spec_path for job in copied] == [str(copy)] * 2 and copy.read_bytes() == path.read_bytes()
+    assert [job.name for job in harness.store.experiment_jobs("other")] == ["other-s1", "other-s2"]

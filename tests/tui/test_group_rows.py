@@ -56,6 +56,10 @@ async def test_a_group_row_opens_counts_its_jobs_and_pauses_and_kills_them_all(d
         await pilot.press("left")
         await wait_until(pilot, lambda: first not in table.rows_shown, what="the group closed")
         assert table.selected_experiment == "seeds"
+        await pilot.press("enter")  # enter opens and closes a group row (on a job row it opens the details)
+        await wait_until(pilot, lambda: first in table.rows_shown, what="the group opened by enter")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: first not in table.rows_shown, what="the group closed by enter")
         await pilot.press("p")
         await wait_until(pilot, lambda: group_state(table, "seeds") == "3 paused", what="the whole group paused",
                          report=explain)
