@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsup import foreground, jobstate, locks, paths, runfiles, spec as specs
+from rlsup import experiments, foreground, jobstate, locks, paths, runfiles, spec as specs
 from rlsup.jobstate import ACTIVE, Desired, State
 from rlsup.jobview import foreground_advice, jobs_following
 from rlsup.store import Job, Store
@@ -26,6 +26,10 @@ class JobNotFound(LookupError):
 
 class FileAlreadyBound(ValueError):
     """The job file already drives a job: a second job from it needs --copy or --name."""
+
+
+class NameTaken(ValueError):
+    """An experiment already has a job of the name a new one of it would take (the same seed and variant)."""
 
 
 def spec_drift(job: Job) -> str | None:
@@ -60,13 +64,18 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     copy snapshots the file into the run directory and binds the job to that copy. The run's job.toml
     records what "auto" networks resolved to. Raises specs.SpecError (nothing queued) when the file is
     not a valid job or its env cannot be trained, and FileAlreadyBound when
-    another job follows the file and neither copy nor a name says a second one is meant.
+    another job follows the file and neither copy nor a name says a second one is meant. A file with a
+    [sweep] table is an experiment (named name): submit_experiment() queues it and its first job is returned.
     """
     from rlsup.env_check import check_env_file  # imports gymnasium: only a submit pays for it
 
     path = Path(spec_path).expanduser().resolve()
+    loaded = specs.load(path)
+    if specs.sweep_of(path.read_text(encoding="utf-8"), file=str(path)).fields:
+        return submit_experiment(path, experiment=name, priority=priority, home=home, start_daemon=start_daemon,
+                                 copy=copy)[0]
     # The env is made once now, so a space rlsup cannot train is refused here, not when the worker starts.
-    loaded = check_env_file(specs.load(path), path).spec
+    loaded = check_env_file(loaded, path).spec
     data = path.read_bytes()
     overrides = specs.make_overrides(loaded, name=name, priority=priority)
     effective = specs.apply_overrides(loaded, overrides)
@@ -91,6 +100,81 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     if start_daemon:
         ensure_daemon(home)
     return job
+
+
+def submit_experiment(spec_path: str | Path, *, seeds: tuple[int, ...] | None = None, experiment: str | None = None,
+                      priority: int | None = None, home: Path | None = None, start_daemon: bool = True,
+                      copy: bool = False) -> list[Job]:
+    """Queue one job per [sweep] variant and seed (the file's seed without seeds), all driven by the file.
+
+    Each job holds its seed, name and swept values as pinned overrides, so an edit of the file (a larger
+    total_steps) reaches every job by its own edit rules. experiment defaults to the job's name, and then a
+    file bound to lone jobs or another experiment's needs copy (every job follows one copy). Raises
+    as submit() does, experiments.SeedsError for too many jobs, and NameTaken when the experiment already
+    has one of the planned jobs.
+    """
+    from rlsup.env_check import check_env_file  # imports gymnasium: only a submit pays for it
+
+    path = Path(spec_path).expanduser().resolve()
+    loaded = specs.load(path)  # first: it says why a file cannot be read
+    data = path.read_bytes()
+    text = data.decode("utf-8", errors="replace")
+    name = specs.sanitize_name(experiment or loaded.job.name)
+    planned = experiments.plan(specs.sweep_of(text, file=str(path)), seeds, name)
+    experiments.check_variants(loaded, planned, str(path), text)
+    home = home or paths.rlsup_home()
+    with Store(home) as store:
+        check_experiment_room(path, name, planned, store.jobs(), copy or experiment is not None)
+    resolved: list[tuple[specs.JobSpec, specs.JobSpec]] = []  # (a variant without seed, its env-checked spec)
+    prepared = []
+    for job in planned:
+        spec = experiments.variant_spec(loaded, job)
+        # The env is made once per distinct variant, not once per seed: seeds resolve alike.
+        unseeded = spec.replace("job", seed=0)
+        checked = next((done for key, done in resolved if key == unseeded), None)
+        if checked is None:
+            checked = check_env_file(spec, path).spec
+            resolved.append((unseeded, checked))
+        overrides = {**specs.make_overrides(loaded, priority=priority),
+                     **specs.pin_overrides(loaded, {**job.values, "job.name": job.name})}
+        prepared.append((job, overrides, specs.apply_overrides(checked, overrides)))
+    return queue_experiment(path, data, name, prepared, home, copy, start_daemon)
+
+
+def check_experiment_room(path: Path, name: str, planned: list, jobs: list[Job], meant: bool) -> None:
+    """Refuse jobs the experiment already has, and a file bound outside it unless meant (--copy, --experiment)."""
+    bound = [job for job in jobs_following(path, jobs) if job.experiment != name]
+    if bound and not meant:
+        raise FileAlreadyBound(bound_message(path, bound).replace("--name NEW", "--experiment NEW"))
+    taken = {job.name for job in jobs if job.experiment == name and job.state is not State.KILLED}
+    clash = [job.name for job in planned if job.name in taken]
+    if clash:
+        raise NameTaken(f"experiment {name} already has job {clash[0]}; give other seeds, or --experiment NEW")
+
+
+def queue_experiment(path: Path, data: bytes, name: str, prepared: list, home: Path, copy: bool,
+                     start_daemon: bool) -> list[Job]:
+    """Make the run directories and queue every job in one transaction: all of them, or none."""
+    run_dirs: list[Path] = []
+    try:
+        for job, _, effective in prepared:
+            run_dirs.append(paths.new_run_dir(job.name, home))
+            runfiles.write_run_spec(run_dirs[-1], effective)
+        followed = snapshot(data, run_dirs[0]) if copy else path  # one copy drives the whole experiment
+        with Store(home) as store, store.transaction():
+            queued = [store.submit(name=effective.job.name, spec_path=followed, run_dir=run_dir,
+                                   algo=effective.job.algo, env=effective.env.id, priority=effective.job.priority,
+                                   gpus_wanted=effective.job.gpus, total_steps=effective.job.total_steps,
+                                   max_restarts=effective.job.max_restarts, spec_seen=specs.file_digest(data),
+                                   overrides=overrides, experiment=name)
+                      for (_, overrides, effective), run_dir in zip(prepared, run_dirs)]
+    except BaseException:
+        for run_dir in run_dirs:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    if start_daemon:
+        ensure_daemon(home)
+    return queued
 
 
 def bound_message(path: Path, bound: list[Job]) -> str:
@@ -147,6 +231,39 @@ def set_intent(reference: str, desired: Desired, *, home: Path | None = None,
     if start_daemon and needs_daemon(job):
         ensure_daemon(home)
     return job
+
+
+def experiment_jobs(reference: str, home: Path | None = None) -> list[Job]:
+    """The jobs of the experiment a reference names; none when it names no experiment (a job id never does)."""
+    if reference.strip().isdigit():
+        return []
+    home = Path(home) if home else paths.home_path()
+    if not (home / paths.DATABASE).exists():
+        return []
+    with Store(home) as store:
+        return store.experiment_jobs(reference.strip())
+
+
+def set_group_intent(experiment: str, desired: Desired, *, home: Path | None = None,
+                     start_daemon: bool = True) -> tuple[list[Job], list[Job]]:
+    """Record an intent for each job of an experiment it applies to (each takes it by its own rules).
+
+    A kill leaves done jobs be: their results stand. Returns (the jobs it was recorded for, all the jobs).
+    """
+    with Store(home) as store, store.transaction():
+        jobs = store.experiment_jobs(experiment)
+        affected = [store.set_desired(job.id, desired) for job in jobs if group_intent_applies(job, desired)]
+    if not jobs:
+        raise JobNotFound(f"no experiment {experiment!r}")
+    if start_daemon and any(needs_daemon(job) for job in affected):
+        ensure_daemon(home)
+    return affected, jobs
+
+
+def group_intent_applies(job: Job, desired: Desired) -> bool:
+    if desired is Desired.KILLED and job.state is State.DONE:
+        return False
+    return jobstate.intent_applies(job.state, desired)
 
 
 def needs_daemon(job: Job) -> bool:

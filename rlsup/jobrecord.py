@@ -74,6 +74,7 @@ class Job:
     updated: float
     process: Process | None = None
     signal: SentSignal | None = None
+    experiment: str = ""  # the experiment (seeds and variants submitted together) it belongs to; "" alone
 
     @property
     def gpu_indices(self) -> tuple[int, ...]:

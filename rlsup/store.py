@@ -74,6 +74,11 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX hardware_time ON hardware_samples(time);
     """,
+    # Seeds and variants submitted together: the experiment's name on each of its jobs ("" for a lone job).
+    """
+    ALTER TABLE jobs ADD COLUMN experiment TEXT NOT NULL DEFAULT '';
+    CREATE INDEX jobs_experiment ON jobs(experiment);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -131,6 +136,10 @@ class Store:
     def _write(self) -> "_Transaction":
         return _Transaction(self.connection)
 
+    def transaction(self) -> "_Transaction":
+        """Writes inside it commit together or not at all (an experiment's jobs are queued at once)."""
+        return self._write()
+
     # ------------------------------------------------------------------ reading
 
     def jobs(self, states: Iterable[State] | None = None) -> list[Job]:
@@ -181,6 +190,12 @@ class Store:
                 return _job(row)
         return None
 
+    def experiment_jobs(self, experiment: str) -> list[Job]:
+        """The jobs of an experiment in submission order (none for "", the lone jobs' mark)."""
+        rows = self.connection.execute("SELECT * FROM jobs WHERE experiment = ? AND experiment != '' ORDER BY id",
+                                       (experiment,)).fetchall()
+        return [_job(row) for row in rows]
+
     def events(self, job_id: int | None = None, limit: int = 100) -> list[Event]:
         """The newest limit events (of one job, or of all), oldest first."""
         if job_id is None:
@@ -200,17 +215,17 @@ class Store:
 
     def submit(self, *, name: str, spec_path: Path, run_dir: Path, algo: str = "", env: str = "",
                priority: int = 0, gpus_wanted: int = 0, total_steps: int = 0, max_restarts: int = 3,
-               spec_seen: str | None = None, overrides: dict | None = None) -> Job:
-        """Queue a job whose run directory is already prepared."""
+               spec_seen: str | None = None, overrides: dict | None = None, experiment: str = "") -> Job:
+        """Queue a job whose run directory is already prepared (one of an experiment's, when experiment is named)."""
         now = time.time()
         with self._write():
             cursor = self.connection.execute(
                 "INSERT INTO jobs (name, spec_path, spec_seen, overrides, run_dir, algo, env, state, desired,"
-                " priority, gpus_wanted, total_steps, max_restarts, submitted, updated)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " priority, gpus_wanted, total_steps, max_restarts, submitted, updated, experiment)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (name, str(spec_path), spec_seen, json.dumps(overrides or {}), str(run_dir), algo, env,
                  State.QUEUED.value, Desired.RUNNING.value, priority, gpus_wanted, total_steps,
-                 max_restarts, now, now))
+                 max_restarts, now, now, experiment))
             job_id = cursor.lastrowid
             self._event(job_id, "state", None, State.QUEUED, f"submitted {spec_path}", now)
         return self.job(job_id)

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
-from rlsup import spec as specs
+from rlsup import experiments, spec as specs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,12 +20,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def command_validate(args: argparse.Namespace) -> int:
     from rlsup.env_check import check_env_file  # imports gymnasium: only a check pays for it
 
-    checked = check_env_file(specs.load(args.job), args.job)
+    loaded = specs.load(args.job)
+    checked = check_env_file(loaded, args.job)
     spec = checked.spec
     network = f", network {checked.network}" if checked.network else ""
+    variants = check_sweep(loaded, Path(args.job))
     print(f"{args.job}: ok ({spec.job.algo} on {spec.env.id}: {checked.observation} observations, "
-          f"{checked.num_actions} actions{network}; {spec.job.total_steps:,} steps)")
+          f"{checked.num_actions} actions{network}; {spec.job.total_steps:,} steps)"
+          + (f"; [sweep]: {variants} variants checked" if variants else ""))
     return 0
+
+
+def check_sweep(loaded: specs.JobSpec, path: Path) -> int:
+    """Check every [sweep] variant as submit would (rules, then its env); how many there are (0: no sweep)."""
+    from rlsup.env_check import check_env_file
+
+    text = path.read_text(encoding="utf-8")
+    sweep = specs.sweep_of(text, file=str(path))
+    if not sweep.fields:
+        return 0
+    planned = experiments.plan(sweep, None, loaded.job.name)
+    experiments.check_variants(loaded, planned, str(path), text)
+    for job in planned:
+        check_env_file(experiments.variant_spec(loaded, job), path)
+    return len(planned)
 
 
 def command_schema(args: argparse.Namespace) -> int:

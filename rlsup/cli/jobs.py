@@ -4,8 +4,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
-from rlsup import client, colour, formatting, jobview, paths, spec as specs
+from rlsup import client, colour, experiments, formatting, groups, jobview, paths, spec as specs
+from rlsup.cli import groups as group_views
 from rlsup.daemon.demo import machine_from_environment
 from rlsup.daemon.scheduler import gpu_shortage
 from rlsup.hardware import Hardware
@@ -25,6 +27,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     submit.add_argument("--copy", action="store_true",
                         help="follow a copy of the file made in the run directory (RUN/source.toml), so edits of "
                              "the file reach only the jobs already bound to it")
+    submit.add_argument("--seeds", metavar="SEEDS",
+                        help="queue one job per seed as one experiment: 1-5, 1,4,9 or both (1-3,7)")
+    submit.add_argument("--experiment", metavar="NAME",
+                        help="the experiment's name (default: the job's name); its jobs are NAME-s1, NAME-s2, …")
     submit.set_defaults(handler=command_submit)
 
     listing = subparsers.add_parser("list", help="jobs, states and progress")
@@ -33,7 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     for desired in (Desired.PAUSED, Desired.RUNNING, Desired.KILLED):
         intent = subparsers.add_parser(desired.verb, help=INTENT_HELP[desired])
-        intent.add_argument("jobs", metavar="JOB", nargs="+", help="job id, job name or run directory")
+        intent.add_argument("jobs", metavar="JOB", nargs="+",
+                            help="job id, job name, run directory, or an experiment's name (all of its jobs)")
         intent.set_defaults(handler=command_intent, desired=desired)
 
 
@@ -43,16 +50,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def command_submit(args: argparse.Namespace) -> int:
     try:
-        job = client.submit(args.job, name=args.name, priority=args.priority, start_daemon=False, copy=args.copy)
+        queued = submit_jobs(args)
     except specs.SpecError as error:
         print(error, file=sys.stderr)
         return 2
-    except client.FileAlreadyBound as error:
+    except (client.FileAlreadyBound, client.NameTaken, experiments.SeedsError) as error:
         print(f"rlsup: {error}", file=sys.stderr)
         return 2
-    print(job.id)
-    print(f"queued {job.name} as job {job.id}; run directory {job.run_dir}", file=sys.stderr)
-    say_who_follows(job)
+    job = queued[0]
+    print("\n".join(str(each.id) for each in queued))
+    if job.experiment:
+        print(f"queued experiment {job.experiment}: {len(queued)} job(s), "
+              f"{', '.join(f'{each.id} {each.name}' for each in queued)}", file=sys.stderr)
+    else:
+        print(f"queued {job.name} as job {job.id}; run directory {job.run_dir}", file=sys.stderr)
+        say_who_follows(job)
     warn_if_gpus_missing(job)
     try:
         client.ensure_daemon()
@@ -60,6 +72,26 @@ def command_submit(args: argparse.Namespace) -> int:
         print(f"rlsup: job {job.id} is queued, but {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def submit_jobs(args: argparse.Namespace) -> list[Job]:
+    """One job, or an experiment's (with --seeds, --experiment or a [sweep] table in the file)."""
+    if args.seeds is None and args.experiment is None and not has_sweep(args.job):
+        return [client.submit(args.job, name=args.name, priority=args.priority, start_daemon=False,
+                              copy=args.copy)]
+    if args.name is not None and args.experiment is not None:
+        raise experiments.SeedsError("--name names one job; an experiment's jobs are named after --experiment")
+    seeds = experiments.parse_seeds(args.seeds) if args.seeds is not None else None
+    return client.submit_experiment(args.job, seeds=seeds, experiment=args.experiment or args.name,
+                                    priority=args.priority, start_daemon=False, copy=args.copy)
+
+
+def has_sweep(path: str) -> bool:
+    """Whether the file holds a [sweep] table; False for one that does not read, which submit then reports."""
+    try:
+        return bool(specs.sweep_of(Path(path).read_text(encoding="utf-8"), file=path).fields)
+    except (OSError, ValueError):  # unreadable, not TOML (ValueError), a bad sweep (SpecError is one)
+        return False
 
 
 def say_who_follows(job: Job) -> None:
@@ -92,6 +124,8 @@ def command_intent(args: argparse.Namespace) -> int:
     code = 0
     for reference in args.jobs:
         try:
+            if group_views.group_intent(reference, args.desired):
+                continue
             job = client.set_intent(reference, args.desired)
         except client.JobNotFound as error:
             print(f"rlsup: {error}", file=sys.stderr)
@@ -111,13 +145,26 @@ def command_intent(args: argparse.Namespace) -> int:
 # list
 
 
+def listing_json(rows: list[jobview.JobRow]) -> list[dict]:
+    """Lone jobs, and each experiment as an object of "kind": "experiment" followed by its jobs'."""
+    listing = []
+    for entry in groups.grouped(rows):
+        if isinstance(entry, groups.GroupRow):
+            listing.append(group_views.group_json(entry))
+            listing.extend(job_json(row) for row in entry.rows)
+        else:
+            listing.append(job_json(entry))
+    return listing
+
+
 def job_json(row: jobview.JobRow) -> dict:
     """What `rlsup list --json` says of a job: the store's row with live values from status.json.
 
     A foreground run (`rlsup run`) has no id and says "foreground": true; the daemon does not manage it.
     """
     job = row.job
-    return {"id": None if row.foreground else job.id, "foreground": row.foreground, "name": job.name, "algo": job.algo, "env": job.env, "state": job.state.value,
+    return {"kind": "job", "experiment": job.experiment, "id": None if row.foreground else job.id,
+            "foreground": row.foreground, "name": job.name, "algo": job.algo, "env": job.env, "state": job.state.value,
             "desired": job.desired.value, "step": row.step, "total_steps": job.total_steps,
             "steps_per_second": row.steps_per_second, "mean_return": row.mean_return,
             "gpus": list(job.gpu_indices), "pid": jobview.pid_of(job), "priority": job.priority, "restarts": job.restarts,
@@ -132,7 +179,7 @@ def command_list(args: argparse.Namespace) -> int:
             stored = store.jobs()
     rows = [jobview.read_row(job) for job in stored + jobview.foreground_jobs(home, stored)]
     if args.json:
-        print(json.dumps([job_json(row) for row in rows], indent=1))
+        print(json.dumps(listing_json(rows), indent=1))
         return 0
     print_table(rows)
     waiting = [row for row in rows if not row.foreground and row.job.state not in RESTING]
@@ -145,19 +192,30 @@ COLUMNS = ("ID", "NAME", "ALGO", "ENV", "STATE", "STEP/TOTAL", "STEPS/S", "RETUR
 
 
 def print_table(rows: list[jobview.JobRow]) -> None:
+    """Lone jobs one line each; an experiment as a group line followed by its jobs, indented."""
     if not rows:
         print("no jobs; queue one with `rlsup submit JOB.toml`")
         return
-    cells = [COLUMNS] + [table_cells(row) for row in rows]
-    widths = [max(len(line[index]) for line in cells) for index in range(len(COLUMNS) - 1)]
+    lines: list[tuple[tuple[str, ...], str | None]] = [(COLUMNS, None)]  # cells, and the state to colour by
+    for entry in groups.grouped(rows):
+        if isinstance(entry, groups.GroupRow):
+            lines.append((group_views.group_cells(entry), None))
+            lines.extend((indented(table_cells(row)), row.job.state.value) for row in entry.rows)
+        else:
+            lines.append((table_cells(entry), entry.job.state.value))
+    widths = [max(len(cells[index]) for cells, _ in lines) for index in range(len(COLUMNS) - 1)]
     painted = colour.wanted()
     state_column = COLUMNS.index("STATE")
-    for number, line in enumerate(cells):
-        padded = [cell.ljust(width) for cell, width in zip(line, widths)]
-        if number:  # colour after padding: escape codes have no width on screen
-            padded[state_column] = colour.paint_state(padded[state_column], rows[number - 1].job.state.value,
-                                                      painted)
-        print("  ".join(padded) + "  " + line[-1])
+    for cells, state in lines:
+        padded = [cell.ljust(width) for cell, width in zip(cells, widths)]
+        if state:  # colour after padding: escape codes have no width on screen
+            padded[state_column] = colour.paint_state(padded[state_column], state, painted)
+        print("  ".join(padded) + "  " + cells[-1])
+
+
+def indented(cells: tuple[str, ...]) -> tuple[str, ...]:
+    name_column = COLUMNS.index("NAME")
+    return cells[:name_column] + (group_views.INDENT + cells[name_column],) + cells[name_column + 1:]
 
 
 def table_cells(row: jobview.JobRow) -> tuple[str, ...]:

@@ -19,7 +19,7 @@ INSTALL_PLOT = "pip install 'rlsup[plot]'"
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     plot = subparsers.add_parser("plot", help="runs' curves side by side: a PNG, SVG or PDF, or in the terminal")
-    plot.add_argument("runs", metavar="RUN", nargs="+", help="run directory, job id or name, or latest")
+    plot.add_argument("runs", metavar="RUN", nargs="+", help="run directory, job id or name, experiment (drawn as its mean and band), or latest")
     plot.add_argument("--out", metavar="FILE",
                       help=f"write a picture ({', '.join(PICTURE_SUFFIXES)}; needs {INSTALL_PLOT}); "
                            f"without it, draw in the terminal")
@@ -78,19 +78,29 @@ def resolve_groups(references: list[str], group_by: str | None = None) -> list[R
     """Labelled lists of run directories for RUN references (each a run directory, job id or name, or
     latest), one per run, or grouped by experiment or all together; a run named twice is drawn once."""
     runs: dict[Path, str] = {}
+    named_experiments: dict[Path, str] = {}  # runs named through their experiment: drawn as its group
     for reference in references:
-        try:
-            run_dir = resolve_run(reference)
-        except CliError as error:  # "no jobs yet in …" alone would not say which of several RUNs it was
-            raise CliError(f"RUN {reference!r}: {error}") from None
-        runs.setdefault(run_dir, run_label(run_dir))
+        members = client.experiment_jobs(reference)
+        for job in members:
+            runs.setdefault(Path(job.run_dir), job.name)
+            named_experiments[Path(job.run_dir)] = job.experiment
+        if not members:
+            runs.setdefault(resolve_reference(reference), "")
+    runs = {run_dir: label or run_label(run_dir) for run_dir, label in runs.items()}
     if group_by == "all":
         return [RunGroup("all runs", tuple(runs))]
     groups: dict[str, list[Path]] = {}
     for run_dir, label in runs.items():
-        experiment = experiment_of(run_dir) if group_by == "experiment" else ""
+        experiment = named_experiments.get(run_dir) or (experiment_of(run_dir) if group_by == "experiment" else "")
         groups.setdefault(experiment or label, []).append(run_dir)
     return [RunGroup(label, tuple(run_dirs)) for label, run_dirs in groups.items()]
+
+
+def resolve_reference(reference: str) -> Path:
+    try:
+        return resolve_run(reference)
+    except CliError as error:  # "no jobs yet in …" alone would not say which of several RUNs it was
+        raise CliError(f"RUN {reference!r}: {error}") from None
 
 
 def run_label(run_dir: Path) -> str:
@@ -107,7 +117,7 @@ def experiment_of(run_dir: Path) -> str:
         job = client.find_job(str(run_dir))
     except client.JobNotFound:
         return ""
-    return getattr(job, "experiment", "")  # the store's experiment column arrives with seeds and sweeps
+    return job.experiment
 
 
 def read_lines(groups: list[RunGroup], metric: str, weight: float) -> list[plotting.Line]:

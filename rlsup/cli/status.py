@@ -9,6 +9,7 @@ from pathlib import Path
 from rlsup import client, colour, formatting, jobview, paths, runfiles
 from rlsup.cli.arguments import find_job_or_say
 from rlsup.cli.checkpoints import run_checkpoint_lines
+from rlsup.cli.groups import print_experiment_status
 from rlsup.store import Job, Store
 
 
@@ -19,8 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     logs.add_argument("-n", "--lines", type=int, default=50, help="lines of the tail to show first")
     logs.set_defaults(handler=command_logs)
 
-    status = subparsers.add_parser("status", help="a job's state, events and checkpoints")
-    status.add_argument("job", metavar="JOB", help="job id, job name or run directory")
+    status = subparsers.add_parser("status", help="a job's state, events and checkpoints, or an experiment's jobs")
+    status.add_argument("job", metavar="JOB", help="job id, job name, run directory or experiment name")
     status.add_argument("--events", type=int, default=30, help="newest events shown")
     status.set_defaults(handler=command_status)
 
@@ -66,6 +67,10 @@ def follow(path: Path, *, poll_s: float = 0.25) -> None:
 
 
 def command_status(args: argparse.Namespace) -> int:
+    experiment = client.experiment_jobs(args.job)
+    if experiment:
+        print_experiment_status(args.job.strip(), experiment)
+        return 0
     job = find_job_or_say(args.job)
     if job is None:
         return 1
@@ -75,6 +80,8 @@ def command_status(args: argparse.Namespace) -> int:
     print(f"  step {row.step:,} of {job.total_steps:,}; restarts {job.restarts}/{job.max_restarts}"
           + (f"; pid {job.pid}" if job.pid else "") + (f"; GPU {job.gpus}" if job.gpus else ""))
     print("  " + following_line(job) + f"\n  run  {job.run_dir}")
+    if job.experiment:
+        print(f"  one of experiment {job.experiment} (`rlsup status {job.experiment}` shows all of its jobs)")
     if job.reason:
         print("  " + job.reason.replace("\n", "\n  "))
     drift = client.spec_drift(job)

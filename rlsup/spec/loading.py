@@ -13,6 +13,7 @@ from rlsup.fieldcheck import check_value
 from rlsup.spec.fields import ARRAY_TABLES, TABLES, JobSpec, former_names, section_field
 from rlsup.spec.locating import Located, Problem, SpecError
 from rlsup.spec.rules import job_violations
+from rlsup.spec.sweep import SWEEP_TABLE, Sweep, read_sweep
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -64,6 +65,15 @@ def loads(text: str, *, file: str = "<string>", default_name: str = "job") -> Jo
     return spec
 
 
+def sweep_of(text: str, *, file: str = "<string>") -> Sweep:
+    """The [sweep] table of job-file text that loads() accepts (an empty Sweep without one)."""
+    table = tomllib.loads(text).get(SWEEP_TABLE, {})
+    sweep, problems = read_sweep(table, Located(file, text))
+    if problems:
+        raise SpecError(problems)
+    return sweep
+
+
 def _line_from_message(message: str) -> int | None:
     match = re.search(r"at line (\d+)", message)
     return int(match.group(1)) if match else None
@@ -95,8 +105,10 @@ class _Loading(Located):
                     continue
                 sections[key] = tuple(self.build_section(ARRAY_TABLES[key], item, (key, index))
                                       for index, item in enumerate(value))
+            elif key == SWEEP_TABLE:
+                self.problems.extend(read_sweep(value, self)[1])  # its values become jobs at submit: sweep_of()
             else:
-                self.problems.append(self.problem((key,), "unknown table" + _suggestion(key, known)))
+                self.problems.append(self.problem((key,), "unknown table" + _suggestion(key, known + [SWEEP_TABLE])))
         if self.problems:
             return None
         return JobSpec(**sections)

@@ -23,11 +23,19 @@ def make_overrides(loaded: JobSpec, *, name: str | None = None, priority: int | 
     return overrides
 
 
+def pin_overrides(loaded: JobSpec, values: dict) -> dict:
+    """Overrides that win over the file whatever it says later: an experiment's per-job values (seed, name,
+    swept fields), so that editing one of them in the file shared by its jobs is no edit of each job."""
+    return {key: {"file": getattr(getattr(loaded, key.split(".", 1)[0]), key.split(".", 1)[1]), "value": value,
+                  "pinned": True} for key, value in values.items()}
+
+
 def apply_overrides(loaded: JobSpec, overrides: dict) -> JobSpec:
-    """Apply each override while the file still holds the value it replaced; an edit there wins."""
+    """Apply each override while the file still holds the value it replaced (an edit there wins), and pinned
+    ones always."""
     for key, entry in overrides.items():
         section, field = key.split(".", 1)
-        if getattr(getattr(loaded, section), field) == entry["file"]:
+        if entry.get("pinned") or getattr(getattr(loaded, section), field) == entry["file"]:
             loaded = loaded.replace(section, **{field: entry["value"]})
     return loaded
 

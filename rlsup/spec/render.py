@@ -8,6 +8,7 @@ from typing import Any, Literal
 import tomli_w
 
 from rlsup.spec.fields import ARRAY_TABLES, TABLES, JobSpec
+from rlsup.spec.sweep import SWEEP_TABLE, sweepable
 
 
 def render_toml(spec: JobSpec) -> str:
@@ -42,6 +43,11 @@ def json_schema() -> dict:
     for name, cls in ARRAY_TABLES.items():
         properties[name] = {"type": "array", "minItems": 1, "items": _section_schema(cls),
                             "description": cls.__doc__}
+    properties[SWEEP_TABLE] = {
+        "type": "object", "additionalProperties": False,
+        "description": "Identity fields, each with the values an experiment runs (rlsup submit queues every variant).",
+        "properties": {name: {"type": "array", "minItems": 1, "items": _type_schema(hint)}
+                       for name, hint in sweepable()}}
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "rlsup job file",
             "type": "object", "additionalProperties": False, "properties": properties}
 

@@ -23,6 +23,7 @@ from rlsup.jobview import JobRow
 from rlsup.store import Event
 from rlsup.tui import data, messages, overlay
 from rlsup.tui.data import MetricsView
+from rlsup.tui.jobstable import JobsTable
 from rlsup.tui.screens import ConfirmScreen, DetailScreen, HelpScreen, JobView, MainScreen, SubmitScreen
 
 POLL_INTERVAL_S = 0.5
@@ -72,10 +73,12 @@ class JobCommands(Provider):
         app: RlsupApp = self.app  # type: ignore[assignment]
         row = app.model.row(app.selected_job_id)
         subject = f"job {jobview.job_label(row.job)} ({row.job.name})" if row else "the selected job"
+        experiment = app.selected_experiment()  # a group row: its intents reach every job of it
+        group = f"every job of experiment {experiment}" if experiment else subject
         return [
-            (f"Pause {subject}", "Write a checkpoint and stop", app.action_pause),
-            (f"Resume {subject}", "Continue from the newest checkpoint", app.action_resume),
-            (f"Kill {subject}", "Stop without a checkpoint (asks first)", app.action_kill),
+            (f"Pause {group}", "Write a checkpoint and stop", app.action_pause),
+            (f"Resume {group}", "Continue from the newest checkpoint", app.action_resume),
+            (f"Kill {group}", "Stop without a checkpoint (asks first)", app.action_kill),
             (f"Edit {subject}", "Open its job file in $EDITOR", app.action_edit),
             (f"Details of {subject}", "Fields, plots, checkpoints, events and log", app.action_details),
             ("Submit a job file", "Queue a TOML job file", app.action_submit),
@@ -310,6 +313,10 @@ class RlsupApp(App):
         self.intent(Desired.KILLED)
 
     def intent(self, desired: Desired) -> None:
+        experiment = self.selected_experiment()
+        if experiment is not None:
+            self.group_intent(experiment, desired)
+            return
         row = self.managed_row(desired.verb)
         if row is None:
             return
@@ -326,6 +333,30 @@ class RlsupApp(App):
             question += " Progress since its last checkpoint is lost."
         self.push_screen(ConfirmScreen(question, yes="Kill"),
                          lambda confirmed: self.send_intent(desired, job.id) if confirmed else None)
+
+    # An experiment's group row under the cursor: pause, resume and kill reach each of its jobs.
+
+    def selected_experiment(self) -> str | None:
+        table = next(iter(self.screen.query(JobsTable)), None)
+        return table.selected_experiment if table is not None else None
+
+    def group_intent(self, experiment: str, desired: Desired) -> None:
+        if desired is not Desired.KILLED:
+            self.send_group_intent(desired, experiment)
+            return
+        question = f"Kill every unfinished job of experiment {experiment}? They stop without a checkpoint."
+        self.push_screen(ConfirmScreen(question, yes="Kill"),
+                         lambda confirmed: self.send_group_intent(desired, experiment) if confirmed else None)
+
+    @work(thread=True, group="actions")
+    def send_group_intent(self, desired: Desired, experiment: str) -> None:
+        try:
+            affected, jobs = client.set_group_intent(experiment, desired, home=self.home)
+        except (client.JobNotFound, client.DaemonError, sqlite3.Error, OSError) as error:
+            self.post_message(messages.ActionFinished(f"{desired.verb} {experiment}: {error}", failed=True))
+            return
+        self.post_message(messages.ActionFinished(f"{desired.verb.capitalize()} requested for {len(affected)} of the "
+                                                  f"{len(jobs)} jobs of experiment {experiment}."))
 
     @work(thread=True, group="actions")
     def send_intent(self, desired: Desired, job_id: int) -> None:

@@ -1,4 +1,4 @@
-"""The jobs table: one row per job, redrawn cell by cell, its columns fitted to the width it has."""
+"""The jobs table: one row per job or experiment, redrawn cell by cell, its columns fitted to the width it has."""
 from __future__ import annotations
 
 from rich.cells import cell_len
@@ -7,8 +7,10 @@ from textual.binding import Binding
 from textual.widgets import DataTable
 
 from rlsup.formatting import decimal, duration, short_count, speed
+from rlsup.groups import GroupRow, grouped, shown
 from rlsup.jobstate import State
 from rlsup.jobview import JobRow, job_label
+from rlsup.tui.overlay import experiment_of_key, group_key
 from rlsup.tui.widgets import state_text
 
 BAR_WIDTH = 10
@@ -44,12 +46,28 @@ def cut(text: str) -> Text:
     return Text(text, no_wrap=True, overflow="ellipsis")
 
 
-def job_cells(row: JobRow, bar_width: int = BAR_WIDTH, marked: bool = False) -> tuple:
+def job_cells(row: JobRow, bar_width: int = BAR_WIDTH, indent: str = "", marked: bool = False) -> tuple:
     job = row.job
-    return (MARK if marked else "", Text(job_label(job), justify="right"), cut(job.name), job.algo, cut(job.env), state_cell(row),
+    return (MARK if marked else "", Text(job_label(job), justify="right"), cut(indent + job.name), job.algo,
+            cut(job.env), state_cell(row),
             progress(row.step, job.total_steps, bar_width),
             Text(speed(row.steps_per_second), justify="right"), Text(decimal(row.mean_return, 1), justify="right"),
             Text(duration(row.eta_s), justify="right"), job.gpus.replace(",", " ") or "–")
+
+
+MEMBER_INDENT = "  "
+
+
+def group_cells(group: GroupRow, opened: bool, bar_width: int = BAR_WIDTH, marked: bool = False) -> tuple:
+    """An experiment's row: its state counts, summed progress and speed, mean ± std return, slowest ETA."""
+    speeds = [row.steps_per_second for row in group.rows if row.steps_per_second is not None]
+    algos = ",".join(sorted({row.job.algo for row in group.rows}))
+    envs = ",".join(sorted({row.job.env for row in group.rows}))
+    name = cut(f"{group.experiment} ({len(group.rows)} jobs)")
+    return (MARK if marked else "", Text("▾" if opened else "▸", justify="right"), name, algos, cut(envs), Text(group.counts, style="bold", no_wrap=True, overflow="ellipsis"),
+            progress(group.step, group.total_steps, bar_width),
+            Text(speed(sum(speeds) if speeds else None), justify="right"),
+            Text(shown(group.mean_return), justify="right"), Text(duration(group.eta_s), justify="right"), "–")
 
 
 def state_cell(row: JobRow) -> Text:
@@ -85,18 +103,26 @@ def share_out(wanted: dict[str, int], room: int, minimum: int) -> dict[str, int]
 
 
 class JobsTable(DataTable):
-    """Every job, one row each; a refresh redraws only the cells whose text changed.
+    """Every lone job, and each experiment as a group row that opens (right, enter) and closes (left) on its jobs;
+    a refresh redraws only the cells whose text changed.
 
-    Its columns fit its width: under COMPACT_BELOW the bar shrinks, and when the cells still do not fit,
-    the name, env and state columns get fixed widths that share out the room left by the numbers.
+    Job rows are keyed by their job id and group rows by group_key(experiment). Its columns fit its width:
+    under COMPACT_BELOW the bar shrinks, and when the cells still do not fit, the name, env and state
+    columns get fixed widths that share out the room left by the numbers.
     """
 
-    BINDINGS = [Binding("enter", "select_cursor", "Details")]
+    BINDINGS = [Binding("enter", "select_cursor", "Details"), Binding("right", "open_group", "Open", show=False),
+                Binding("left", "close_group", "Close", show=False)]
 
     def __init__(self, **options):
         super().__init__(cursor_type="row", zebra_stripes=True, **options)
-        self.rows_shown: dict[int, JobRow] = {}
-        self.cells_shown: dict[int, tuple] = {}
+        self.rows_shown: dict[int, JobRow] = {}      # the job rows on screen
+        self.groups_shown: dict[str, GroupRow] = {}  # the group rows on screen, by experiment
+        self.opened: set[str] = set()                # experiments whose jobs are shown under them
+        self.cells_shown: dict[str, tuple] = {}      # by row key
+        self.values_shown: dict[str, object] = {}    # what each row's cells were made from
+        self.last_rows: tuple[JobRow, ...] = ()
+        self.last_filter = ""
         self.bar_width = BAR_WIDTH
         self.squeezed: dict[str, int] = {}  # fixed widths of the squeezed columns; empty while all fit
         self.marked: frozenset[str] = frozenset()  # row keys marked with space (overlay.Marks)
@@ -111,61 +137,142 @@ class JobsTable(DataTable):
                 self.add_column(label, key=key, width=1 if key == "mark" else self.squeezed.get(key))
 
     @property
-    def selected_job_id(self) -> int | None:
+    def selected_key(self) -> str | None:
         if not self.row_count:
             return None
-        return int(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
+        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+
+    @property
+    def selected_job_id(self) -> int | None:
+        """The job under the cursor; a group row's first job."""
+        key = self.selected_key
+        if key is None:
+            return None
+        ids = self.group_job_ids(key)
+        return ids[0] if ids else None
+
+    @property
+    def selected_experiment(self) -> str | None:
+        """The experiment whose group row is under the cursor; None on a job row."""
+        return experiment_of_key(self.selected_key)
+
+    def group_job_ids(self, key: str) -> tuple[int, ...]:
+        """The job ids a row stands for: a group row's, all of its experiment's jobs; a job row's, its own."""
+        experiment = experiment_of_key(key)
+        if experiment is None:
+            return (int(key),)
+        group = self.groups_shown.get(experiment)
+        return group.job_ids if group else ()
 
     def show_rows(self, rows: tuple[JobRow, ...], name_filter: str = "") -> None:
-        """Show rows (already in order) whose name contains name_filter, keeping the cursor's job."""
+        """Show rows (already in order) whose name, or experiment's name, contains name_filter, keeping the
+        cursor's row."""
         self.ensure_columns()
+        self.last_rows, self.last_filter = rows, name_filter
         wanted = name_filter.strip().lower()
-        visible = [row for row in rows if wanted in row.job.name.lower()]
-        selected = self.selected_job_id
-        visible_ids = [row.job.id for row in visible]
-        for job_id in set(self.rows_shown) - set(visible_ids):
-            self.remove_row(str(job_id))
-            del self.rows_shown[job_id], self.cells_shown[job_id]
+        visible = [row for row in rows if wanted in row.job.name.lower() or wanted in row.job.experiment.lower()]
+        entries = self._entries(visible)
+        selected = self.selected_key
+        keys = [key for key, _ in entries]
+        for key in set(self.cells_shown) - set(keys):
+            self.remove_row(key)
+            del self.cells_shown[key], self.values_shown[key]
+        shown_rows = [row for _, (row, _) in entries]
+        self.rows_shown = {row.job.id: row for row in shown_rows if isinstance(row, JobRow)}
+        self.groups_shown = {group.experiment: group for group in shown_rows if isinstance(group, GroupRow)}
         widest: dict[str, tuple[int, str, object]] = {}
-        for row in visible:
-            self._show_row(row, widest)
+        for key, value in entries:
+            self._show_row(key, value, widest)
         # Widen each column once, for its widest new cell: a width check on any narrower cell would
         # re-measure the whole column, once per cell updated.
         for column, (_, row_key, cell) in widest.items():
             self.update_cell(row_key, column, cell, update_width=True)
-        self._order(visible_ids, selected)
+        self._order(keys, selected)
         self.fit()
 
-    def _show_row(self, row: JobRow, widest: dict) -> None:
-        job_id = row.job.id
-        if self.rows_shown.get(job_id) == row:
+    def _entries(self, rows: list[JobRow]) -> list[tuple[str, tuple]]:
+        """(row key, what its cells are made of) in order: lone jobs, and groups with their opened jobs."""
+        entries: list[tuple[str, tuple]] = []
+        for entry in grouped(rows):
+            if isinstance(entry, JobRow):
+                entries.append((str(entry.job.id), (entry, "")))
+                continue
+            opened = entry.experiment in self.opened
+            entries.append((group_key(entry.experiment), (entry, opened)))
+            if opened:
+                entries.extend((str(row.job.id), (row, MEMBER_INDENT)) for row in entry.rows)
+        return entries
+
+    def _cells(self, key: str, value: tuple) -> tuple:
+        row, detail = value
+        if isinstance(row, GroupRow):
+            return group_cells(row, detail, self.bar_width, key in self.marked)
+        return job_cells(row, self.bar_width, detail, key in self.marked)
+
+    def _show_row(self, key: str, value: tuple, widest: dict) -> None:
+        if self.values_shown.get(key) == value:
             return
-        self.rows_shown[job_id] = row
-        cells = job_cells(row, self.bar_width, str(job_id) in self.marked)
-        old = self.cells_shown.get(job_id)
-        self.cells_shown[job_id] = cells
+        self.values_shown[key] = value
+        cells = self._cells(key, value)
+        old = self.cells_shown.get(key)
+        self.cells_shown[key] = cells
         if old is None:
-            self.add_row(*cells, key=str(job_id))
+            self.add_row(*cells, key=key)
             return
         for (column, _), before, after in zip(JOB_COLUMNS, old, cells):
             if before != after:
-                self.update_cell(str(job_id), column, after)
+                self.update_cell(key, column, after)
                 cell_width = width(after)
                 if cell_width > max(self.columns[column].content_width, widest.get(column, (0,))[0]):
-                    widest[column] = (cell_width, str(job_id), after)
+                    widest[column] = (cell_width, key, after)
 
     def show_marks(self, keys: frozenset[str]) -> None:
-        """Mark the rows whose keys are in keys, unmark the others."""
+        """Mark the rows (job or group) whose keys are in keys, unmark the others."""
         changed, self.marked = self.marked ^ keys, keys
-        for job_id, row in self.rows_shown.items():
-            if str(job_id) in changed:
-                self.cells_shown[job_id] = job_cells(row, self.bar_width, str(job_id) in keys)
-                self.update_cell(str(job_id), "mark", self.cells_shown[job_id][0])
+        for key, value in self.values_shown.items():
+            if key in changed:
+                self.cells_shown[key] = self._cells(key, value)
+                self.update_cell(key, "mark", self.cells_shown[key][0])
 
-    def _order(self, job_ids: list[int], selected: int | None) -> None:
+    def _order(self, keys: list[str], selected: str | None) -> None:
         # Rebuilt in order rather than sorted by the ID column: a foreground run's ID cell says "fg".
-        if [int(row.key.value) for row in self.ordered_rows] != job_ids:
-            self._rebuild(job_ids, selected)
+        if [row.key.value for row in self.ordered_rows] != keys:
+            self._rebuild(keys, selected)
+
+    # -- opening and closing groups ------------------------------------------------------------
+
+    def action_select_cursor(self) -> None:
+        """Enter opens or closes a group row; on a job row it opens the job's details."""
+        experiment = self.selected_experiment
+        if experiment is None:
+            super().action_select_cursor()
+        else:
+            self.set_opened(experiment, experiment not in self.opened)
+
+    def action_open_group(self) -> None:
+        experiment = self.selected_experiment
+        if experiment is not None:
+            self.set_opened(experiment, True)
+
+    def action_close_group(self) -> None:
+        """On a group row or on one of its jobs: close the group, the cursor on its row."""
+        experiment = self.selected_experiment
+        if experiment is None:
+            row = self.rows_shown.get(self.selected_job_id or 0)
+            experiment = row.job.experiment if row and row.job.experiment else None
+        if experiment is not None:
+            self.set_opened(experiment, False)
+            self.move_cursor(row=self.get_row_index(group_key(experiment)), animate=False)
+
+    def reveal(self, job_id: int) -> None:
+        """Open the group a job belongs to, so that its row is on screen."""
+        row = next((row for row in self.last_rows if row.job.id == job_id), None)
+        if row is not None and row.job.experiment and row.job.experiment not in self.opened:
+            self.set_opened(row.job.experiment, True)
+
+    def set_opened(self, experiment: str, opened: bool) -> None:
+        self.opened = self.opened | {experiment} if opened else self.opened - {experiment}
+        self.show_rows(self.last_rows, self.last_filter)
 
     # -- fitting the width -------------------------------------------------------------------
 
@@ -180,8 +287,7 @@ class JobsTable(DataTable):
         rebuild = bar_width != self.bar_width
         if rebuild:
             self.bar_width = bar_width
-            self.cells_shown = {job_id: job_cells(row, bar_width, str(job_id) in self.marked)
-                                for job_id, row in self.rows_shown.items()}
+            self.cells_shown = {key: self._cells(key, value) for key, value in self.values_shown.items()}
         squeezed = self._squeeze()
         if rebuild or squeezed != self.squeezed:
             self.squeezed = squeezed
@@ -198,14 +304,14 @@ class JobsTable(DataTable):
         numbers = sum(cell_width for key, cell_width in natural.items() if key not in SQUEEZABLE)
         return share_out({key: natural[key] for key in SQUEEZABLE}, room - numbers, SQUEEZED_MINIMUM)
 
-    def _rebuild(self, order: list[int] | None = None, selected: int | None = None) -> None:
+    def _rebuild(self, order: list[str] | None = None, selected: str | None = None) -> None:
         """The rows in order (default: as they are) under columns of the current widths (a DataTable cannot
-        change a column's width in place); the cursor stays on the selected job."""
+        change a column's width in place); the cursor stays on the selected row."""
         if order is None:
-            order, selected = [int(row.key.value) for row in self.ordered_rows], self.selected_job_id
+            order, selected = [row.key.value for row in self.ordered_rows], self.selected_key
         self.clear(columns=True)
         self.ensure_columns()
-        for job_id in order:
-            self.add_row(*self.cells_shown[job_id], key=str(job_id))
+        for key in order:
+            self.add_row(*self.cells_shown[key], key=key)
         if selected in order:
             self.move_cursor(row=order.index(selected), animate=False)

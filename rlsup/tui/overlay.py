@@ -54,8 +54,25 @@ def group_curve(key: str, label: str, job_ids: list[int], rows: tuple[JobRow, ..
     return Curve(key, label, tuple((job_id, run_dirs[job_id]) for job_id in job_ids if job_id in run_dirs))
 
 
+# Group rows: an experiment's key is never a job id (those are digits), so job rows keep their keys.
+GROUP_KEY_PREFIX = "experiment:"
+
+
+def group_key(experiment: str) -> str:
+    return GROUP_KEY_PREFIX + experiment
+
+
+def experiment_of_key(key: str | None) -> str | None:
+    """The experiment a group row's key names; None for a job row's key."""
+    return key[len(GROUP_KEY_PREFIX):] if key and key.startswith(GROUP_KEY_PREFIX) else None
+
+
 def curve_for_key(key: str, rows: tuple[JobRow, ...]) -> Curve | None:
-    """The curve a jobs-table row stands for (a group row's: group_curve with its name and job ids)."""
+    """The curve a jobs-table row stands for: a job's own, or a group row's mean and band over its jobs."""
+    experiment = experiment_of_key(key)
+    if experiment is not None:
+        job_ids = [row.job.id for row in rows if row.job.experiment == experiment]
+        return group_curve(key, experiment, job_ids, rows) if job_ids else None
     row = next((row for row in rows if str(row.job.id) == key), None)
     return job_curve(row) if row is not None else None
 

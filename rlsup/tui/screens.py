@@ -163,7 +163,9 @@ class MainScreen(JobView, Screen):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if isinstance(event.data_table, JobsTable) and event.row_key.value is not None:
-            self.app.select_job(int(event.row_key.value))
+            job_ids = event.data_table.group_job_ids(event.row_key.value)  # a group row shows its first job
+            if job_ids:
+                self.app.select_job(job_ids[0])
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if isinstance(event.data_table, JobsTable):
@@ -172,6 +174,7 @@ class MainScreen(JobView, Screen):
     def go_to(self, job_id: int) -> None:
         """Put the cursor on a job, clearing a filter that hides it."""
         table = self.query_one(JobsTable)
+        table.reveal(job_id)
         if job_id not in table.rows_shown:
             self.action_clear_filter()
         if job_id in table.rows_shown:

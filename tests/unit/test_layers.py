@@ -30,7 +30,7 @@ def modules_under(relative: str = "") -> list[str]:
 
 CORE = ["rlsup.spec", "rlsup.paths", "rlsup.jobstate", "rlsup.store", "rlsup.runfiles", "rlsup.hardware",
         "rlsup.checkpoint.manifest", "rlsup.jobview", "rlsup.formatting", "rlsup.jobrecord", "rlsup.algos.registry", "rlsup.algos.contract",
-        "rlsup.plotting"]
+        "rlsup.plotting", "rlsup.experiments", "rlsup.groups"]
 FRONT = modules_under("cli") + modules_under("daemon") + ["rlsup.client"]
 
 

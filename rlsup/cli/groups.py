@@ -1,0 +1,63 @@
+"""Experiments on the command line: group rows of `rlsup list`, group intents and `rlsup status EXPERIMENT`."""
+from __future__ import annotations
+
+from rlsup import client, colour, formatting, groups, jobview
+from rlsup.groups import GroupRow
+from rlsup.jobstate import Desired
+from rlsup.store import Job
+
+INDENT = "  "  # an experiment's jobs under its group row
+
+
+def group_json(group: GroupRow) -> dict:
+    """What `rlsup list --json` says of an experiment; its jobs' objects follow it, each naming it."""
+    states: dict[str, int] = {}
+    for row in group.rows:
+        states[row.job.state.value] = states.get(row.job.state.value, 0) + 1
+    spread = group.mean_return
+    return {"kind": "experiment", "name": group.experiment, "jobs": list(group.job_ids), "states": states,
+            "step": group.step, "total_steps": group.total_steps,
+            "mean_return": spread.mean if spread else None, "return_std": spread.std if spread else None,
+            "returns_reported": spread.count if spread else 0, "eta_s": group.eta_s}
+
+
+def group_cells(group: GroupRow) -> tuple[str, ...]:
+    """A group row in the columns of `rlsup list` (jobview.COLUMNS); its last cell gives the slowest ETA."""
+    algos = {row.job.algo for row in group.rows}
+    envs = {row.job.env for row in group.rows}
+    speeds = [row.steps_per_second for row in group.rows if row.steps_per_second is not None]
+    return ("exp", f"{group.experiment} ({len(group.rows)} jobs)", ",".join(sorted(algos)), ",".join(sorted(envs)),
+            group.counts, f"{group.step:,}/{group.total_steps:,}",
+            formatting.speed(sum(speeds) if speeds else None, missing="-"), groups.shown(group.mean_return), "-",
+            f"slowest ETA {formatting.duration(group.eta_s)}")
+
+
+def group_intent(reference: str, desired: Desired) -> bool:
+    """Record desired for every job of the experiment reference names and say so; False when it names none."""
+    if not client.experiment_jobs(reference):
+        return False
+    affected, jobs = client.set_group_intent(reference, desired)
+    untouched = len(jobs) - len(affected)
+    print(f"experiment {reference}: {desired.verb} requested for {len(affected)} of its {len(jobs)} jobs"
+          + (f" ({untouched} had nothing to {desired.verb})" if untouched else "")
+          + (f": {', '.join(str(job.id) for job in affected)}" if affected else ""))
+    return True
+
+
+def print_experiment_status(name: str, jobs: list[Job]) -> None:
+    """The group's line, its jobs, and variant -> n, final and best evaluation (mean ± std over seeds)."""
+    group = GroupRow(name, tuple(jobview.sorted_rows([jobview.read_row(job) for job in jobs])))
+    print(f"experiment {name}: {group.counts}; {group.step:,} of {group.total_steps:,} steps; "
+          f"latest return {groups.shown(group.mean_return)}; slowest ETA {formatting.duration(group.eta_s)}")
+    painted = colour.wanted()
+    for row in group.rows:
+        job = row.job
+        state = colour.paint_state(job.state.value.ljust(8), job.state.value, painted)
+        print(f"{INDENT}{job.id:>4}  {job.name}  {state}  {row.step:,}/{job.total_steps:,}  {job.run_dir}")
+    results = groups.variant_results(jobs)
+    cells = [("variant", "n", "final eval", "best eval")] + [
+        (result.variant, str(result.jobs), groups.shown(result.final), groups.shown(result.best)) for result in results]
+    widths = [max(len(line[index]) for line in cells) for index in range(4)]
+    print("\nevaluations (mean ± std over seeds):")
+    for line in cells:
+        print(INDENT + "  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())

@@ -1,0 +1,108 @@
+"""A job file's [sweep] table: identity fields, each with the list of values an experiment runs it at."""
+from __future__ import annotations
+
+import difflib
+import itertools
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from rlsup.fieldcheck import check_value
+from rlsup.spec.fields import ARRAY_TABLES, IDENTITY, TABLES, section_field
+from rlsup.spec.locating import Located, Problem
+
+SWEEP_TABLE = "sweep"
+# The seed has its own argument: `rlsup submit --seeds` crosses it with every variant.
+NOT_SWEPT = {"job.seed": "seeds are given by `rlsup submit --seeds 1-5`, which crosses them with every variant"}
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Swept fields ("dqn.lr") in file order, each with its values; empty for a file without [sweep]."""
+
+    fields: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+
+    def variants(self) -> list[dict[str, Any]]:
+        """Every combination of the values (the first field varies slowest); one empty variant without a sweep."""
+        names = [name for name, _ in self.fields]
+        return [dict(zip(names, combination)) for combination in itertools.product(*(values for _, values in
+                                                                                       self.fields))]
+
+
+def sweepable() -> list[tuple[str, Any]]:
+    """Every field a [sweep] may list, as ("dqn.lr", its type): the identity fields of the tables but the seed."""
+    return [(f"{section}.{name}", hint) for section, cls in TABLES.items()
+            for name, hint in typing.get_type_hints(cls).items()
+            if section_field(cls, name).metadata["edit"] == IDENTITY and f"{section}.{name}" not in NOT_SWEPT]
+
+
+def read_sweep(table: Any, located: Located) -> tuple[Sweep, list[Problem]]:
+    """The [sweep] table as a Sweep, and each problem with it located at its line."""
+    if not isinstance(table, dict):
+        example = '"dqn.lr" = [1e-4, 3e-4]'
+        return Sweep(), [located.problem((SWEEP_TABLE,), f"must be a table [sweep] of lists, e.g. {example}")]
+    fields, problems = [], []
+    for name, values in _flatten(table):
+        where = _key_path(name, located)
+        problem = _field_problem(name) or _values_problem(name, values)
+        if problem:
+            problems.append(Problem(located.file, located.line(where), f"{SWEEP_TABLE}.{name}", problem))
+        else:
+            fields.append((name, tuple(_converted(name, value) for value in values)))
+    return Sweep(tuple(fields)), problems
+
+
+def _flatten(table: dict, prefix: str = "") -> list[tuple[str, Any]]:
+    """'"dqn.lr" = [..]' and 'dqn.lr = [..]' (a nested table to TOML) both as ("dqn.lr", [..])."""
+    flat = []
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        flat.extend(_flatten(value, name + ".") if isinstance(value, dict) else [(name, value)])
+    return flat
+
+
+def _key_path(name: str, located: Located) -> tuple:
+    """The key's path as locate_keys records it: quoted ("dqn.lr") or dotted (dqn.lr)."""
+    quoted = (SWEEP_TABLE, name)
+    return quoted if quoted in located.lines else (SWEEP_TABLE, *name.split("."))
+
+
+def _field_problem(name: str) -> str | None:
+    section, _, field = name.partition(".")
+    if section in ARRAY_TABLES:
+        return f"fields of [[{section}]] cannot be swept (copy the file for each {section} layout)"
+    if section not in TABLES or field not in typing.get_type_hints(TABLES[section]):
+        return "unknown field" + _suggestion(name) + '; sweep keys are dotted field names such as "dqn.lr"'
+    if name in NOT_SWEPT:
+        return NOT_SWEPT[name]
+    edit = section_field(TABLES[section], field).metadata["edit"]
+    if edit != IDENTITY:
+        return (f"is a {edit} field, and only identity fields are swept: a {edit} field is edited in the file "
+                "for every job of the experiment at once")
+    return None
+
+
+def _values_problem(name: str, values: Any) -> str | None:
+    if not isinstance(values, list):
+        return f"must be a list of values, e.g. [{values!r}], not a single value"
+    if not values:
+        return "needs at least one value"
+    section, _, field = name.partition(".")
+    cls = TABLES[section]
+    for value in values:
+        error = check_value(value, typing.get_type_hints(cls)[field], section_field(cls, field).metadata)
+        if error:
+            return f"value {value!r} {error}"
+    repeated = [value for index, value in enumerate(values) if value in values[:index]]
+    return f"lists {repeated[0]!r} twice" if repeated else None
+
+
+def _converted(name: str, value: Any) -> Any:
+    section, _, field = name.partition(".")
+    return float(value) if typing.get_type_hints(TABLES[section])[field] is float else value
+
+
+def _suggestion(name: str) -> str:
+    known = [f"{section}.{field}" for section, cls in TABLES.items() for field in typing.get_type_hints(cls)]
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
