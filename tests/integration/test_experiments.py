@@ -100,6 +100,12 @@ def test_a_sweep_file_queues_variants_times_seeds_with_their_values(harness) -> 
     assert listing[0]["states"] == {"done": 8}
     assert [entry["experiment"] for entry in listing[1:]] == ["grid"] * 8
 
+    # The experiment's name is a RUN of rlsup plot: one legend entry, the mean and band of its eight runs.
+    picture = harness.home / "grid.svg"
+    code, _, err = harness.cli("plot", "grid", "--out", str(picture))
+    assert code == 0, err
+    assert "grid (mean of 8, band min–max)" in picture.read_text()
+
 
 def test_bad_seeds_and_a_bad_sweep_are_one_line_errors_and_queue_nothing(harness) -> None:
     path = harness.job_file("bad", total_steps=400)

@@ -1,4 +1,4 @@
-"""An experiment in the jobs table: one group row that opens on its jobs, counts their states, takes group intents."""
+"""An experiment in the jobs table: one group row that opens on its jobs, counts their states, takes group intents and marks."""
 from __future__ import annotations
 
 from rlsup import client, paths
@@ -56,6 +56,11 @@ async def test_a_group_row_opens_counts_its_jobs_and_pauses_and_kills_them_all(d
         await pilot.press("left")
         await wait_until(pilot, lambda: first not in table.rows_shown, what="the group closed")
         assert table.selected_experiment == "seeds"
+        # space marks the group row: its curve is the mean and band over the experiment's three jobs.
+        await pilot.press("space")
+        await wait_until(pilot, lambda: str(table.get_cell(group_key("seeds"), "mark")) == "●",
+                         what="the group row marked")
+        assert sorted(job_id for job_id, _ in app.marks.curves[group_key("seeds")].runs) == [first, second, third]
         await pilot.press("enter")  # enter opens and closes a group row (on a job row it opens the details)
         await wait_until(pilot, lambda: first in table.rows_shown, what="the group opened by enter")
         await pilot.press("enter")
