@@ -9,6 +9,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from rlsup import foreground, jobstate, locks, paths, runfiles, spec as specs
 from rlsup.jobstate import ACTIVE, Desired, State
@@ -54,13 +55,16 @@ def spec_drift(job: Job) -> str | None:
 
 
 def submit(spec_path: str | Path, *, name: str | None = None, priority: int | None = None,
-           home: Path | None = None, start_daemon: bool = True, copy: bool = False) -> Job:
+           home: Path | None = None, start_daemon: bool = True, copy: bool = False,
+           prepare: Callable[[Path, specs.JobSpec], None] | None = None) -> Job:
     """Validate a job file, prepare its run directory, queue it and make sure a daemon runs.
 
     copy snapshots the file into the run directory and binds the job to that copy. The run's job.toml
     records what "auto" networks resolved to. Raises specs.SpecError (nothing queued) when the file is
     not a valid job or its env cannot be trained, and FileAlreadyBound when
-    another job follows the file and neither copy nor a name says a second one is meant.
+    another job follows the file and neither copy nor a name says a second one is meant. prepare(run
+    directory, resolved spec) fills the run before the job is queued (a fork's parent checkpoint); what
+    it raises leaves nothing queued.
     """
     from rlsup.env_check import check_env_file  # imports gymnasium: only a submit pays for it
 
@@ -78,6 +82,8 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     run_dir = paths.new_run_dir(effective.job.name, home)
     try:
         runfiles.write_run_spec(run_dir, effective)
+        if prepare is not None:
+            prepare(run_dir, effective)
         followed = snapshot(data, run_dir) if copy else path
         with Store(home) as store:
             job = store.submit(name=effective.job.name, spec_path=followed, run_dir=run_dir, algo=effective.job.algo,

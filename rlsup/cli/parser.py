@@ -10,8 +10,9 @@ import threading
 from rlsup import __version__
 from rlsup import spec as specs
 from rlsup.checkpoint.manifest import CheckpointProblem
-from rlsup.cli import checkpoints, completion, daemon_control, job_files, jobs, status, training
+from rlsup.cli import checkpoints, completion, daemon_control, job_files, jobs, lineage, status, training
 from rlsup.cli.arguments import CliError
+from rlsup.lineage import ForkRefused
 from rlsup.jobstate import EXIT_SPEC
 
 # What a shell reports for a command that a signal stopped (128 + its number): Ctrl-C, and SIGPIPE,
@@ -26,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", help="what to do (default: tui)")
     # In the order `rlsup --help` lists them: files and foreground training first, then the daemon's jobs.
     for register in (job_files.register, training.register, checkpoints.register, training.register_enjoy,
-                     register_tui, jobs.register, status.register, daemon_control.register, completion.register):
+                     register_tui, jobs.register, status.register, daemon_control.register, completion.register,
+                     lineage.register):
         register(commands)
     return parser
 
@@ -65,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     except specs.SpecError as error:
         print(error, file=sys.stderr)
         return EXIT_SPEC
-    except (CliError, CheckpointProblem) as error:
+    except (CliError, CheckpointProblem, ForkRefused) as error:
         print(f"rlsup: {error}", file=sys.stderr)
         return EXIT_SPEC
     except KeyboardInterrupt:

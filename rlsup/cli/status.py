@@ -9,6 +9,7 @@ from pathlib import Path
 from rlsup import client, colour, formatting, jobview, paths, runfiles
 from rlsup.cli.arguments import find_job_or_say
 from rlsup.cli.checkpoints import run_checkpoint_lines
+from rlsup.cli.lineage import lineage_lines
 from rlsup.store import Job, Store
 
 
@@ -75,6 +76,8 @@ def command_status(args: argparse.Namespace) -> int:
     print(f"  step {row.step:,} of {job.total_steps:,}; restarts {job.restarts}/{job.max_restarts}"
           + (f"; pid {job.pid}" if job.pid else "") + (f"; GPU {job.gpus}" if job.gpus else ""))
     print("  " + following_line(job) + f"\n  run  {job.run_dir}")
+    for line in lineage_lines(Path(job.run_dir)):
+        print("  " + line)
     if job.reason:
         print("  " + job.reason.replace("\n", "\n  "))
     drift = client.spec_drift(job)
