@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import warnings
 from pathlib import Path
 from typing import Callable
@@ -87,11 +88,17 @@ def write_onnx(module: torch.nn.Module, example: torch.Tensor, out: Path) -> Non
     batch = torch.export.Dim("batch", min=1)
     # The exporter checks a dynamic dimension against the example; 1 would be specialised, so use 2.
     examples = (example.expand(2, *example.shape[1:]).contiguous(),)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(module, examples, input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
-                                    dynamic_shapes=({0: batch},), opset_version=ONNX_OPSET, dynamo=True,
-                                    verbose=False)
+    exporter_log = logging.getLogger("torch.onnx")
+    level = exporter_log.level
+    exporter_log.setLevel(logging.ERROR)  # it warns, for every export, that torchvision's operators are absent
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program = torch.onnx.export(module, examples, input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
+                                        dynamic_shapes=({0: batch},), opset_version=ONNX_OPSET, dynamo=True,
+                                        verbose=False)
+    finally:
+        exporter_log.setLevel(level)
     program.save(str(out))
 
 
@@ -141,9 +148,16 @@ def observation_json(layout: ObservationLayout) -> dict:
             "flat_image_in_env": layout.flat_image, "stack_size": layout.stack_size}
 
 
+# [env] fields that act only inside the Atari preset's chain; a classic env ignores them.
+ATARI_ONLY = ("frame_skip", "frame_stack", "noop_max", "sticky_actions", "fire_reset")
+# [env] fields that change rewards and episode ends for learning, never what the policy sees.
+LEARNING_ONLY = ("num_envs", "clip_rewards", "episodic_life")
+
+
 def preprocessing_json(env: EnvSection) -> dict:
     """The [env] settings that shape what the policy sees, and for Atari the fixed parts of DeepMind's chain."""
-    settings = {key: value for key, value in dataclasses.asdict(env).items() if key not in ("num_envs",)}
+    skipped = LEARNING_ONLY + (() if env.preset == "atari" else ATARI_ONLY)
+    settings = {key: value for key, value in dataclasses.asdict(env).items() if key not in skipped}
     if env.preset == "atari":
         settings.update(grayscale=True, screen_size=ATARI_SCREEN_SIZE, max_pool_last_two_frames=True,
                         full_action_space=False)
