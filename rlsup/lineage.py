@@ -61,13 +61,17 @@ class Parent:
         job = f"job {self.job_id} " if self.job_id is not None else ""
         return f"{job}{self.job_name} at step {self.step:,}"
 
-    def describe(self) -> str:
-        """One line: the parent, its checkpoint and fingerprint, and what was not carried over."""
+    @property
+    def origin(self) -> str:
+        """The parent, its checkpoint and fingerprint, and what was not carried over."""
         options = [option for option, on in (("fresh optimizer", self.fresh_optimizer),
                                              ("no replay", not self.replay)) if on]
         extra = f"; {', '.join(options)}" if options else ""
-        return (f"forked from {self.label} ({self.checkpoint}, fingerprint {self.fingerprint[:12]}{extra}); "
-                f"run {self.run_dir}")
+        return f"{self.label} ({self.checkpoint}, fingerprint {self.fingerprint[:12]}{extra})"
+
+    def describe(self) -> str:
+        """One line for status and the worker's log."""
+        return f"forked from {self.origin}; run {self.run_dir}"
 
 
 def read_parent(run_dir: Path) -> Parent | None:

@@ -37,7 +37,7 @@ def initialise_from_parent(run_dir: Path, trainer: Trainer) -> tuple[dict, str]:
     trainer.load_state_dict(trainer_state)
     restore_global_rng_state(state["rng"])
     runfiles.truncate_metrics(run_dir, int(manifest["metrics_bytes"]))
-    notice = parent.describe().split("; run ")[0]
+    notice = f"forked from {parent.origin}"
     log.info("%s (%s)", notice, parent.run_dir)
     return manifest, notice
 

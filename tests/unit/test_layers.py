@@ -28,7 +28,7 @@ def modules_under(relative: str = "") -> list[str]:
     return names
 
 
-CORE = ["rlsup.spec", "rlsup.paths", "rlsup.jobstate", "rlsup.store", "rlsup.runfiles", "rlsup.hardware",
+CORE = ["rlsup.spec", "rlsup.lineage", "rlsup.paths", "rlsup.jobstate", "rlsup.store", "rlsup.runfiles", "rlsup.hardware",
         "rlsup.checkpoint.manifest", "rlsup.jobview", "rlsup.formatting", "rlsup.jobrecord", "rlsup.algos.registry", "rlsup.algos.contract"]
 FRONT = modules_under("cli") + modules_under("daemon") + ["rlsup.client"]
 
