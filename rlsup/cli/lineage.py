@@ -8,6 +8,7 @@ from pathlib import Path
 from rlsup import client, lineage, paths, runfiles
 from rlsup import spec as specs
 from rlsup.cli.arguments import CliError, resolve_run
+from rlsup.cli.jobs import say_who_follows, warn_if_gpus_missing
 from rlsup.jobview import jobs_following
 from rlsup.store import Store
 
@@ -55,23 +56,21 @@ def command_fork(args: argparse.Namespace) -> int:
     with Store() as store:
         bound = jobs_following(path, store.jobs())  # e.g. the parent's own file, just refused an edit
     try:
-        job = client.submit(path, name=name, copy=bool(bound), start_daemon=False,
+        # A bound file is copied into the fork's run, so that its edits keep reaching only the jobs they did.
+        job = client.submit(path, name=name, copy=bool(bound),
                             prepare=lambda run_dir, spec: lineage.prepare_fork(run_dir, request, spec))
     except lineage.ForkRefused as error:
         raise CliError(f"{path}: {error}") from None
+    except client.DaemonError as error:
+        print(f"rlsup: the fork is queued, but {error}", file=sys.stderr)
+        return 1
     print(job.id)
     parent = lineage.read_parent(Path(job.run_dir))  # written by prepare_fork before the job was queued
     print(f"queued {job.name} as job {job.id}, {parent.describe()}", file=sys.stderr)
     if request.replay and not parent.replay:
         print(f"note: {entry.path.name} holds no replay: the fork starts with empty ones", file=sys.stderr)
-    if bound:
-        print(f"job {job.id} follows its own copy {job.spec_path}, since {path} drives job "
-              f"{', '.join(str(other.id) for other in bound)}", file=sys.stderr)
-    try:
-        client.ensure_daemon()
-    except client.DaemonError as error:
-        print(f"rlsup: job {job.id} is queued, but {error}", file=sys.stderr)
-        return 1
+    say_who_follows(job)
+    warn_if_gpus_missing(job)
     return 0
 
 
