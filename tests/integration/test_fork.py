@@ -50,6 +50,8 @@ def test_a_fork_continues_its_parent_or_starts_from_its_weights_with_its_own_lr(
     same = harness.job(fork(harness, parent.id, parent_file, "--checkpoint", "1000"))
     assert (same.name, Path(same.spec_path).name) == ("p-fork", "source.toml")
     harness.wait_state(same.id, State.DONE)
+    # Its own checkpoints begin after step 1000 (a run from scratch would also reach the parent's fingerprint).
+    assert [entry.step for entry in list_checkpoints(Path(same.run_dir)) if entry.reason != "best"] == [1_500, 2_000]
     assert checkpoint_at(same.run_dir, 2_000).fingerprint == checkpoint_at(parent.run_dir, 2_000).fingerprint
     parent_records = runfiles.read_metrics(Path(parent.run_dir))
     assert runfiles.read_metrics(Path(same.run_dir))[:10] == parent_records[:10]  # the curve starts as the parent's
