@@ -93,6 +93,16 @@ def test_a_fork_continues_its_parent_or_starts_from_its_weights_with_its_own_lr(
     assert recorded["fingerprint"] == checkpoint_at(changed.run_dir, 1_008).fingerprint
     harness.wait_state(grandchild.id, State.DONE)
 
+    # From the best evaluation: a best checkpoint holds no replay, so the fork starts with an empty one.
+    best = max((entry for entry in list_checkpoints(Path(parent.run_dir)) if entry.reason == "best"),
+               key=lambda entry: entry.evaluation_mean)
+    code, out, err = harness.cli("fork", parent.id, parent_file, "--checkpoint", "best", "--name", "from-best")
+    assert code == 0 and f"note: {best.path.name} holds no replay" in err
+    from_best = harness.job(int(out))
+    recorded = lineage.read_parent(Path(from_best.run_dir))
+    assert (recorded.step, recorded.reason, recorded.replay) == (best.step, "best", False)
+    harness.wait_state(from_best.id, State.DONE)
+
 
 def test_a_refused_identity_edit_names_a_fork_command_that_works(harness) -> None:
     harness.settings(cpu_jobs=2)  # the parent trains on while its fork starts
