@@ -56,7 +56,7 @@ def spec_drift(job: Job) -> str | None:
 
 def submit(spec_path: str | Path, *, name: str | None = None, priority: int | None = None,
            home: Path | None = None, start_daemon: bool = True, copy: bool = False,
-           prepare: Callable[[Path, specs.JobSpec], None] | None = None) -> Job:
+           prepare: Callable[[Path, specs.JobSpec], object] | None = None) -> Job:
     """Validate a job file, prepare its run directory, queue it and make sure a daemon runs.
 
     copy snapshots the file into the run directory and binds the job to that copy. The run's job.toml

@@ -10,7 +10,7 @@ from rlsup import spec as specs
 from rlsup.cli.arguments import CliError, resolve_run
 from rlsup.cli.jobs import say_who_follows, warn_if_gpus_missing
 from rlsup.jobview import jobs_following
-from rlsup.store import Store
+from rlsup.store import Job, Store
 
 EXPORT_FORMATS = ("torchscript", "onnx")  # rlsup.algos.export.FORMATS, named here without importing torch
 
@@ -74,7 +74,7 @@ def command_fork(args: argparse.Namespace) -> int:
     return 0
 
 
-def parent_job_of(run_dir: Path):
+def parent_job_of(run_dir: Path) -> Job | None:
     """The daemon's job that owns a run directory, or None (a foreground or copied run)."""
     if not (paths.home_path() / paths.DATABASE).exists():
         return None

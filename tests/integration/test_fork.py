@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 import torch
-from rlsup_testing import assert_one_line_error, cartpole_text, run_rlsup
+from rlsup_testing import assert_one_line_error, run_rlsup
 
 from rlsup import lineage, runfiles
 from rlsup.checkpoint.manifest import list_checkpoints
