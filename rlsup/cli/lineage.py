@@ -55,12 +55,16 @@ def command_fork(args: argparse.Namespace) -> int:
     name = args.name or (f"{parent_name}-fork" if loaded.job.name == parent_name else None)
     with Store() as store:
         bound = jobs_following(path, store.jobs())  # e.g. the parent's own file, just refused an edit
+    # A file that drives a job, or a run's own job.toml, is copied into the fork's run: edits of it then
+    # keep reaching only what they reached before.
+    copy = bool(bound) or (path.parent / paths.SPEC_HISTORY).is_dir()
     try:
-        # A bound file is copied into the fork's run, so that its edits keep reaching only the jobs they did.
-        job = client.submit(path, name=name, copy=bool(bound),
+        job = client.submit(path, name=name, copy=copy,
                             prepare=lambda run_dir, spec: lineage.prepare_fork(run_dir, request, spec))
     except lineage.ForkRefused as error:
         raise CliError(f"{path}: {error}") from None
+    except OSError as error:
+        raise CliError(f"cannot make the fork's run directory: {error}") from None
     except client.DaemonError as error:
         print(f"rlsup: the fork is queued, but {error}", file=sys.stderr)
         return 1
