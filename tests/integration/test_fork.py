@@ -46,8 +46,8 @@ def test_a_fork_continues_its_parent_or_starts_from_its_weights_with_its_own_lr(
     harness.wait_state(parent.id, State.DONE)
     forked_from = checkpoint_at(parent.run_dir, 1_000)
 
-    # The parent's own file, bound to the parent: the fork follows a copy and is the parent's continuation.
-    same = harness.job(fork(harness, parent.id, parent_file, "--checkpoint", "1000"))
+    # The parent's run's own job.toml: the fork follows a copy of it and is the parent's continuation.
+    same = harness.job(fork(harness, parent.id, Path(parent.run_dir) / "job.toml", "--checkpoint", "1000"))
     assert (same.name, Path(same.spec_path).name) == ("p-fork", "source.toml")
     harness.wait_state(same.id, State.DONE)
     # Its own checkpoints begin after step 1000 (a run from scratch would also reach the parent's fingerprint).
