@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import warnings
 from pathlib import Path
 from typing import Callable
@@ -43,27 +44,28 @@ def export_policy(run_dir: Path, *, which: str, format: str, out: Path,
     if format == "onnx":
         require_onnx()
     spec, trainer_state, entry = load_trainer_state(run_dir, which, report)
-    module = registry.get(spec.job.algo).greedy_network_from_checkpoint(spec, trainer_state)
-    layout, action_meanings = describe_observations(spec.env)
+    try:
+        module = registry.get(spec.job.algo).greedy_network_from_checkpoint(spec, trainer_state)
+    except registry.UnknownAlgorithm as error:
+        raise ExportUnavailable(str(error)) from None
+    layout, action_count, action_meanings = describe_observations(spec.env)
     example = torch.as_tensor(np.zeros((1, *layout.shape), dtype=layout.dtype))
     out.parent.mkdir(parents=True, exist_ok=True)
-    (write_torchscript if format == "torchscript" else write_onnx)(module, example, out)
-    description = {
+    partial = out.with_name(f".{out.name}.partial")  # renamed into place: a failed export leaves no half file
+    (write_torchscript if format == "torchscript" else write_onnx)(module, example, partial)
+    os.replace(partial, out)
+    target = metadata_path(out)
+    runfiles.atomic_write_json(target, {
         "format": format, "model": out.name, "rlsup_version": rlsup.__version__,
         "input": {"name": INPUT_NAME, "shape": [None, *layout.shape], "dtype": layout.dtype.name},
         "output": {"name": OUTPUT_NAME, "shape": [None], "dtype": "int64",
                    "meaning": "the greedy action of each observation"},
         "inside_model": inside_model(layout), "outside_model": outside_model(spec.env, layout),
-        "observation": observation_json(layout),
-        "preprocessing": preprocessing_json(spec.env),
-        "actions": {"count": len(action_meanings) if action_meanings else int(probe_actions(module, example)),
-                    "meanings": action_meanings},
+        "observation": observation_json(layout), "preprocessing": preprocessing_json(spec.env),
+        "actions": {"count": action_count, "meanings": action_meanings},
         "source": {"run_dir": str(run_dir), "job_name": spec.job.name, "algo": spec.job.algo,
                    "checkpoint": entry.path.name, "step": entry.step, "reason": entry.reason,
-                   "fingerprint": entry.fingerprint},
-    }
-    target = metadata_path(out)
-    runfiles.atomic_write_json(target, description)
+                   "fingerprint": entry.fingerprint}})
     return target
 
 
@@ -102,18 +104,13 @@ def write_onnx(module: torch.nn.Module, example: torch.Tensor, out: Path) -> Non
     program.save(str(out))
 
 
-def probe_actions(module: torch.nn.Module, example: torch.Tensor) -> int:
-    """The number of actions, from the scores the module maximises (for envs that name no actions)."""
-    with torch.no_grad():
-        return int(module.scores(example).shape[1])
-
-
-def describe_observations(env: EnvSection) -> tuple[ObservationLayout, list[str] | None]:
-    """The env's observation layout and its actions' names where it has them (ALE games do)."""
+def describe_observations(env: EnvSection) -> tuple[ObservationLayout, int, list[str] | None]:
+    """The env's observation layout, its number of actions and their names where it has them (ALE games do)."""
     stack = make_stack(env)
     try:
         names = getattr(stack.unwrapped, "get_action_meanings", None)
-        return observation_layout(stack, env), list(names()) if callable(names) else None
+        return (observation_layout(stack, env), int(stack.action_space.n),
+                list(names()) if callable(names) else None)
     finally:
         stack.close()
 
