@@ -19,6 +19,9 @@ PARENT_FILE = "parent.json"
 # The parent's checkpoint, hard-linked (or copied) into the fork at fork time: the parent may rotate it
 # away before the fork's worker starts, and a copied fork stays self-describing.
 INHERITED_CHECKPOINT = "parent-checkpoint"
+# The parent's metrics.jsonl up to that checkpoint: every first start of the fork (a crash before its first
+# checkpoint, `rlsup run --resume --from-scratch`) begins its metrics.jsonl with it, so its curves start there.
+INHERITED_METRICS = "parent-metrics.jsonl"
 LINEAGE_DEPTH = 64  # parents followed at most: a hand-made cycle of parent.json files must not loop forever
 
 # Fields a fork must share with its parent, and why: what the checkpoint's state was made for.
@@ -201,8 +204,7 @@ def prepare_fork(run_dir: Path, request: ForkRequest, fork: specs.JobSpec) -> Pa
     """Fill a new run directory with what its worker starts from; parent.json is written last.
 
     The checkpoint is hard-linked (its files are never rewritten), copied across filesystems, and
-    verified in its new place; metrics.jsonl starts as the parent's up to that checkpoint, so the
-    fork's curves begin where the parent's were.
+    verified in its new place; the parent's metrics up to that checkpoint are kept (INHERITED_METRICS).
     """
     check_fork(request, fork)
     inherited = Path(run_dir) / INHERITED_CHECKPOINT
@@ -210,7 +212,8 @@ def prepare_fork(run_dir: Path, request: ForkRequest, fork: specs.JobSpec) -> Pa
     problem = manifests.verify(inherited)
     if problem is not None:
         raise ForkRefused(f"checkpoint {request.entry.path} does not verify: {problem}")
-    copy_metrics_prefix(request.parent_run, Path(run_dir), int(request.entry.metrics_bytes))
+    copy_metrics_prefix(request.parent_run / paths.METRICS_FILE, Path(run_dir) / INHERITED_METRICS,
+                        int(request.entry.metrics_bytes))
     parent = Parent(run_dir=str(request.parent_run), job_name=request.parent_job_name,
                     job_id=request.parent_job_id, step=request.entry.step, checkpoint=request.entry.path.name,
                     reason=request.entry.reason, fingerprint=request.entry.fingerprint,
@@ -236,10 +239,10 @@ def link_checkpoint(entry: CheckpointEntry, target: Path) -> None:
                           "rotated it out; fork again") from None
 
 
-def copy_metrics_prefix(parent_run: Path, run_dir: Path, length: int) -> None:
-    source = parent_run / paths.METRICS_FILE
+def copy_metrics_prefix(source: Path, target: Path, length: int | None = None) -> None:
+    """The first length bytes of source (all of it when None; nothing when it is missing) as target."""
     data = source.read_bytes()[:length] if source.exists() else b""
-    runfiles.atomic_write_bytes(run_dir / paths.METRICS_FILE, data)
+    runfiles.atomic_write_bytes(target, data)
 
 
 def resolve_checkpoint(run_dir: Path, which: str) -> CheckpointEntry:

@@ -5,7 +5,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from rlsup import lineage, runfiles
+from rlsup import lineage, paths
 from rlsup.algos.contract import Trainer
 from rlsup.checkpoint.manifest import CheckpointProblem
 from rlsup.checkpoint.rng import restore_global_rng_state
@@ -21,8 +21,8 @@ def initialise_from_parent(run_dir: Path, trainer: Trainer) -> tuple[dict, str]:
 
     The trainer continues at the checkpoint's step with the parent's networks, optimizer, replay and
     random streams, unless the fork asked for a fresh optimizer or no replay; its own spec (built into
-    the trainer) applies from the first step. metrics.jsonl is cut back to the parent's prefix, so a
-    restart before the fork's first checkpoint begins again from the same place.
+    the trainer) applies from the first step. metrics.jsonl starts as the parent's up to the checkpoint,
+    also when a restart before the fork's first checkpoint begins again from the same place.
     """
     parent = lineage.read_parent(run_dir)
     if parent is None:
@@ -36,7 +36,7 @@ def initialise_from_parent(run_dir: Path, trainer: Trainer) -> tuple[dict, str]:
         trainer_state = with_subtrees(trainer_state, fresh, OPTIMIZER_KEY)
     trainer.load_state_dict(trainer_state)
     restore_global_rng_state(state["rng"])
-    runfiles.truncate_metrics(run_dir, int(manifest["metrics_bytes"]))
+    lineage.copy_metrics_prefix(Path(run_dir) / lineage.INHERITED_METRICS, Path(run_dir) / paths.METRICS_FILE)
     notice = f"forked from {parent.origin}"
     log.info("%s (%s)", notice, parent.run_dir)
     return manifest, notice
