@@ -34,7 +34,12 @@ def initialise_from_parent(run_dir: Path, trainer: Trainer) -> tuple[dict, str]:
         trainer_state.pop("replay", None)
     if parent.fresh_optimizer:
         trainer_state = with_subtrees(trainer_state, fresh, OPTIMIZER_KEY)
-    trainer.load_state_dict(trainer_state)
+    try:
+        trainer.load_state_dict(trainer_state)
+    except (ValueError, KeyError, RuntimeError) as error:  # a shape the fork's checks did not foresee
+        # A spec error (exit 2), never retried: every restart would build the same trainer again.
+        raise CheckpointProblem(f"{lineage.INHERITED_CHECKPOINT} does not load into this job ({error}); "
+                                "fork again with another NEW.toml, or --no-replay") from None
     restore_global_rng_state(state["rng"])
     lineage.copy_metrics_prefix(Path(run_dir) / lineage.INHERITED_METRICS, Path(run_dir) / paths.METRICS_FILE)
     notice = f"forked from {parent.origin}"

@@ -10,7 +10,7 @@ import torch
 from rlsup_testing import assert_one_line_error, run_rlsup
 
 from rlsup import lineage, runfiles
-from rlsup.checkpoint.manifest import list_checkpoints
+from rlsup.checkpoint.manifest import list_checkpoints, read_manifest
 from rlsup.checkpoint.store import load_checkpoint
 from rlsup.jobstate import State
 from rlsup.store import Store
@@ -107,7 +107,8 @@ def test_a_fork_continues_its_parent_or_starts_from_its_weights_with_its_own_lr(
 def test_a_refused_identity_edit_names_a_fork_command_that_works(harness) -> None:
     harness.settings(cpu_jobs=2)  # the parent trains on while its fork starts
     harness.start_daemon()
-    path = harness.job_file("q", total_steps=1_000_000, checkpoint_every=300)
+    # Checkpoints far apart: the one the fork links must not be rotated away meanwhile (that is refused).
+    path = harness.job_file("q", total_steps=1_000_000, checkpoint_every=2_000)
     original = path.read_text()
     parent = harness.submit(path)
     harness.wait_for(lambda: harness.newest_checkpoint(parent.run_dir), what="the parent's first checkpoint")
@@ -120,7 +121,8 @@ def test_a_refused_identity_edit_names_a_fork_command_that_works(harness) -> Non
 
     forked = harness.job(fork(harness, *shlex.split(advice.split(": ", 1)[1])[2:]))  # as pasted, less `rlsup fork`
     recorded = lineage.read_parent(Path(forked.run_dir))
-    assert recorded.step in [entry.step for entry in list_checkpoints(Path(parent.run_dir))]
+    inherited = read_manifest(Path(forked.run_dir) / lineage.INHERITED_CHECKPOINT)
+    assert (recorded.step, recorded.fingerprint) == (inherited["step"], inherited["fingerprint"]) and recorded.step > 0
     assert "lr = 0.005" in (Path(forked.run_dir) / "job.toml").read_text()
     harness.wait_step(forked.id, recorded.step + 1)
     assert harness.job(parent.id).state is State.RUNNING  # the parent goes on with its own lr
