@@ -9,6 +9,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from rlsup import experiments, foreground, jobstate, locks, paths, runfiles, spec as specs
 from rlsup.jobstate import ACTIVE, Desired, State
@@ -58,7 +59,8 @@ def spec_drift(job: Job) -> str | None:
 
 
 def submit(spec_path: str | Path, *, name: str | None = None, priority: int | None = None,
-           home: Path | None = None, start_daemon: bool = True, copy: bool = False) -> Job:
+           home: Path | None = None, start_daemon: bool = True, copy: bool = False,
+           prepare: Callable[[Path, specs.JobSpec], object] | None = None) -> Job:
     """Validate a job file, prepare its run directory, queue it and make sure a daemon runs.
 
     copy snapshots the file into the run directory and binds the job to that copy. The run's job.toml
@@ -66,6 +68,8 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     not a valid job or its env cannot be trained, and FileAlreadyBound when
     another job follows the file and neither copy nor a name says a second one is meant. A file with a
     [sweep] table is an experiment (named name): submit_experiment() queues it and its first job is returned.
+    prepare(run directory, resolved spec) fills the run before the job is queued (a fork's parent
+    checkpoint); what it raises leaves nothing queued.
     """
     from rlsup.env_check import check_env_file  # imports gymnasium: only a submit pays for it
 
@@ -87,6 +91,8 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     run_dir = paths.new_run_dir(effective.job.name, home)
     try:
         runfiles.write_run_spec(run_dir, effective)
+        if prepare is not None:
+            prepare(run_dir, effective)
         followed = snapshot(data, run_dir) if copy else path
         with Store(home) as store:
             job = store.submit(name=effective.job.name, spec_path=followed, run_dir=run_dir, algo=effective.job.algo,

@@ -60,6 +60,14 @@ def load_policy(run_dir: Path, which: str = "latest", report: Callable[[str], No
     checkpoints `latest` fell back past, and why.
     """
     from rlsup.algos import registry
+
+    spec, trainer_state, entry = load_trainer_state(run_dir, which, report)
+    return registry.get(spec.job.algo).policy_from_checkpoint(spec, trainer_state), entry
+
+
+def load_trainer_state(run_dir: Path, which: str = "latest", report: Callable[[str], None] = lambda line: None,
+                       ) -> tuple[object, dict, object]:
+    """(the run's spec, the trainer state of a checkpoint, its entry): what enjoy and export build policies from."""
     from rlsup.checkpoint.manifest import latest_choice, resolve
     from rlsup.checkpoint.store import load_checkpoint
 
@@ -73,7 +81,7 @@ def load_policy(run_dir: Path, which: str = "latest", report: Callable[[str], No
         entry = resolve(run_dir, which)
     # `latest` and `best` resolve to a checkpoint that has just been checksummed; a step or a path has not.
     _, state = load_checkpoint(entry.path, verify=which not in ("latest", "best"))
-    return registry.get(spec.job.algo).policy_from_checkpoint(spec, state["trainer"]), entry
+    return spec, state["trainer"], entry
 
 
 def frame_rate(env_id: str) -> float:

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import foreground, formatting, locks, paths, runfiles
+from rlsup import foreground, formatting, lineage, locks, paths, runfiles
 from rlsup import spec as specs
 from rlsup.algos import registry
 from rlsup.algos.contract import Trainer
@@ -139,6 +139,9 @@ class TrainingRun:
         from rlsup.checkpoint.store import load_checkpoint
 
         entry, self.notice = self.choice.entry, self.choice.skipped_message()
+        if entry is None and (self.run_dir / lineage.PARENT_FILE).exists():
+            self._initialise_from_parent(trainer)  # a fork's first start: rlsup/checkpoint/inherit.py
+            return
         if entry is None:
             runfiles.truncate_metrics(self.run_dir, 0)
             return
@@ -156,6 +159,13 @@ class TrainingRun:
             log.warning("checkpoint %s holds no replay ([checkpoint] replay = false): "
                         "the resumed run refills it and will not match an uninterrupted one", entry.path.name)
         log.info("resumed from %s (step %d, fingerprint %s)", entry.path.name, entry.step, entry.fingerprint[:12])
+
+    def _initialise_from_parent(self, trainer: Trainer) -> None:
+        from rlsup.checkpoint.inherit import initialise_from_parent
+
+        manifest, self.notice = initialise_from_parent(self.run_dir, trainer)
+        self._note_env_restarts(manifest, trainer, lineage.INHERITED_CHECKPOINT)
+        self.best_evaluation = self._best_evaluation_at(manifest)
 
     def _note_env_restarts(self, manifest: dict, trainer: Trainer, checkpoint: str) -> None:
         """Log each env that resumed on a fresh episode, tell the TUI, and carry the note into later checkpoints."""

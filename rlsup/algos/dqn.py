@@ -12,7 +12,7 @@ from rlsup.algos.contract import LearnerTrainer, Policy
 from rlsup.algos.env_capture import EnvRestart
 from rlsup.algos.envs import probe_env
 from rlsup.algos.episodes import EpisodeReturns
-from rlsup.algos.nets import build_q_network, cpu_greedy_policy, fingerprint, gradient_step
+from rlsup.algos.nets import build_q_network, fingerprint, gradient_step, greedy_actions_module, numpy_policy
 from rlsup.algos.schedules import LinearSchedule, crossed
 from rlsup.algos.vector import VectorEnv, VectorStep, env_seeds, make_vector_env
 from rlsup.checkpoint.rng import generator_state, restore_generator
@@ -298,8 +298,13 @@ class DqnTrainer(LearnerTrainer):
         self.envs.close()
 
 
-def policy_from_checkpoint(spec: JobSpec, trainer_state: dict) -> Policy:
-    """The greedy CPU policy of a checkpoint: the online Q-network's argmax."""
+def greedy_network(spec: JobSpec, trainer_state: dict) -> nn.Module:
+    """The greedy CPU policy of a checkpoint as a module: the online Q-network's argmax (what export writes)."""
     observation_shape, _, num_actions, _ = probe_env(spec.env)
     network = build_q_network(observation_shape, num_actions, spec.dqn.hidden_sizes, spec.dqn.network)
-    return cpu_greedy_policy(network, trainer_state["learner"]["online"])
+    return greedy_actions_module(network, trainer_state["learner"]["online"])
+
+
+def policy_from_checkpoint(spec: JobSpec, trainer_state: dict) -> Policy:
+    """The greedy CPU policy of a checkpoint (what enjoy plays): greedy_network on numpy arrays."""
+    return numpy_policy(greedy_network(spec, trainer_state))

@@ -12,8 +12,8 @@ from rlsup.algos.actors import ActorProcesses, Delivery, SerialActors
 from rlsup.algos.contract import LearnerTrainer, Policy
 from rlsup.algos.envs import probe_env
 from rlsup.algos.episodes import EpisodeReturns
-from rlsup.algos.nets import (PolicyValueNetwork, build_policy_value_network, cpu_greedy_policy, fingerprint,
-                              gradient_step)
+from rlsup.algos.nets import (PolicyValueNetwork, build_policy_value_network, fingerprint, gradient_step,
+                              greedy_actions_module, numpy_policy)
 from rlsup.algos.schedules import LinearSchedule
 from rlsup.algos.shared_memory import UnrollLayout
 from rlsup.replay.mixer import ReplayMixer, replay_from_settings
@@ -262,9 +262,14 @@ class VtraceTrainer(LearnerTrainer):
             self.actors.close()
 
 
-def policy_from_checkpoint(spec: JobSpec, trainer_state: dict) -> Policy:
-    """The greedy CPU policy of a checkpoint: the argmax of the policy network's logits."""
+def greedy_network(spec: JobSpec, trainer_state: dict) -> torch.nn.Module:
+    """The greedy CPU policy of a checkpoint as a module: the argmax of the policy logits (what export writes)."""
     observation_shape, _, num_actions, _ = probe_env(spec.env)
     network = build_policy_value_network(observation_shape, num_actions, spec.vtrace.hidden_sizes,
                                          spec.vtrace.feature_size, spec.vtrace.network)
-    return cpu_greedy_policy(network, trainer_state["learner"]["network"], lambda output: output.logits)
+    return greedy_actions_module(network, trainer_state["learner"]["network"], logits=True)
+
+
+def policy_from_checkpoint(spec: JobSpec, trainer_state: dict) -> Policy:
+    """The greedy CPU policy of a checkpoint (what enjoy plays): greedy_network on numpy arrays."""
+    return numpy_policy(greedy_network(spec, trainer_state))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 import numpy as np
 import torch
@@ -167,15 +167,45 @@ def gradient_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, paramete
     optimizer.step()
 
 
-def cpu_greedy_policy(network: nn.Module, weights: dict,
-                      scores: Callable[[Any], torch.Tensor] = lambda output: output,
-                      ) -> Callable[[np.ndarray], np.ndarray]:
-    """A policy that plays the argmax of scores(network output) on the CPU, with the given weights loaded."""
+class GreedyActions(nn.Module):
+    """Observations in, the argmax of a network's per-action scores out: what enjoy plays and export writes."""
+
+    def __init__(self, scores: nn.Module):
+        super().__init__()
+        self.scores = scores
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        return self.scores(observations).argmax(dim=1)
+
+
+class PolicyLogits(nn.Module):
+    """A policy/value network's policy logits alone, the scores its greedy action maximises."""
+
+    def __init__(self, network: PolicyValueNetwork):
+        super().__init__()
+        self.network = network
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        return self.network(observations).logits
+
+
+def greedy_actions_module(network: nn.Module, weights: dict, *, logits: bool = False) -> GreedyActions:
+    """The greedy policy as a CPU module, with the given weights loaded (logits: a PolicyValueNetwork's)."""
     network.load_state_dict(weights)
-    network.eval()
+    return GreedyActions(PolicyLogits(network) if logits else network).eval().requires_grad_(False)
+
+
+def numpy_policy(module: nn.Module) -> Callable[[np.ndarray], np.ndarray]:
+    """A Policy playing a module that maps a batch of observations to actions."""
 
     @torch.no_grad()
     def policy(observations: np.ndarray) -> np.ndarray:
-        return scores(network(torch.as_tensor(observations))).argmax(dim=1).numpy()
+        return module(torch.as_tensor(observations)).numpy()
 
     return policy
+
+
+def cpu_greedy_policy(network: nn.Module, weights: dict, *, logits: bool = False,
+                      ) -> Callable[[np.ndarray], np.ndarray]:
+    """A policy that plays the argmax of the network's scores (logits: its policy logits) on the CPU."""
+    return numpy_policy(greedy_actions_module(network, weights, logits=logits))

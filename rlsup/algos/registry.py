@@ -40,6 +40,9 @@ class Algorithm:
     loss_metric: str  # the key of the loss in its `train` records, which the TUI plots
     description: str = ""
     replay_item: str = "transitions"  # what its [[replay]] tables hold: "transitions" or "unrolls"
+    # "module:attribute" of (spec, trainer state) -> a torch module from a batch of observations to greedy
+    # actions, which `rlsup export` writes; "" for an algorithm that cannot be exported.
+    greedy_network: str = ""
 
     def build_trainer(self, spec: JobSpec, device: torch.device) -> Trainer:
         return load_attribute(self.trainer)(spec, device)
@@ -48,12 +51,19 @@ class Algorithm:
         """The greedy CPU policy of a checkpoint (its "trainer" state), for enjoy and exports."""
         return load_attribute(self.policy)(spec, trainer_state)
 
+    def greedy_network_from_checkpoint(self, spec: JobSpec, trainer_state: dict[str, Any]) -> Any:
+        """The greedy policy of a checkpoint as a torch module, for `rlsup export`."""
+        if not self.greedy_network:
+            raise UnknownAlgorithm(f"algorithm {self.name!r} names no greedy_network, so it cannot be exported")
+        return load_attribute(self.greedy_network)(spec, trainer_state)
+
 
 BUILT_IN = (
     Algorithm("dqn", "rlsup.algos.dqn:DqnTrainer", "rlsup.algos.dqn:policy_from_checkpoint", "loss",
-              "Deep Q-learning (double, n-step)"),
+              "Deep Q-learning (double, n-step)", greedy_network="rlsup.algos.dqn:greedy_network"),
     Algorithm("vtrace", "rlsup.algos.impala:VtraceTrainer", "rlsup.algos.impala:policy_from_checkpoint", "total_loss",
-              "actor/learner V-trace (IMPALA)", replay_item="unrolls"),
+              "actor/learner V-trace (IMPALA)", replay_item="unrolls",
+              greedy_network="rlsup.algos.impala:greedy_network"),
 )
 
 _algorithms: dict[str, Algorithm] = {algorithm.name: algorithm for algorithm in BUILT_IN}

@@ -10,8 +10,9 @@ import threading
 from rlsup import __version__
 from rlsup import spec as specs
 from rlsup.checkpoint.manifest import CheckpointProblem
-from rlsup.cli import checkpoints, completion, daemon_control, job_files, jobs, plot, status, training
+from rlsup.cli import checkpoints, completion, daemon_control, job_files, jobs, lineage, plot, status, training
 from rlsup.cli.arguments import CliError
+from rlsup.lineage import ForkRefused
 from rlsup.jobstate import EXIT_SPEC
 
 # What a shell reports for a command that a signal stopped (128 + its number): Ctrl-C, and SIGPIPE,
@@ -27,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     # In the order `rlsup --help` lists them: files and foreground training first, then the daemon's jobs.
     for register in (job_files.register, training.register, checkpoints.register, training.register_enjoy,
                      register_tui, jobs.register, status.register, plot.register, daemon_control.register,
-                     completion.register):
+                     completion.register, lineage.register):
         register(commands)
     return parser
 
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     except specs.SpecError as error:
         print(error, file=sys.stderr)
         return EXIT_SPEC
-    except (CliError, CheckpointProblem) as error:
+    except (CliError, CheckpointProblem, ForkRefused) as error:
         print(f"rlsup: {error}", file=sys.stderr)
         return EXIT_SPEC
     except KeyboardInterrupt:

@@ -10,6 +10,7 @@ from rlsup import client, colour, formatting, jobview, paths, runfiles
 from rlsup.cli.arguments import find_job_or_say
 from rlsup.cli.checkpoints import run_checkpoint_lines
 from rlsup.cli.groups import print_experiment_status
+from rlsup.cli.lineage import lineage_lines
 from rlsup.store import Job, Store
 
 
@@ -82,6 +83,8 @@ def command_status(args: argparse.Namespace) -> int:
     print("  " + following_line(job) + f"\n  run  {job.run_dir}")
     if job.experiment:
         print(f"  one of experiment {job.experiment} (`rlsup status {job.experiment}` shows all of its jobs)")
+    for line in lineage_lines(Path(job.run_dir)):
+        print("  " + line)
     if job.reason:
         print("  " + job.reason.replace("\n", "\n  "))
     drift = client.spec_drift(job)

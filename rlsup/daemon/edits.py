@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsup import jobstate, spec as specs
+from rlsup import jobstate, lineage, spec as specs
 from rlsup.jobstate import EditAction, State
 from rlsup.store import Job
 
@@ -74,7 +74,9 @@ def decide(job: Job, current: specs.JobSpec, saved: SavedFile) -> Decision:
     changes = specs.diff(current, edited)
     new_identity = bool(specs.refused(changes))
     if new_identity and not (job.state is State.QUEUED and job.started is None):
-        return Refuse(specs.identity_message(str(saved.path), saved.text, changes))
+        # The refusal names the command that does what the edit asked: a fork from the newest checkpoint.
+        advice = lineage.fork_advice(job.id, saved.path, current, edited)
+        return Refuse(f"{specs.identity_message(str(saved.path), saved.text, changes)}\n{advice}")
     if not changes:
         return None
     # Nothing has been learned by a job never started: the file may still say what the run is.

@@ -12,6 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
 
+from rlsup import lineage
 from rlsup.formatting import DATE_AND_MINUTE, clock_time, decimal, duration, short_count, speed
 from rlsup.jobstate import ACTIVE, State
 from rlsup.jobview import JobRow, job_label, pid_of
@@ -256,7 +257,14 @@ def job_details(row: JobRow, home: Path, per_row: int = 4) -> Group:
     return Group(label_grid(pairs, per_row),
                  label_grid([("Reason", job.reason or "–"),
                              ("Job file", job.spec_path + (f"  ⚠ {row.drift}" if row.drift else "")),
-                             ("Run dir", home_relative(job.run_dir, home))], per_row=1))
+                             ("Run dir", home_relative(job.run_dir, home)),
+                             *lineage_pairs(Path(job.run_dir))], per_row=1))
+
+
+def lineage_pairs(run_dir: Path) -> list[tuple[str, str]]:
+    """A fork's parent and the chain of forks it ends (parent.json: one small file), else nothing."""
+    parent = lineage.read_parent(run_dir)
+    return [("Forked from", f"{parent.origin}\n{lineage.lineage_line(run_dir)}")] if parent else []
 
 
 def run_times(job: Job) -> list[tuple[str, str]]:

@@ -28,9 +28,9 @@ def modules_under(relative: str = "") -> list[str]:
     return names
 
 
-CORE = ["rlsup.spec", "rlsup.paths", "rlsup.jobstate", "rlsup.store", "rlsup.runfiles", "rlsup.hardware",
-        "rlsup.checkpoint.manifest", "rlsup.jobview", "rlsup.formatting", "rlsup.jobrecord", "rlsup.algos.registry", "rlsup.algos.contract",
-        "rlsup.plotting", "rlsup.experiments", "rlsup.groups"]
+CORE = ["rlsup.spec", "rlsup.lineage", "rlsup.paths", "rlsup.jobstate", "rlsup.store", "rlsup.runfiles",
+        "rlsup.hardware", "rlsup.checkpoint.manifest", "rlsup.jobview", "rlsup.formatting", "rlsup.jobrecord",
+        "rlsup.algos.registry", "rlsup.algos.contract", "rlsup.plotting", "rlsup.experiments", "rlsup.groups"]
 FRONT = modules_under("cli") + modules_under("daemon") + ["rlsup.client"]
 
 

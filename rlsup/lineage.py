@@ -1,0 +1,253 @@
+"""Forks: a run started from another run's checkpoint, the parent.json that records it, and the lineage it makes."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import rlsup
+from rlsup import paths, runfiles
+from rlsup import spec as specs
+from rlsup.checkpoint import manifest as manifests
+from rlsup.checkpoint.manifest import BEST, CheckpointEntry, CheckpointProblem
+
+PARENT_FILE = "parent.json"
+# The parent's checkpoint, hard-linked (or copied) into the fork at fork time: the parent may rotate it
+# away before the fork's worker starts, and a copied fork stays self-describing.
+INHERITED_CHECKPOINT = "parent-checkpoint"
+# The parent's metrics.jsonl up to that checkpoint: every first start of the fork (a crash before its first
+# checkpoint, `rlsup run --resume --from-scratch`) begins its metrics.jsonl with it, so its curves start there.
+INHERITED_METRICS = "parent-metrics.jsonl"
+LINEAGE_DEPTH = 64  # parents followed at most: a hand-made cycle of parent.json files must not loop forever
+
+# Fields a fork must share with its parent, and why: what the checkpoint's state was made for.
+SHARED_FIELDS = {
+    "job.algo": "the checkpoint belongs to another algorithm",
+    # Each env's saved mid-episode state and the networks' input were made for these settings.
+    **{f"env.{name}": "the envs' saved state and the networks' input were made for it"
+       for name in ("id", "preset", "image_layout", "num_envs", "sticky_actions", "clip_rewards", "episodic_life",
+                    "noop_max", "frame_skip", "frame_stack", "max_episode_steps", "fire_reset")},
+    "job.seed": "a fork continues its parent's random streams, so another seed would change only its evaluations",
+}
+NETWORK_FIELDS = {"dqn": ("hidden_sizes", "network"),
+                  "vtrace": ("hidden_sizes", "network", "feature_size", "envs_per_actor", "unroll_length")}
+# [[replay]] fields that shape a replay's saved state (storage, writer, sampler); the others only tune sampling.
+REPLAY_FIELDS = ("kind", "capacity", "distance", "elite_insertion", "strategy")
+
+
+class ForkRefused(ValueError):
+    """A fork that cannot be made, in one sentence (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Parent:
+    """What a fork's parent.json says: where it came from and how it was initialised."""
+
+    run_dir: str
+    job_name: str
+    job_id: int | None
+    step: int
+    checkpoint: str    # the parent's checkpoint directory name
+    reason: str        # that checkpoint's reason (interval, pause, final, best...)
+    fingerprint: str   # the parent's network fingerprint at that checkpoint
+    fresh_optimizer: bool
+    replay: bool       # whether the parent's replay was carried over
+    time: float
+    rlsup_version: str
+
+    @property
+    def label(self) -> str:
+        job = f"job {self.job_id} " if self.job_id is not None else ""
+        return f"{job}{self.job_name} at step {self.step:,}"
+
+    @property
+    def origin(self) -> str:
+        """The parent, its checkpoint and fingerprint, and what was not carried over."""
+        options = [option for option, on in (("fresh optimizer", self.fresh_optimizer),
+                                             ("no replay", not self.replay)) if on]
+        extra = f"; {', '.join(options)}" if options else ""
+        return f"{self.label} ({self.checkpoint}, fingerprint {self.fingerprint[:12]}{extra})"
+
+    def describe(self) -> str:
+        """One line for status and the worker's log."""
+        return f"forked from {self.origin}; run {self.run_dir}"
+
+
+def read_parent(run_dir: Path) -> Parent | None:
+    """The run's parent.json, or None for a run that is not a fork (or whose file cannot be read)."""
+    data = runfiles.read_json(Path(run_dir) / PARENT_FILE)
+    if data is None:
+        return None
+    try:
+        return Parent(**{name: data[name] for name in Parent.__dataclass_fields__})
+    except (KeyError, TypeError):
+        return None
+
+
+def ancestors(run_dir: Path) -> list[Parent]:
+    """The run's parent, its parent's parent, and so on, nearest first."""
+    found: list[Parent] = []
+    seen = {str(Path(run_dir).resolve())}
+    parent = read_parent(run_dir)
+    while parent is not None and len(found) < LINEAGE_DEPTH:
+        found.append(parent)
+        if parent.run_dir in seen:
+            break
+        seen.add(parent.run_dir)
+        parent = read_parent(Path(parent.run_dir))
+    return found
+
+
+def lineage_line(run_dir: Path) -> str | None:
+    """"A at step 1,000 → B at step 2,000 → this" from the oldest ancestor, or None for a run that is not a fork."""
+    chain = ancestors(run_dir)
+    if not chain:
+        return None
+    return " → ".join([parent.label for parent in reversed(chain)] + ["this"])
+
+
+# ---------------------------------------------------------------------------------------------
+# What a fork may change
+
+
+def compatibility_problem(parent: specs.JobSpec, fork: specs.JobSpec, *, replay: bool) -> str | None:
+    """Why fork's spec cannot start from a checkpoint of a run with parent's spec, naming the field; or None.
+
+    Learning rates, discounts, exploration, schedules, batch sizes and the live fields may differ;
+    replay shapes may differ only when the replay is not carried over.
+    """
+    for name, why in SHARED_FIELDS.items():
+        section, field = name.split(".")
+        old, new = getattr(getattr(parent, section), field), getattr(getattr(fork, section), field)
+        if old != new:
+            return f"{name} differs from the parent's {_show(old)}: {why}"
+    algo = parent.job.algo
+    for field in NETWORK_FIELDS.get(algo, ()):
+        old, new = getattr(getattr(parent, algo), field), getattr(getattr(fork, algo), field)
+        if old != new and not (field == "network" and new == "auto"):
+            return f"{algo}.{field} differs from the parent's {_show(old)}: the networks cannot be loaded"
+    return replay_problem(parent, fork) if replay else None
+
+
+def replay_problem(parent: specs.JobSpec, fork: specs.JobSpec) -> str | None:
+    """Why the parent's replays cannot be loaded into the fork's, or None."""
+    advice = "its replay cannot be loaded; fork with --no-replay to start with an empty one"
+    if len(parent.replay) != len(fork.replay):
+        return f"replay has {len(fork.replay)} tables, the parent's {len(parent.replay)}: {advice}"
+    for index, (old, new) in enumerate(zip(parent.replay, fork.replay)):
+        for field in REPLAY_FIELDS:
+            if getattr(old, field) != getattr(new, field):
+                return (f"replay[{index}].{field} differs from the parent's {_show(getattr(old, field))}: "
+                        f"{advice}")
+    return None
+
+
+def _show(value: object) -> str:
+    return json.dumps(value) if isinstance(value, (str, list, bool)) else repr(value)
+
+
+def fork_advice(job_id: int, path: str | Path, current: specs.JobSpec, edited: specs.JobSpec) -> str:
+    """The command that does what a refused identity edit asked, from the job's newest checkpoint."""
+    file = shlex.quote(str(path))
+    if compatibility_problem(current, edited, replay=True) is None:
+        return f"to train with it from this run's newest checkpoint: rlsup fork {job_id} --checkpoint latest {file}"
+    if compatibility_problem(current, edited, replay=False) is None:
+        return (f"to train with it from this run's newest checkpoint, with an empty replay: "
+                f"rlsup fork {job_id} --checkpoint latest --no-replay {file}")
+    return f"{compatibility_problem(current, edited, replay=False)}; as a new run: rlsup submit --copy {file}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Making a fork's run directory (before its job is queued)
+
+
+@dataclass(frozen=True)
+class ForkRequest:
+    """The parent run and checkpoint a fork starts from, and what it leaves behind."""
+
+    parent_run: Path
+    parent_job_name: str
+    parent_job_id: int | None
+    entry: CheckpointEntry
+    fresh_optimizer: bool = False
+    replay: bool = True
+
+    @property
+    def carries_replay(self) -> bool:
+        """A best checkpoint has no replay, nor has one written with [checkpoint] replay = false."""
+        return self.replay and self.entry.reason != BEST and holds_replay(self.entry.path)
+
+
+def holds_replay(checkpoint_dir: Path) -> bool:
+    """Whether a checkpoint's trainer state has a replay (its state.json is small: the data are files)."""
+    tree = runfiles.read_json(Path(checkpoint_dir) / manifests.STATE_FILE) or {}
+    trainer = tree.get("trainer")
+    return isinstance(trainer, dict) and "replay" in trainer
+
+
+def check_fork(request: ForkRequest, fork: specs.JobSpec) -> None:
+    """Refuse (ForkRefused) a fork spec that cannot start from the request's checkpoint."""
+    parent = runfiles.read_run_spec(request.parent_run)
+    problem = compatibility_problem(parent, fork, replay=request.carries_replay)
+    if problem is None and fork.job.total_steps <= request.entry.step:
+        problem = (f"job.total_steps = {fork.job.total_steps} is not beyond the checkpoint's step "
+                   f"{request.entry.step}: steps are counted from the parent's start, so raise it")
+    if problem is not None:
+        raise ForkRefused(problem)
+
+
+def prepare_fork(run_dir: Path, request: ForkRequest, fork: specs.JobSpec) -> Parent:
+    """Fill a new run directory with what its worker starts from; parent.json is written last.
+
+    The checkpoint is hard-linked (its files are never rewritten), copied across filesystems, and
+    verified in its new place; the parent's metrics up to that checkpoint are kept (INHERITED_METRICS).
+    """
+    check_fork(request, fork)
+    inherited = Path(run_dir) / INHERITED_CHECKPOINT
+    link_checkpoint(request.entry, inherited)
+    problem = manifests.verify(inherited)
+    if problem is not None:
+        raise ForkRefused(f"checkpoint {request.entry.path} does not verify: {problem}")
+    copy_metrics_prefix(request.parent_run / paths.METRICS_FILE, Path(run_dir) / INHERITED_METRICS,
+                        int(request.entry.metrics_bytes))
+    parent = Parent(run_dir=str(request.parent_run), job_name=request.parent_job_name,
+                    job_id=request.parent_job_id, step=request.entry.step, checkpoint=request.entry.path.name,
+                    reason=request.entry.reason, fingerprint=request.entry.fingerprint,
+                    fresh_optimizer=request.fresh_optimizer, replay=request.carries_replay, time=time.time(),
+                    rlsup_version=rlsup.__version__)
+    runfiles.atomic_write_json(Path(run_dir) / PARENT_FILE, asdict(parent))
+    return parent
+
+
+def link_checkpoint(entry: CheckpointEntry, target: Path) -> None:
+    """Every file the checkpoint's manifest lists, and the manifest, linked (or copied) under target."""
+    names = [*entry.manifest.get("files", {}), manifests.MANIFEST_FILE]
+    try:
+        for name in names:
+            source, destination = entry.path / name, target / name
+            paths.ensure_private_dir(destination.parent)
+            try:
+                os.link(source, destination)
+            except OSError:  # another filesystem, or links not allowed: a copy, checked like the link
+                shutil.copy2(source, destination)
+    except FileNotFoundError as error:
+        raise ForkRefused(f"checkpoint {entry.path.name} went away while forking ({error.filename}): the parent "
+                          "rotated it out; fork again") from None
+
+
+def copy_metrics_prefix(source: Path, target: Path, length: int | None = None) -> None:
+    """The first length bytes of source (all of it when None; nothing when it is missing) as target."""
+    data = source.read_bytes()[:length] if source.exists() else b""
+    runfiles.atomic_write_bytes(target, data)
+
+
+def resolve_checkpoint(run_dir: Path, which: str) -> CheckpointEntry:
+    """The parent's checkpoint a fork starts from: latest (newest verified), best, or a step."""
+    try:
+        return manifests.resolve(run_dir, which)
+    except CheckpointProblem as error:
+        raise ForkRefused(str(error)) from None

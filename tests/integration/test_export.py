@@ -1,0 +1,141 @@
+"""rlsup export: the exported model's actions equal `rlsup enjoy`'s, observation by observation, in TorchScript
+and in ONNX (through onnxruntime), for DQN and V-trace on CartPole and DQN on MinAtar Breakout's images."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import onnxruntime
+import pytest
+import torch
+from rlsup_testing import assert_one_line_error, cartpole_text, run_rlsup
+
+from rlsup import runfiles
+from rlsup.algos.envs import probe_env
+from rlsup.algos.evaluate import play_episodes
+from rlsup.enjoy import load_policy
+
+VTRACE = """
+[job]
+algo = "vtrace"
+seed = 5
+total_steps = 6_000
+threads = 1
+
+[env]
+id = "CartPole-v1"
+
+[vtrace]
+envs_per_actor = 2
+unroll_length = 10
+batch_size = 8
+lr = 2e-3
+hidden_sizes = [32, 32]
+feature_size = 16
+serial = true
+
+[[replay]]
+kind = "queue"
+capacity = 8
+"""
+
+MINATAR = """
+[job]
+seed = 2
+total_steps = 2_000
+threads = 1
+
+[env]
+id = "MinAtar/Breakout-v1"
+
+[dqn]
+batch_size = 16
+learning_starts = 100
+train_every = 4
+target_update_every = 100
+epsilon_end_step = 500
+
+[[replay]]
+capacity = 1_000
+"""
+
+JOBS = {"dqn-cartpole": cartpole_text(total_steps=4_000, lr="3e-3"), "vtrace-cartpole": VTRACE, "dqn-minatar": MINATAR}
+
+
+def trained(tmp_path: Path, text: str) -> Path:
+    """A run trained in the foreground to its budget; its final checkpoint is `latest`."""
+    job = tmp_path / "job.toml"
+    job.write_text(text)
+    result = run_rlsup("run", job)
+    assert result.returncode == 0, result.stderr
+    return Path(result.stdout.splitlines()[0])
+
+
+def recorded_play(run_dir: Path, episodes: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """Every observation enjoy's greedy policy met while playing through enjoy's own code path, and its action.
+
+    Half the steps are random (evaluation's epsilon, never asking the policy), so that a briefly trained
+    policy meets states where its greedy action differs: one action throughout would prove little.
+    """
+    spec = runfiles.read_run_spec(run_dir)
+    policy, _ = load_policy(run_dir, "latest")
+    observations, actions = [], []
+
+    def recording(batch: np.ndarray) -> np.ndarray:
+        chosen = policy(batch)
+        observations.append(batch[0].copy())
+        actions.append(int(chosen[0]))
+        return chosen
+
+    play_episodes(recording, spec.env, seed=spec.job.seed, episodes=episodes, epsilon=0.5)
+    return np.stack(observations), np.array(actions)
+
+
+def export(run_dir: Path, format: str, out: Path) -> dict:
+    result = run_rlsup("export", run_dir, "--format", format, "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(out)
+    return json.loads(out.with_name(out.name + ".json").read_text())
+
+
+def torchscript_actions(path: Path, observations: np.ndarray) -> np.ndarray:
+    model = torch.jit.load(str(path))
+    return model(torch.as_tensor(observations)).numpy()
+
+
+def onnx_actions(path: Path, observations: np.ndarray) -> np.ndarray:
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(["actions"], {"observations": observations})[0]
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated")
+@pytest.mark.parametrize("job", sorted(JOBS))
+def test_exported_policies_play_enjoys_actions(tmp_path: Path, job: str) -> None:
+    run_dir = trained(tmp_path, JOBS[job])
+    spec = runfiles.read_run_spec(run_dir)
+    observations, actions = recorded_play(run_dir)
+    assert len(set(actions.tolist())) > 1, "a policy playing one action only would make the comparison weak"
+    for format, play in (("torchscript", torchscript_actions), ("onnx", onnx_actions)):
+        out = tmp_path / f"policy.{format}"
+        described = export(run_dir, format, out)
+        assert described["input"] == {"name": "observations", "shape": [None, *observations.shape[1:]],
+                                      "dtype": observations.dtype.name}
+        assert described["actions"]["count"] == probe_env(spec.env)[2]
+        assert described["source"]["step"] == spec.job.total_steps
+        np.testing.assert_array_equal(play(out, observations), actions)  # the whole episode as one batch
+        for index in range(0, len(actions), max(1, len(actions) // 10)):  # and observations one at a time
+            assert play(out, observations[index:index + 1]).tolist() == [actions[index]]
+
+
+def test_onnx_without_its_extra_is_one_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir = trained(tmp_path, cartpole_text(total_steps=300))
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "onnxscript.py").write_text('raise ModuleNotFoundError("No module named \'onnxscript\'", '
+                                           'name="onnxscript")\n')
+    monkeypatch.setenv("PYTHONPATH", f"{blocker}:{os.environ.get('PYTHONPATH', '')}")
+    assert_one_line_error(run_rlsup("export", run_dir, "--format", "onnx", "--out", tmp_path / "p.onnx"), 2,
+                          "exporting to ONNX needs onnxscript, which is not installed: pip install 'rlsup[onnx]'")
+    assert not (tmp_path / "p.onnx").exists()
