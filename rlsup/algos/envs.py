@@ -12,6 +12,7 @@ import numpy as np
 from rlsup.algos.env_capture import capture_state, choose_capture, restore_state
 from rlsup.algos.env_replay import ReplayMismatch
 from rlsup.algos.env_sources import EnvError, describe_env, make_stack, observation_layout
+from rlsup.algos.observations import ObservationLayout
 from rlsup.spec import EnvSection
 
 __all__ = ["EnvError", "EnvStep", "EpisodeResult", "TrainingEnv", "make_env", "probe_env"]
@@ -114,6 +115,11 @@ class TrainingEnv:
         terminal = bool(terminated) or (self._settings.episodic_life and life_lost)
         return EnvStep(observation=self._observation(observation), reward=reward, raw_reward=raw_reward,
                        terminal=terminal, done=done, truncated=bool(truncated), episode=episode)
+
+    @property
+    def layout(self) -> ObservationLayout:
+        """How this env's observations are laid out (what a vector in another process reports of it)."""
+        return self._layout
 
     def newest_frame(self, observation: np.ndarray) -> np.ndarray:
         """The latest frame of an observation: the top of an Atari stack, anything else itself."""
