@@ -143,6 +143,8 @@ class SubprocessVectorEnv:
         except BaseException:
             self.close()
             raise
+        log.info("stepping %d %s envs in %d env processes (pids %s)", self.num_envs, env.id, len(self.processes),
+                 " ".join(map(str, self.pids)))
         self.observation_shape: tuple = self.layout.shape
         self.observation_dtype = self.layout.dtype
         self.frame_shape: tuple = self.layout.frame_shape
