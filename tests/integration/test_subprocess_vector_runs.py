@@ -1,0 +1,204 @@
+"""[env] vectoriser = "subprocess" in real `rlsup run` workers: the serial vectoriser's fingerprints, bit-exact
+resume after a Ctrl-C mid-episode, no env process outliving a SIGKILLed worker, a raising env named in worker.log."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import psutil
+from rlsup_testing import cartpole_job, final_fingerprint, metric_steps, rlsup_command, run_rlsup, wait_for
+
+from rlsup import runfiles
+from rlsup.checkpoint.manifest import list_checkpoints
+from rlsup.jobstate import EXIT_PAUSED
+
+VTRACE_JOB = """
+[job]
+algo = "vtrace"
+seed = 5
+total_steps = 3_200
+device = "cpu"
+threads = 1
+
+[env]
+id = "CartPole-v1"
+
+[vtrace]
+actors = 2
+envs_per_actor = 2
+unroll_length = 10
+batch_size = 8
+lr = 2e-3
+hidden_sizes = [32, 32]
+feature_size = 16
+serial = true
+
+[[replay]]
+kind = "queue"
+capacity = 4
+ratio = 0.5
+
+[[replay]]
+kind = "elite"
+capacity = 64
+ratio = 0.5
+min_size = 16
+
+[checkpoint]
+every_steps = 0
+
+[log]
+every_steps = 400
+"""
+
+BREAKING_ENV = '''
+import gymnasium as gym
+import numpy as np
+from gymnasium.spaces import Box, Discrete
+
+
+class Breaking(gym.Env):
+    """Breaks on the 300th step of its life."""
+
+    observation_space = Box(0.0, 1.0, (2,), np.float32)
+    action_space = Discrete(2)
+    steps = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps == 300:
+            raise ValueError("this test env breaks on its 300th step")
+        return np.zeros(2, np.float32), 0.0, self.steps % 20 == 0, False, {}
+
+
+gym.register("Breaking-v0", entry_point=Breaking)
+'''
+
+
+def with_env_fields(job: Path, **fields: object) -> Path:
+    """The job file with fields added to its [env] table."""
+    text = job.read_text()
+    assert "\n[env]\n" in text
+    lines = "".join(f"{name} = {value!r}\n".replace("'", '"') for name, value in fields.items())
+    job.write_text(text.replace("\n[env]\n", f"\n[env]\n{lines}", 1))
+    return job
+
+
+def env_process_pids(run_dir: Path) -> list[int]:
+    """Every env process the run's workers logged starting (one vector each per DQN worker or V-trace actor)."""
+    found = re.findall(r"env processes \(pids ([\d ]+)\)", (run_dir / "worker.log").read_text())
+    return [int(pid) for line in found for pid in line.split()]
+
+
+def alive(pid: int) -> bool:
+    with contextlib.suppress(psutil.NoSuchProcess):
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    return False
+
+
+def start_in_own_session(*arguments: str) -> subprocess.Popen:
+    """`rlsup ARGS` as the leader of its own process group, so a test can Ctrl-C the whole group."""
+    return subprocess.Popen(rlsup_command(*arguments), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=os.environ.copy(), start_new_session=True)
+
+
+def wait_for_training(run_dir: Path, process: subprocess.Popen, past_step: int) -> None:
+    def trained() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"the worker exited early: {process.communicate()}")
+        return any(step > past_step for step in metric_steps(run_dir, "train"))
+    wait_for(trained, timeout=120, what=f"a train record past step {past_step}")
+
+
+def test_dqn_in_env_processes_matches_serial_and_resumes_bit_exact_after_ctrl_c(tmp_path: Path) -> None:
+    total = 4_000
+
+    def job(label: str, vectoriser: str) -> Path:
+        return with_env_fields(cartpole_job(tmp_path, total_steps=total, name=label), num_envs=4,
+                               vectoriser=vectoriser)
+
+    runs = {}
+    for vectoriser in ("serial", "subprocess"):
+        runs[vectoriser] = tmp_path / vectoriser
+        result = run_rlsup("run", job(vectoriser, vectoriser), "--run-dir", runs[vectoriser])
+        assert result.returncode == 0, result.stderr
+    assert final_fingerprint(runs["subprocess"]) == final_fingerprint(runs["serial"])
+    assert len(env_process_pids(runs["subprocess"])) == 2 and not env_process_pids(runs["serial"])
+
+    paused = tmp_path / "paused"
+    process = start_in_own_session("run", job("paused", "subprocess"), "--run-dir", paused)
+    try:
+        wait_for_training(paused, process, past_step=1_500)
+        os.killpg(process.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the env processes too
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == EXIT_PAUSED, stderr
+    assert "Traceback" not in stderr, stderr
+    assert 1_500 < runfiles.read_exit(paused)["step"] < total
+    assert mid_episode_envs(paused) > 0, "the pause should fall mid-episode"
+    result = run_rlsup("run", "--resume", paused)
+    assert result.returncode == 0, result.stderr
+    assert final_fingerprint(paused) == final_fingerprint(runs["serial"])
+
+
+def mid_episode_envs(run_dir: Path) -> int:
+    """How many envs of the newest checkpoint were inside an episode when it was written."""
+    state = json.loads((list_checkpoints(run_dir)[-1].path / "state.json").read_text())
+    episodes = [env["episode"] for env in state["trainer"]["envs"].values()]
+    return sum(1 for episode in episodes if not episode["needs_reset"] and episode["length"] > 0)
+
+
+def test_vtrace_serial_actors_in_env_processes_match_serial(tmp_path: Path) -> None:
+    fingerprints = {}
+    for vectoriser in ("serial", "subprocess"):
+        job = tmp_path / f"{vectoriser}.toml"
+        job.write_text(VTRACE_JOB)
+        with_env_fields(job, vectoriser=vectoriser)
+        result = run_rlsup("run", job, "--run-dir", tmp_path / vectoriser)
+        assert result.returncode == 0, result.stderr
+        fingerprints[vectoriser] = final_fingerprint(tmp_path / vectoriser)
+    assert len(env_process_pids(tmp_path / "subprocess")) == 4  # two actors, each with 2 envs in 2 processes
+    assert fingerprints["subprocess"] == fingerprints["serial"]
+
+
+def test_no_env_process_outlives_a_worker_killed_by_sigkill(tmp_path: Path) -> None:
+    job = with_env_fields(cartpole_job(tmp_path, total_steps=10_000_000), num_envs=4, vectoriser="subprocess")
+    run_dir = tmp_path / "run"
+    process = start_in_own_session("run", job, "--run-dir", run_dir)
+    try:
+        wait_for_training(run_dir, process, past_step=500)
+        children = env_process_pids(run_dir)
+        assert len(children) == 2 and set(children) <= {child.pid for child in psutil.Process(process.pid).children()}
+        process.kill()  # SIGKILL of the worker alone: nothing tells its env processes
+        process.communicate(timeout=30)
+        wait_for(lambda: not any(map(alive, children)), timeout=30, what="the env processes to die with the worker")
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate(timeout=30)
+
+
+def test_an_env_raising_in_its_process_stops_the_run_with_the_error_in_worker_log(tmp_path: Path,
+                                                                                 monkeypatch) -> None:
+    (tmp_path / "breaking_env.py").write_text(BREAKING_ENV)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    job = with_env_fields(cartpole_job(tmp_path, total_steps=5_000), num_envs=2, vectoriser="subprocess")
+    job.write_text(job.read_text().replace('id = "CartPole-v1"', 'id = "breaking_env:Breaking-v0"'))
+    run_dir = tmp_path / "run"
+    result = run_rlsup("run", job, "--run-dir", run_dir, timeout=120)
+    assert result.returncode not in (0, EXIT_PAUSED), result.stderr
+    log = (run_dir / "worker.log").read_text()
+    assert "ValueError: this test env breaks on its 300th step (raised by the env process of envs 0-0" in log, log
+    assert 'raise ValueError("this test env breaks' in log  # the env's own traceback, from its process
+    assert runfiles.read_exit(run_dir)["reason"].startswith("EnvProcessError: ValueError: this test env breaks")
