@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -19,6 +20,7 @@ from rlsup.algos.env_replay import stable_digest
 from rlsup.algos.env_sources import EnvError
 from rlsup.algos.subprocess_vector import EnvProcessError, SubprocessVectorEnv, slice_bounds
 from rlsup.algos.vector import SerialVectorEnv, VectorStep, make_vector_env
+from rlsup import spec as specs
 from rlsup.spec import EnvSection
 
 # A short time limit puts truncations and resets inside a few dozen steps.
@@ -181,3 +183,12 @@ def test_env_processes_ignore_ctrl_c_and_die_with_a_parent_killed_by_sigkill() -
         if parent.poll() is None:
             os.killpg(parent.pid, signal.SIGKILL)
             parent.wait(timeout=30)
+
+
+def test_the_vectoriser_field_picks_the_vectoriser_and_a_paused_run_may_change_it() -> None:
+    with vectors(make_vector_env(dataclasses.replace(CARTPOLE, vectoriser="subprocess"), SEEDS[:2]),
+                 make_vector_env(CARTPOLE, SEEDS[:2])) as (chosen, automatic):
+        assert isinstance(chosen, SubprocessVectorEnv) and isinstance(automatic, SerialVectorEnv)
+    spec = specs.JobSpec()
+    assert specs.diff(spec, spec.replace("env", vectoriser="subprocess")) == [
+        specs.Change("env.vectoriser", "auto", "subprocess", specs.RESUME)]
