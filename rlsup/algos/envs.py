@@ -69,7 +69,8 @@ class TrainingEnv:
     def __init__(self, stack: gym.Env, env: EnvSection, seed: int, render_mode: str | None) -> None:
         self._stack = stack
         self._settings = env
-        self._is_atari = env.preset == "atari"
+        # Looked up once: reaching it through unwrapped walks the whole wrapper chain, each step.
+        self._ale = stack.unwrapped.ale if env.preset == "atari" else None
         self._render_mode = render_mode
         self._pending_seed: int | None = int(seed)  # consumed by the first reset
         self._needs_reset = True
@@ -163,7 +164,7 @@ class TrainingEnv:
         return None
 
     def _game_lives(self) -> int:
-        return int(self._stack.unwrapped.ale.lives()) if self._is_atari else 0
+        return int(self._ale.lives()) if self._ale is not None else 0
 
     def _observation(self, observation: Any) -> np.ndarray:
         return self._layout.convert(observation)
