@@ -50,6 +50,29 @@ def serve(descriptor: int) -> None:
         connection.close()
 
 
+class LocalSlice:
+    """The first slice of a subprocess vector, stepped by its owner while the env processes step theirs:
+    one process fewer, and work for an owner that would otherwise only wait. It answers as they do."""
+
+    pid = None
+
+    def __init__(self, env: EnvSection, seeds: list[int], first_index: int) -> None:
+        self.first_index, self.end_index = first_index, first_index + len(seeds)
+        self.vector = _make_slice(env, seeds, first_index)
+        self._command: tuple[str, Any] = ("make", None)
+
+    def send(self, command: str, argument: Any = None) -> None:
+        """Kept until receive, which the owner calls once it has sent the env processes their commands."""
+        self._command = (command, argument)
+
+    def receive(self, command: str) -> Any:
+        sent, argument = self._command
+        return _reply_value(self.vector) if sent == "make" else COMMANDS[sent](self.vector, argument)
+
+    def close(self) -> None:
+        self.vector.close()
+
+
 def _make_slice(env: EnvSection, seeds: list[int], first_index: int) -> SerialVectorEnv:
     return SerialVectorEnv([make_env(env, seed=seed) for seed in seeds], first_index)
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from rlsup.algos.env_capture import EnvRestart
-from rlsup.algos.env_process import STOP_SIGNALS
+from rlsup.algos.env_process import STOP_SIGNALS, LocalSlice
 from rlsup.algos.env_sources import EnvError
 from rlsup.algos.vector import VectorStep, check_env_count
 from rlsup.spec import EnvSection
@@ -29,10 +29,11 @@ class EnvProcessError(RuntimeError):
     """An env that raised inside its process, or an env process that died."""
 
 
-def usable_cpus() -> int:
+def default_slices() -> int:
+    """One slice per usable CPU, and two at least: "subprocess" always steps some envs in another process."""
     with contextlib.suppress(AttributeError):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+        return max(2, len(os.sched_getaffinity(0)))
+    return max(2, os.cpu_count() or 1)
 
 
 def slice_bounds(count: int, parts: int) -> list[tuple[int, int]]:
@@ -125,26 +126,30 @@ def _child_environment() -> dict:
 
 
 class SubprocessVectorEnv:
-    """The VectorEnv of a batch split into contiguous slices, one process each (one per usable CPU).
+    """The VectorEnv of a batch split into contiguous slices, one per usable CPU (two at least): the first
+    stepped in this process, each other one in an env process of its own, all at once.
 
     Each slice is a SerialVectorEnv numbered from its first env, so state_dict keys, seeds and
     trajectories are those of the serial vectoriser: a run may switch between the two across a pause.
     """
 
-    def __init__(self, env: EnvSection, seeds: list[int], processes: int | None = None) -> None:
+    def __init__(self, env: EnvSection, seeds: list[int], slices: int | None = None) -> None:
         if not seeds:
             raise ValueError("a vector needs at least one env")
         self.num_envs = len(seeds)
-        self.processes: list[EnvProcess] = []
+        self.slices: list[LocalSlice | EnvProcess] = []
         try:
-            for first, end in slice_bounds(self.num_envs, processes or usable_cpus()):
-                self.processes.append(EnvProcess(env, seeds[first:end], first))
-            self.layout, self.num_actions = [process.receive("make") for process in self.processes][0]
+            (first, end), *others = slice_bounds(self.num_envs, slices or default_slices())
+            # The env processes first, so that they start up while this one makes its own slice.
+            for other_first, other_end in others:
+                self.slices.append(EnvProcess(env, seeds[other_first:other_end], other_first))
+            self.slices.insert(0, LocalSlice(env, seeds[first:end], first))
+            self.layout, self.num_actions = [part.receive("make") for part in self.slices][0]
         except BaseException:
             self.close()
             raise
-        log.info("stepping %d %s envs in %d env processes (pids %s)", self.num_envs, env.id, len(self.processes),
-                 " ".join(map(str, self.pids)))
+        log.info("stepping %d %s envs, %d in this process and the rest in %d env processes (pids %s)",
+                 self.num_envs, env.id, end - first, len(self.pids), " ".join(map(str, self.pids)))
         self.observation_shape: tuple = self.layout.shape
         self.observation_dtype = self.layout.dtype
         self.frame_shape: tuple = self.layout.frame_shape
@@ -152,21 +157,22 @@ class SubprocessVectorEnv:
 
     @property
     def pids(self) -> list[int]:
-        return [process.pid for process in self.processes]
+        return [part.pid for part in self.slices if part.pid is not None]
 
     def _ask_all(self, command: str, arguments: list | None = None) -> list:
-        """Send every slice its command first and only then wait, so that the slices work at once."""
-        for index, process in enumerate(self.processes):
-            process.send(command, None if arguments is None else arguments[index])
-        return [process.receive(command) for process in self.processes]
+        """Send every slice its command first and only then wait, so that the slices work at once (the local
+        slice, first, does its work in receive)."""
+        for index, part in enumerate(self.slices):
+            part.send(command, None if arguments is None else arguments[index])
+        return [part.receive(command) for part in self.slices]
 
     def reset(self) -> np.ndarray:
         return np.concatenate(self._ask_all("reset"))
 
     def step(self, actions: np.ndarray) -> VectorStep:
         actions = np.asarray(actions)
-        parts = self._ask_all("step", [actions[process.first_index:process.end_index] for process in self.processes])
-        return _joined(parts, [process.first_index for process in self.processes])
+        parts = self._ask_all("step", [actions[part.first_index:part.end_index] for part in self.slices])
+        return _joined(parts, [part.first_index for part in self.slices])
 
     def newest_frame(self, observation: np.ndarray) -> np.ndarray:
         return self.layout.newest_frame(observation)
@@ -179,14 +185,14 @@ class SubprocessVectorEnv:
 
     def load_state_dict(self, state: dict) -> list[EnvRestart]:
         check_env_count(state, self.num_envs)
-        slices = [{str(index): state[str(index)] for index in range(process.first_index, process.end_index)}
-                  for process in self.processes]
-        return [restart for part in self._ask_all("load_state_dict", slices) for restart in part]
+        states = [{str(index): state[str(index)] for index in range(part.first_index, part.end_index)}
+                  for part in self.slices]
+        return [restart for restarts in self._ask_all("load_state_dict", states) for restart in restarts]
 
     def close(self) -> None:
-        for process in self.processes:
-            process.close()
-        self.processes = []
+        for part in self.slices:
+            part.close()
+        self.slices = []
 
 
 def _joined(parts: list[VectorStep], firsts: list[int]) -> VectorStep:

@@ -25,7 +25,7 @@ from rlsup.spec import EnvSection
 
 # A short time limit puts truncations and resets inside a few dozen steps.
 CARTPOLE = EnvSection(id="CartPole-v1", max_episode_steps=12)
-SEEDS = [11, 12, 13, 14, 15]  # five envs in two processes: slices of 3 and 2
+SEEDS = [11, 12, 13, 14, 15]  # five envs in two slices of 3 and 2: this process's and an env process's
 
 BREAKING_ENV = '''
 """An env that raises on its fifth step."""
@@ -35,17 +35,20 @@ from gymnasium.spaces import Box, Discrete
 
 
 class Breaking(gym.Env):
+    """Env 2 of the test's vector breaks: the one in the env process."""
+
     observation_space = Box(0.0, 1.0, (2,), np.float32)
     action_space = Discrete(2)
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
+        self.breaks = seed == 13 if seed is not None else self.breaks
         self.steps = 0
         return np.zeros(2, np.float32), {}
 
     def step(self, action):
         self.steps += 1
-        if self.steps == 5:
+        if self.steps == 5 and self.breaks:
             raise ValueError("this test env breaks on its fifth step")
         return np.zeros(2, np.float32), 0.0, False, False, {}
 
@@ -83,9 +86,9 @@ def test_slices_are_contiguous_and_even() -> None:
 
 
 def test_it_steps_and_captures_exactly_as_the_serial_vectoriser() -> None:
-    with vectors(SubprocessVectorEnv(CARTPOLE, SEEDS, processes=2), make_vector_env(CARTPOLE, SEEDS)) as (
+    with vectors(SubprocessVectorEnv(CARTPOLE, SEEDS, slices=2), make_vector_env(CARTPOLE, SEEDS)) as (
             subprocesses, serial):
-        assert len(subprocesses.pids) == 2 and isinstance(serial, SerialVectorEnv)
+        assert len(subprocesses.pids) == 1 and isinstance(serial, SerialVectorEnv)
         assert (subprocesses.observation_shape, subprocesses.observation_dtype, subprocesses.num_actions) == (
             serial.observation_shape, serial.observation_dtype, serial.num_actions)
         assert np.array_equal(subprocesses.reset(), serial.reset())
@@ -101,7 +104,7 @@ def test_it_steps_and_captures_exactly_as_the_serial_vectoriser() -> None:
 @pytest.mark.parametrize("saved_by", ["serial", "subprocess"])
 def test_a_state_taken_by_one_vectoriser_continues_bit_for_bit_in_the_other(saved_by: str) -> None:
     actions = random_actions(50, len(SEEDS))
-    with vectors(SubprocessVectorEnv(CARTPOLE, SEEDS, processes=2), make_vector_env(CARTPOLE, SEEDS)) as made:
+    with vectors(SubprocessVectorEnv(CARTPOLE, SEEDS, slices=2), make_vector_env(CARTPOLE, SEEDS)) as made:
         original, copy = made if saved_by == "subprocess" else made[::-1]
         original.reset()
         for step_actions in actions[:17]:
@@ -129,7 +132,7 @@ def test_an_env_that_cannot_be_made_is_the_env_error_the_serial_vectoriser_raise
 def test_an_env_that_raises_in_its_process_is_a_clear_error(tmp_path: Path, monkeypatch, caplog) -> None:
     (tmp_path / "breaking_env.py").write_text(BREAKING_ENV)
     monkeypatch.syspath_prepend(str(tmp_path))  # the env processes import what this one can
-    with vectors(SubprocessVectorEnv(EnvSection(id="breaking_env:Breaking-v0"), SEEDS[:3], processes=2)) as (
+    with vectors(SubprocessVectorEnv(EnvSection(id="breaking_env:Breaking-v0"), SEEDS[:3], slices=2)) as (
             vector,):
         vector.reset()
         for _ in range(4):
@@ -138,7 +141,7 @@ def test_an_env_that_raises_in_its_process_is_a_clear_error(tmp_path: Path, monk
             vector.step(np.zeros(3, np.int64))
     message = str(raised.value)
     assert message.startswith("ValueError: this test env breaks on its fifth step (raised by the env process of "
-                              "envs 0-1 (breaking_env:Breaking-v0, pid "), message
+                              "envs 2-2 (breaking_env:Breaking-v0, pid "), message
     assert message.endswith("during step; its traceback is in the log)")
     assert "in step\n" in caplog.text and 'raise ValueError("this test env breaks' in caplog.text
 
@@ -148,7 +151,7 @@ PARENT = textwrap.dedent("""
     import numpy as np
     from rlsup.algos.subprocess_vector import SubprocessVectorEnv
     from rlsup.spec import EnvSection
-    vector = SubprocessVectorEnv(EnvSection(id="CartPole-v1"), [1, 2, 3, 4], processes=2)
+    vector = SubprocessVectorEnv(EnvSection(id="CartPole-v1"), [1, 2, 3, 4], slices=3)
     vector.reset()
     print(*vector.pids, flush=True)
     sys.stdin.readline()
