@@ -7,7 +7,7 @@ CNN once per batch on the CPU to choose the N actions, as a DQN actor does. The 
 Any other id (MinAtar/Breakout-v1, LunarLander-v3) runs as the classic preset makes it, with the network
 its observation gets, on rlsup's two vectorisers and Gymnasium's (the ALE and EnvPool columns show -).
 
-    python bench/env_throughput.py [--game ALE/Pong-v5] [--envs 1 4 8] [--seconds 5] [--threads 2]
+    python bench/env_throughput.py [--game ALE/Pong-v5] [--envs 1 4 8] [--seconds 5] [--repeats 3] [--threads 2]
 """
 from __future__ import annotations
 
@@ -163,6 +163,18 @@ def measure(name: str, game: str, count: int, arguments: argparse.Namespace,
     return steps_per_second(stepper, policy, count, arguments.seconds)
 
 
+def median_rates(arguments: argparse.Namespace, count: int, policy: Policy) -> dict[str, float | None]:
+    """Each backend's median over --repeats rounds, the backends taking turns within a round, so that
+    load from other processes on a shared machine falls on all of them alike."""
+    samples: dict[str, list[float]] = {name: [] for name in arguments.backends}
+    for _ in range(arguments.repeats):
+        for name in arguments.backends:
+            rate = measure(name, arguments.game, count, arguments, policy)
+            if rate is not None:
+                samples[name].append(rate)
+    return {name: float(np.median(rates)) if rates else None for name, rates in samples.items()}
+
+
 def ratio(rates: dict, numerator: str, denominator: str, width: int) -> str:
     if rates.get(numerator) and rates.get(denominator):
         return f"{rates[numerator] / rates[denominator]:>{width}.2f}"
@@ -174,6 +186,7 @@ def main() -> int:
     parser.add_argument("--game", default="ALE/Pong-v5")
     parser.add_argument("--envs", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--seconds", type=float, default=5.0, help="timed seconds per measurement")
+    parser.add_argument("--repeats", type=int, default=1, help="rounds per N; each backend's median is shown")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                         help="env threads of the ALE vector env and EnvPool")
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=list(BACKENDS))
@@ -183,11 +196,12 @@ def main() -> int:
     policy = Policy(probe.observation_shape, probe.num_actions)
     probe.close()
     print(f"{arguments.game}: agent steps/s, Q-network forward per batch (1 torch thread), env threads or "
-          f"processes min(N, {arguments.threads}), {arguments.seconds:g} s each, {os.cpu_count()} CPUs")
+          f"processes min(N, {arguments.threads}), {arguments.seconds:g} s each, median of {arguments.repeats}, "
+          f"{os.cpu_count()} CPUs")
     print(f"{'N':>3}" + "".join(f"{name:>12}" for name in arguments.backends) + f"{'rlsup/ALE':>11}"
           f"{'subp/ALE':>10}{'subp/rlsup':>11}")
     for count in arguments.envs:
-        rates = {name: measure(name, arguments.game, count, arguments, policy) for name in arguments.backends}
+        rates = median_rates(arguments, count, policy)
         cells = "".join(f"{rate:>12.0f}" if rate is not None else f"{'-':>12}" for rate in rates.values())
         ratios = [ratio(rates, "rlsup", "ALE vector", 11), ratio(rates, "rlsup subp", "ALE vector", 10),
                   ratio(rates, "rlsup subp", "rlsup", 11)]

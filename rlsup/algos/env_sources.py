@@ -1,7 +1,9 @@
 """Where an [env] section's gym stack comes from: its registering imports, gym.make, the Atari preset, its spaces."""
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import functools
 import importlib
 import importlib.metadata
 from dataclasses import dataclass
@@ -67,12 +69,25 @@ def make_stack(env: EnvSection, render_mode: str | None = None) -> gym.Env:
 
 
 def describe_env(env: EnvSection) -> EnvDescription:
-    """Observation layout and number of actions, from one env made and closed at once."""
+    """Observation layout and number of actions, from one env made and closed at once: once per process for
+    each [env] section, so that `rlsup run`'s check and its worker's sizing of replays and networks share it."""
+    return _describe(_hashable(env))
+
+
+@functools.lru_cache(maxsize=16)
+def _describe(frozen: tuple) -> EnvDescription:
+    env = EnvSection(**{name: list(value) if isinstance(value, tuple) else value for name, value in frozen})
     stack = make_stack(env)
     try:
         return EnvDescription(observation_layout(stack, env), int(stack.action_space.n))
     finally:
         stack.close()
+
+
+def _hashable(env: EnvSection) -> tuple:
+    # [env] imports is a list, which a cache key cannot hold.
+    return tuple((name, tuple(value) if isinstance(value, list) else value)
+                 for name, value in dataclasses.asdict(env).items())
 
 
 def observation_layout(stack: gym.Env, env: EnvSection) -> ObservationLayout:

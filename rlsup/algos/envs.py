@@ -1,8 +1,6 @@
 """Training environments whose whole state is captured mid-episode and restored bit for bit."""
 from __future__ import annotations
 
-import dataclasses
-import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,21 +44,9 @@ def make_env(env: EnvSection, *, seed: int, render_mode: str | None = None) -> T
 
 def probe_env(env: EnvSection) -> tuple[tuple, np.dtype, int, int]:
     """Observation shape, observation dtype, number of actions and stack size, for building networks."""
-    return _probe(_hashable(env))
-
-
-@functools.lru_cache(maxsize=16)
-def _probe(frozen: tuple) -> tuple[tuple, np.dtype, int, int]:
-    description = describe_env(EnvSection(**{name: list(value) if isinstance(value, tuple) else value
-                                             for name, value in frozen}))
+    description = describe_env(env)
     layout = description.observation
     return layout.shape, layout.dtype, description.num_actions, layout.stack_size
-
-
-def _hashable(env: EnvSection) -> tuple:
-    # [env] imports is a list, which a cache key cannot hold.
-    return tuple((name, tuple(value) if isinstance(value, list) else value)
-                 for name, value in dataclasses.asdict(env).items())
 
 
 class TrainingEnv:
