@@ -2,62 +2,23 @@
 resume after a Ctrl-C mid-episode, no env process outliving a SIGKILLed worker, a raising env named in worker.log."""
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import signal
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import psutil
-from rlsup_testing import cartpole_job, final_fingerprint, metric_steps, rlsup_command, run_rlsup, wait_for
+from rlsup_testing import (alive, cartpole_job, final_fingerprint, group_killed_on_exit, run_rlsup,
+                            start_in_own_session, wait_for)
+from test_impala import vtrace_job, wait_for_training
 
 from rlsup import runfiles
 from rlsup.algos.subprocess_vector import default_slices, slice_bounds
 from rlsup.algos.vector import env_seeds
 from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup.jobstate import EXIT_PAUSED
-
-VTRACE_JOB = """
-[job]
-algo = "vtrace"
-seed = 5
-total_steps = 3_200
-device = "cpu"
-threads = 1
-
-[env]
-id = "CartPole-v1"
-
-[vtrace]
-actors = 2
-envs_per_actor = 2
-unroll_length = 10
-batch_size = 8
-lr = 2e-3
-hidden_sizes = [32, 32]
-feature_size = 16
-serial = true
-
-[[replay]]
-kind = "queue"
-capacity = 4
-ratio = 0.5
-
-[[replay]]
-kind = "elite"
-capacity = 64
-ratio = 0.5
-min_size = 16
-
-[checkpoint]
-every_steps = 0
-
-[log]
-every_steps = 400
-"""
 
 BREAKING_ENV = '''
 import gymnasium as gym
@@ -109,26 +70,6 @@ def env_processes(num_envs: int) -> int:
     return len(slice_bounds(num_envs, default_slices())) - 1
 
 
-def alive(pid: int) -> bool:
-    with contextlib.suppress(psutil.NoSuchProcess):
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    return False
-
-
-def start_in_own_session(*arguments: str) -> subprocess.Popen:
-    """`rlsup ARGS` as the leader of its own process group, so a test can Ctrl-C the whole group."""
-    return subprocess.Popen(rlsup_command(*arguments), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=os.environ.copy(), start_new_session=True)
-
-
-def wait_for_training(run_dir: Path, process: subprocess.Popen, past_step: int) -> None:
-    def trained() -> bool:
-        if process.poll() is not None:
-            raise AssertionError(f"the worker exited early: {process.communicate()}")
-        return any(step > past_step for step in metric_steps(run_dir, "train"))
-    wait_for(trained, timeout=120, what=f"a train record past step {past_step}")
-
-
 def test_dqn_in_env_processes_matches_serial_and_resumes_bit_exact_after_ctrl_c(tmp_path: Path) -> None:
     total = 4_000
 
@@ -145,14 +86,10 @@ def test_dqn_in_env_processes_matches_serial_and_resumes_bit_exact_after_ctrl_c(
     assert len(env_process_pids(runs["subprocess"])) == env_processes(4) and not env_process_pids(runs["serial"])
 
     paused = tmp_path / "paused"
-    process = start_in_own_session("run", job("paused", "subprocess"), "--run-dir", paused)
-    try:
+    with group_killed_on_exit(start_in_own_session("run", job("paused", "subprocess"), "--run-dir", paused)) as process:
         wait_for_training(paused, process, past_step=1_500)
         os.killpg(process.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the env processes too
         _, stderr = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode == EXIT_PAUSED, stderr
     assert "Traceback" not in stderr, stderr
     assert 1_500 < runfiles.read_exit(paused)["step"] < total
@@ -172,9 +109,8 @@ def mid_episode_envs(run_dir: Path) -> int:
 def test_vtrace_serial_actors_in_env_processes_match_serial(tmp_path: Path) -> None:
     fingerprints = {}
     for vectoriser in ("serial", "subprocess"):
-        job = tmp_path / f"{vectoriser}.toml"
-        job.write_text(VTRACE_JOB)
-        with_env_fields(job, vectoriser=vectoriser)
+        job = with_env_fields(vtrace_job(tmp_path, total_steps=3_200, serial=True, name=vectoriser),
+                              vectoriser=vectoriser)
         result = run_rlsup("run", job, "--run-dir", tmp_path / vectoriser)
         assert result.returncode == 0, result.stderr
         fingerprints[vectoriser] = final_fingerprint(tmp_path / vectoriser)
@@ -185,18 +121,13 @@ def test_vtrace_serial_actors_in_env_processes_match_serial(tmp_path: Path) -> N
 def test_no_env_process_outlives_a_worker_killed_by_sigkill(tmp_path: Path) -> None:
     job = with_env_fields(cartpole_job(tmp_path, total_steps=10_000_000), num_envs=4, vectoriser="subprocess")
     run_dir = tmp_path / "run"
-    process = start_in_own_session("run", job, "--run-dir", run_dir)
-    try:
+    with group_killed_on_exit(start_in_own_session("run", job, "--run-dir", run_dir)) as process:
         wait_for_training(run_dir, process, past_step=500)
         children = env_process_pids(run_dir)
         assert len(children) == env_processes(4) and set(children) <= {child.pid for child in psutil.Process(process.pid).children()}
         process.kill()  # SIGKILL of the worker alone: nothing tells its env processes
         process.communicate(timeout=30)
         wait_for(lambda: not any(map(alive, children)), timeout=30, what="the env processes to die with the worker")
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate(timeout=30)
 
 
 def test_an_env_raising_in_its_process_stops_the_run_with_the_error_in_worker_log(tmp_path: Path,

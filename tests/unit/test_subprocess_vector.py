@@ -14,12 +14,13 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from rlsup_testing import wait_for
+from rlsup_testing import alive, group_killed_on_exit, wait_for
+from test_vector import assert_same_vector_step, random_actions
 
 from rlsup.algos.env_replay import stable_digest
 from rlsup.algos.env_sources import EnvError
 from rlsup.algos.subprocess_vector import EnvProcessError, SubprocessVectorEnv, slice_bounds
-from rlsup.algos.vector import SerialVectorEnv, VectorStep, make_vector_env
+from rlsup.algos.vector import SerialVectorEnv, make_vector_env
 from rlsup import spec as specs
 from rlsup.spec import EnvSection
 
@@ -55,19 +56,6 @@ class Breaking(gym.Env):
 
 gym.register("Breaking-v0", entry_point=Breaking)
 '''
-
-
-def random_actions(steps: int, count: int) -> np.ndarray:
-    return np.random.default_rng(0).integers(2, size=(steps, count))
-
-
-def assert_same_vector_step(first: VectorStep, second: VectorStep) -> None:
-    for name in ("observations", "rewards", "terminals", "dones", "truncated"):
-        assert np.array_equal(getattr(first, name), getattr(second, name)), name
-    assert first.final_observations.keys() == second.final_observations.keys()
-    assert all(np.array_equal(first.final_observations[key], second.final_observations[key])
-               for key in first.final_observations)
-    assert first.episodes == second.episodes
 
 
 @contextlib.contextmanager
@@ -161,17 +149,10 @@ PARENT = textwrap.dedent("""
 """)
 
 
-def alive(pid: int) -> bool:
-    with contextlib.suppress(psutil.NoSuchProcess):
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    return False
-
-
 def test_env_processes_ignore_ctrl_c_and_die_with_a_parent_killed_by_sigkill() -> None:
-    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, sys.path))},
-                              start_new_session=True)
-    try:
+    with group_killed_on_exit(subprocess.Popen(
+            [sys.executable, "-c", PARENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, sys.path))}, start_new_session=True)) as parent:
         children = [int(pid) for pid in parent.stdout.readline().split()]
         assert len(children) == 2 and set(children) == {child.pid for child in psutil.Process(parent.pid).children()}
         for pid in children:  # as a terminal's Ctrl-C reaches them: the worker, not they, decides on a pause
@@ -182,10 +163,6 @@ def test_env_processes_ignore_ctrl_c_and_die_with_a_parent_killed_by_sigkill() -
         parent.kill()  # SIGKILL: the parent gets no chance to tell anyone
         parent.wait(timeout=30)
         wait_for(lambda: not any(map(alive, children)), timeout=30, what="the env processes to die with their parent")
-    finally:
-        if parent.poll() is None:
-            os.killpg(parent.pid, signal.SIGKILL)
-            parent.wait(timeout=30)
 
 
 def test_the_vectoriser_field_picks_the_vectoriser_and_a_paused_run_may_change_it() -> None:
