@@ -18,7 +18,8 @@ COMMANDS: dict[str, Callable[[SerialVectorEnv, Any], Any]] = {
     "state_dict": lambda vector, _: vector.state_dict(),
     "load_state_dict": lambda vector, state: vector.load_state_dict(state),
 }
-STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+# The worker's own signals (pause and reload, see worker_signals): an env process leaves them to the worker.
+WORKER_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
 def serve(descriptor: int) -> None:
@@ -29,9 +30,9 @@ def serve(descriptor: int) -> None:
     """
     # The worker decides when a pause happens: a terminal's Ctrl-C reaches the whole process group,
     # and must not kill a slice the worker still has to capture. The parent blocked these while starting us.
-    for signum in STOP_SIGNALS:
+    for signum in WORKER_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, WORKER_SIGNALS)
     connection = Connection(descriptor)
     vector: SerialVectorEnv | None = None
     try:

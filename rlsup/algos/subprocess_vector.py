@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from rlsup.algos.env_capture import EnvRestart
-from rlsup.algos.env_process import STOP_SIGNALS, LocalSlice
+from rlsup.algos.env_process import WORKER_SIGNALS, LocalSlice
 from rlsup.algos.env_sources import EnvError
 from rlsup.algos.vector import VectorStep, check_env_count
 from rlsup.spec import EnvSection
@@ -61,7 +61,7 @@ class EnvProcess:
         self.env_id = env.id
         self.connection, child = multiprocessing.Pipe(duplex=True)
         # Blocked, not ignored, while it starts (the mask survives fork and exec): see env_process.serve.
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, WORKER_SIGNALS)
         try:
             self.process = subprocess.Popen([sys.executable, "-c", PROCESS_PROGRAM, str(child.fileno())],
                                             pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,

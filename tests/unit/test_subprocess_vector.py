@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import logging
 import os
 import signal
@@ -149,14 +150,15 @@ PARENT = textwrap.dedent("""
 """)
 
 
-def test_env_processes_ignore_ctrl_c_and_die_with_a_parent_killed_by_sigkill() -> None:
+def test_env_processes_ignore_the_workers_signals_and_die_with_a_parent_killed_by_sigkill() -> None:
     with group_killed_on_exit(subprocess.Popen(
             [sys.executable, "-c", PARENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, sys.path))}, start_new_session=True)) as parent:
         children = [int(pid) for pid in parent.stdout.readline().split()]
         assert len(children) == 2 and set(children) == {child.pid for child in psutil.Process(parent.pid).children()}
-        for pid in children:  # as a terminal's Ctrl-C reaches them: the worker, not they, decides on a pause
-            os.kill(pid, signal.SIGINT)
+        # As a terminal's Ctrl-C or hangup reaches them: the worker, not they, decides on a pause or reload.
+        for pid, signum in itertools.product(children, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)):
+            os.kill(pid, signum)
         parent.stdin.write("step\n")
         parent.stdin.flush()
         assert parent.stdout.readline() == "stepped\n"
