@@ -16,7 +16,7 @@ import os
 import re
 import sys
 import time
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -113,6 +113,9 @@ def rom_name(game: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+# Backends whose envs run in child processes, whose CPU time the efficiency table cannot see.
+CHILD_PROCESSES = {"rlsup subp", "gym async"}
+
 BACKENDS: dict[str, Callable[[str, int, int], Stepper]] = {
     "rlsup": rlsup_backend("serial"),
     "rlsup subp": rlsup_backend("subprocess"),
@@ -123,18 +126,24 @@ BACKENDS: dict[str, Callable[[str, int, int], Stepper]] = {
 }
 
 
-def steps_per_second(stepper: Stepper, policy: Policy, count: int, seconds: float) -> float:
+class Measurement(NamedTuple):
+    rate: float          # agent steps per wall-clock second
+    cpu_per_step: float  # CPU seconds of this process (all its threads) per agent step
+
+
+def steps_per_second(stepper: Stepper, policy: Policy, count: int, seconds: float) -> Measurement:
     reset, step, close = stepper
     observations = reset()
     for _ in range(WARM_UP_BATCHES):
         observations = step(policy(observations))
-    began, batches = time.perf_counter(), 0
+    began, began_cpu, batches = time.perf_counter(), time.process_time(), 0
     while time.perf_counter() - began < seconds:
         observations = step(policy(observations))
         batches += 1
-    rate = batches * count / (time.perf_counter() - began)
+    measurement = Measurement(batches * count / (time.perf_counter() - began),
+                              (time.process_time() - began_cpu) / (batches * count))
     close()
-    return rate
+    return measurement
 
 
 class Policy:
@@ -155,7 +164,7 @@ class Policy:
 
 
 def measure(name: str, game: str, count: int, arguments: argparse.Namespace,
-            policy: Policy) -> float | None:
+            policy: Policy) -> Measurement | None:
     try:
         stepper = BACKENDS[name](game, count, min(count, arguments.threads))
     except (ImportError, NotApplicable):
@@ -163,22 +172,30 @@ def measure(name: str, game: str, count: int, arguments: argparse.Namespace,
     return steps_per_second(stepper, policy, count, arguments.seconds)
 
 
-def median_rates(arguments: argparse.Namespace, count: int, policy: Policy) -> dict[str, float | None]:
-    """Each backend's median over --repeats rounds, the backends taking turns within a round, so that
+def medians(arguments: argparse.Namespace, count: int, policy: Policy) -> dict[str, Measurement | None]:
+    """Each backend's medians over --repeats rounds, the backends taking turns within a round, so that
     load from other processes on a shared machine falls on all of them alike."""
-    samples: dict[str, list[float]] = {name: [] for name in arguments.backends}
+    samples: dict[str, list[Measurement]] = {name: [] for name in arguments.backends}
     for _ in range(arguments.repeats):
         for name in arguments.backends:
-            rate = measure(name, arguments.game, count, arguments, policy)
-            if rate is not None:
-                samples[name].append(rate)
-    return {name: float(np.median(rates)) if rates else None for name, rates in samples.items()}
+            measurement = measure(name, arguments.game, count, arguments, policy)
+            if measurement is not None:
+                samples[name].append(measurement)
+    return {name: Measurement(*np.median(np.array(taken), axis=0)) if taken else None
+            for name, taken in samples.items()}
 
 
-def ratio(rates: dict, numerator: str, denominator: str, width: int) -> str:
-    if rates.get(numerator) and rates.get(denominator):
-        return f"{rates[numerator] / rates[denominator]:>{width}.2f}"
+def ratio(values: dict, numerator: str, denominator: str, width: int) -> str:
+    if values.get(numerator) and values.get(denominator):
+        return f"{values[numerator] / values[denominator]:>{width}.2f}"
     return f"{'-':>{width}}"
+
+
+def row(count: int, values: dict[str, float | None], digits: int) -> str:
+    cells = "".join(f"{value:>12.{digits}f}" if value is not None else f"{'-':>12}" for value in values.values())
+    ratios = [ratio(values, "rlsup", "ALE vector", 11), ratio(values, "rlsup subp", "ALE vector", 10),
+              ratio(values, "rlsup subp", "rlsup", 11)]
+    return f"{count:>3}{cells}{''.join(ratios)}"
 
 
 def main() -> int:
@@ -198,15 +215,21 @@ def main() -> int:
     print(f"{arguments.game}: agent steps/s, Q-network forward per batch (1 torch thread), env threads or "
           f"processes min(N, {arguments.threads}), {arguments.seconds:g} s each, median of {arguments.repeats}, "
           f"{os.cpu_count()} CPUs")
-    print(f"{'N':>3}" + "".join(f"{name:>12}" for name in arguments.backends) + f"{'rlsup/ALE':>11}"
-          f"{'subp/ALE':>10}{'subp/rlsup':>11}")
+    header = f"{'N':>3}" + "".join(f"{name:>12}" for name in arguments.backends) + (
+        f"{'rlsup/ALE':>11}{'subp/ALE':>10}{'subp/rlsup':>11}")
+    print(header)
+    efficiency = {}
     for count in arguments.envs:
-        rates = median_rates(arguments, count, policy)
-        cells = "".join(f"{rate:>12.0f}" if rate is not None else f"{'-':>12}" for rate in rates.values())
-        ratios = [ratio(rates, "rlsup", "ALE vector", 11), ratio(rates, "rlsup subp", "ALE vector", 10),
-                  ratio(rates, "rlsup subp", "rlsup", 11)]
-        print(f"{count:>3}{cells}{''.join(ratios)}", flush=True)
+        measured = medians(arguments, count, policy)
+        print(row(count, {name: found and found.rate for name, found in measured.items()}, 0), flush=True)
+        # Steps per CPU second of this process: steady under other load, and blind to work in child processes.
+        efficiency[count] = {name: None if found is None or name in CHILD_PROCESSES else 1 / found.cpu_per_step
+                             for name, found in measured.items()}
     print("budget: rlsup / ALE vector >= 0.9")
+    print("agent steps per CPU second of this process (its threads included; backends with child processes: -)")
+    print(header)
+    for count, values in efficiency.items():
+        print(row(count, values, 0))
     return 0
 
 
