@@ -164,7 +164,16 @@ class SubprocessVectorEnv:
         slice, first, does its work in receive)."""
         for index, part in enumerate(self.slices):
             part.send(command, None if arguments is None else arguments[index])
-        return [part.receive(command) for part in self.slices]
+        replies, failure = [], None
+        for part in self.slices:
+            # Every reply is read even after a failure, so that the next command's replies are its own.
+            try:
+                replies.append(part.receive(command))
+            except Exception as error:
+                failure = failure or error
+        if failure is not None:
+            raise failure
+        return replies
 
     def reset(self) -> np.ndarray:
         return np.concatenate(self._ask_all("reset"))
