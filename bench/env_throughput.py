@@ -1,11 +1,13 @@
-"""Agent steps/s on an Atari game with a policy forward per batch: rlsup's vectoriser vs the raw vector envs.
+"""Agent steps/s with a policy forward per batch: rlsup's vectorisers vs the raw vector envs.
 
-Every backend steps N envs of the same game with the same preprocessing (frame skip 4 with max-pool,
+On an Atari game every backend steps N envs with the same preprocessing (frame skip 4 with max-pool,
 84x84 grayscale, 4-frame stack, up to 30 no-ops, FIRE on reset, clipped rewards) and runs the Nature
 CNN once per batch on the CPU to choose the N actions, as a DQN actor does. The raw ALE vector env
 (C++ threads) is the reference; EnvPool joins where it is installed (pip install -e '.[bench]').
+Any other id (MinAtar/Breakout-v1, LunarLander-v3) runs as the classic preset makes it, with the network
+its observation gets, on rlsup's two vectorisers and Gymnasium's (the ALE and EnvPool columns show -).
 
-    python bench/env_throughput.py [--game ALE/Pong-v5] [--envs 1 4 8] [--seconds 5] [--threads 2]
+    python bench/env_throughput.py [--game ALE/Pong-v5] [--envs 1 4 8] [--seconds 5] [--repeats 3] [--threads 2]
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import os
 import re
 import sys
 import time
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -27,43 +29,66 @@ from rlsup.spec import EnvSection
 WARM_UP_BATCHES = 20
 SEED = 1
 
-# A backend: (num_envs, threads) -> (reset, step), observations out as a [N, 4, 84, 84] uint8 array.
-Stepper = tuple[Callable[[], np.ndarray], Callable[[np.ndarray], np.ndarray]]
+# A backend: (game, num_envs, threads) -> (reset, step, close), observations out as an [N, *obs] array.
+Stepper = tuple[Callable[[], np.ndarray], Callable[[np.ndarray], np.ndarray], Callable[[], None]]
 
 
-def rlsup_backend(game: str, count: int, threads: int) -> Stepper:
-    """rlsup's env layer as the trainers use it: make_vector_env over TrainingEnvs."""
-    settings = EnvSection(id=game, preset="atari", clip_rewards=True)
-    vector = make_vector_env(settings, env_seeds(np.random.SeedSequence(SEED), count))
-    return vector.reset, lambda actions: vector.step(actions).observations
+def env_settings(game: str, vectoriser: str = "serial") -> EnvSection:
+    preset = "atari" if game.startswith("ALE/") else "classic"
+    return EnvSection(id=game, preset=preset, clip_rewards=preset == "atari", vectoriser=vectoriser)
+
+
+def rlsup_backend(vectoriser: str) -> Callable[[str, int, int], Stepper]:
+    """rlsup's env layer as the trainers use it: make_vector_env over TrainingEnvs, in turn or in processes."""
+    def build(game: str, count: int, threads: int) -> Stepper:
+        vector = make_vector_env(env_settings(game, vectoriser), env_seeds(np.random.SeedSequence(SEED), count))
+        return vector.reset, lambda actions: vector.step(actions).observations, vector.close
+    return build
 
 
 def ale_backend(game: str, count: int, threads: int) -> Stepper:
     from ale_py.vector_env import AtariVectorEnv
 
+    if not game.startswith("ALE/"):
+        raise NotApplicable
+
     vector = AtariVectorEnv(rom_name(game), count, num_threads=threads, repeat_action_probability=0.0,
                             frameskip=4, stack_num=4, img_height=84, img_width=84, grayscale=True,
                             noop_max=30, reward_clipping=True, episodic_life=False, use_fire_reset=True)
-    return (lambda: vector.reset(seed=SEED)[0]), (lambda actions: vector.step(actions)[0])
+    return (lambda: vector.reset(seed=SEED)[0]), (lambda actions: vector.step(actions)[0]), vector.close
 
 
 def envpool_backend(game: str, count: int, threads: int) -> Stepper:
     import envpool
 
+    if not game.startswith("ALE/"):
+        raise NotApplicable
     vector = envpool.make(f"{game.split('/')[-1]}", env_type="gymnasium", num_envs=count, batch_size=count,
                           num_threads=threads, seed=SEED, episodic_life=False, reward_clip=True,
                           repeat_action_probability=0.0, noop_max=30, use_fire_reset=True)
-    return (lambda: vector.reset()[0]), (lambda actions: vector.step(actions)[0])
+    return (lambda: vector.reset()[0]), (lambda actions: vector.step(actions)[0]), vector.close
 
 
 def gymnasium_backend(asynchronous: bool) -> Callable[[str, int, int], Stepper]:
     def build(game: str, count: int, threads: int) -> Stepper:
         import gymnasium as gym
 
-        functions = [lambda: atari_stack(game) for _ in range(count)]
+        functions = [lambda: atari_stack(game) if game.startswith("ALE/") else classic_stack(game)
+                     for _ in range(count)]
         vector = gym.vector.AsyncVectorEnv(functions) if asynchronous else gym.vector.SyncVectorEnv(functions)
-        return (lambda: vector.reset(seed=SEED)[0]), (lambda actions: vector.step(actions)[0])
+        return (lambda: vector.reset(seed=SEED)[0]), (lambda actions: vector.step(actions)[0]), vector.close
     return build
+
+
+def classic_stack(game: str):
+    """The env as rlsup's classic preset makes it (its observations in the env's own layout)."""
+    from rlsup.algos.env_sources import make_stack
+
+    return make_stack(env_settings(game))
+
+
+class NotApplicable(Exception):
+    """A backend that cannot step this game (the ALE vector env and EnvPool step Atari games only)."""
 
 
 def atari_stack(game: str):
@@ -88,8 +113,12 @@ def rom_name(game: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+# Backends whose envs run in child processes, whose CPU time the efficiency table cannot see.
+CHILD_PROCESSES = {"rlsup subp", "gym async"}
+
 BACKENDS: dict[str, Callable[[str, int, int], Stepper]] = {
-    "rlsup": rlsup_backend,
+    "rlsup": rlsup_backend("serial"),
+    "rlsup subp": rlsup_backend("subprocess"),
     "ALE vector": ale_backend,
     "EnvPool": envpool_backend,
     "gym sync": gymnasium_backend(asynchronous=False),
@@ -97,30 +126,76 @@ BACKENDS: dict[str, Callable[[str, int, int], Stepper]] = {
 }
 
 
-def steps_per_second(stepper: Stepper, policy: torch.nn.Module, count: int, seconds: float) -> float:
-    reset, step = stepper
+class Measurement(NamedTuple):
+    rate: float          # agent steps per wall-clock second
+    cpu_per_step: float  # CPU seconds of this process (all its threads) per agent step
+
+
+def steps_per_second(stepper: Stepper, policy: Policy, count: int, seconds: float) -> Measurement:
+    reset, step, close = stepper
     observations = reset()
     for _ in range(WARM_UP_BATCHES):
-        observations = step(act(policy, observations))
-    began, batches = time.perf_counter(), 0
+        observations = step(policy(observations))
+    began, began_cpu, batches = time.perf_counter(), time.process_time(), 0
     while time.perf_counter() - began < seconds:
-        observations = step(act(policy, observations))
+        observations = step(policy(observations))
         batches += 1
-    return batches * count / (time.perf_counter() - began)
+    measurement = Measurement(batches * count / (time.perf_counter() - began),
+                              (time.process_time() - began_cpu) / (batches * count))
+    close()
+    return measurement
 
 
-@torch.no_grad()
-def act(policy: torch.nn.Module, observations: np.ndarray) -> np.ndarray:
-    return policy(torch.from_numpy(np.ascontiguousarray(observations))).argmax(dim=1).numpy()
+class Policy:
+    """The Q-network's greedy actions for a batch, whatever layout the backend hands images out in."""
+
+    def __init__(self, observation_shape: tuple, num_actions: int) -> None:
+        self.network = build_q_network(observation_shape, num_actions, [256]).eval()
+        self.observation_shape = tuple(observation_shape)
+
+    @torch.no_grad()
+    def __call__(self, observations: np.ndarray) -> np.ndarray:
+        # Gymnasium's vectors give images as the env makes them (MinAtar: HWC bools); rlsup's are CHW.
+        observations = np.asarray(observations)
+        if observations.shape[1:] != self.observation_shape:
+            observations = np.moveaxis(observations, -1, 1)
+        batch = np.ascontiguousarray(observations, dtype=np.uint8 if observations.dtype == bool else None)
+        return self.network(torch.from_numpy(batch)).argmax(dim=1).numpy()
 
 
 def measure(name: str, game: str, count: int, arguments: argparse.Namespace,
-            policy: torch.nn.Module) -> float | None:
+            policy: Policy) -> Measurement | None:
     try:
         stepper = BACKENDS[name](game, count, min(count, arguments.threads))
-    except ImportError:
+    except (ImportError, NotApplicable):
         return None
     return steps_per_second(stepper, policy, count, arguments.seconds)
+
+
+def medians(arguments: argparse.Namespace, count: int, policy: Policy) -> dict[str, Measurement | None]:
+    """Each backend's medians over --repeats rounds, the backends taking turns within a round, so that
+    load from other processes on a shared machine falls on all of them alike."""
+    samples: dict[str, list[Measurement]] = {name: [] for name in arguments.backends}
+    for _ in range(arguments.repeats):
+        for name in arguments.backends:
+            measurement = measure(name, arguments.game, count, arguments, policy)
+            if measurement is not None:
+                samples[name].append(measurement)
+    return {name: Measurement(*np.median(np.array(taken), axis=0)) if taken else None
+            for name, taken in samples.items()}
+
+
+def ratio(values: dict, numerator: str, denominator: str, width: int) -> str:
+    if values.get(numerator) and values.get(denominator):
+        return f"{values[numerator] / values[denominator]:>{width}.2f}"
+    return f"{'-':>{width}}"
+
+
+def row(count: int, values: dict[str, float | None], digits: int) -> str:
+    cells = "".join(f"{value:>12.{digits}f}" if value is not None else f"{'-':>12}" for value in values.values())
+    ratios = [ratio(values, "rlsup", "ALE vector", 11), ratio(values, "rlsup subp", "ALE vector", 10),
+              ratio(values, "rlsup subp", "rlsup", 11)]
+    return f"{count:>3}{cells}{''.join(ratios)}"
 
 
 def main() -> int:
@@ -128,24 +203,33 @@ def main() -> int:
     parser.add_argument("--game", default="ALE/Pong-v5")
     parser.add_argument("--envs", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--seconds", type=float, default=5.0, help="timed seconds per measurement")
+    parser.add_argument("--repeats", type=int, default=1, help="rounds per N; each backend's median is shown")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                         help="env threads of the ALE vector env and EnvPool")
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=list(BACKENDS))
     arguments = parser.parse_args()
     torch.set_num_threads(1)  # the forward of every backend alike: one thread, the envs get the rest
-    probe = make_vector_env(EnvSection(id=arguments.game, preset="atari"), [SEED])
-    policy = build_q_network(probe.observation_shape, probe.num_actions, []).eval()
+    probe = make_vector_env(env_settings(arguments.game), [SEED])
+    policy = Policy(probe.observation_shape, probe.num_actions)
     probe.close()
-    print(f"{arguments.game}: agent steps/s, Nature CNN forward per batch (1 torch thread), "
-          f"env threads min(N, {arguments.threads}), {arguments.seconds:g} s each, {os.cpu_count()} CPUs")
-    print(f"{'N':>3}" + "".join(f"{name:>12}" for name in arguments.backends) + f"{'rlsup/ALE':>11}")
+    print(f"{arguments.game}: agent steps/s, Q-network forward per batch (1 torch thread), env threads or "
+          f"processes min(N, {arguments.threads}), {arguments.seconds:g} s each, median of {arguments.repeats}, "
+          f"{os.cpu_count()} CPUs")
+    header = f"{'N':>3}" + "".join(f"{name:>12}" for name in arguments.backends) + (
+        f"{'rlsup/ALE':>11}{'subp/ALE':>10}{'subp/rlsup':>11}")
+    print(header)
+    efficiency = {}
     for count in arguments.envs:
-        rates = {name: measure(name, arguments.game, count, arguments, policy) for name in arguments.backends}
-        cells = "".join(f"{rate:>12.0f}" if rate is not None else f"{'-':>12}" for rate in rates.values())
-        ratio = (f"{rates['rlsup'] / rates['ALE vector']:>11.2f}"
-                 if rates.get("rlsup") and rates.get("ALE vector") else f"{'-':>11}")
-        print(f"{count:>3}{cells}{ratio}", flush=True)
+        measured = medians(arguments, count, policy)
+        print(row(count, {name: found and found.rate for name, found in measured.items()}, 0), flush=True)
+        # Steps per CPU second of this process: steady under other load, and blind to work in child processes.
+        efficiency[count] = {name: None if found is None or name in CHILD_PROCESSES else 1 / found.cpu_per_step
+                             for name, found in measured.items()}
     print("budget: rlsup / ALE vector >= 0.9")
+    print("agent steps per CPU second of this process (its threads included; backends with child processes: -)")
+    print(header)
+    for count, values in efficiency.items():
+        print(row(count, values, 0))
     return 0
 
 

@@ -126,6 +126,32 @@ def start_rlsup(*arguments: str) -> subprocess.Popen:
                             text=True, env=os.environ.copy())
 
 
+def start_in_own_session(*arguments: str) -> subprocess.Popen:
+    """`rlsup ARGS` as the leader of its own process group, so a test can Ctrl-C the whole group."""
+    return subprocess.Popen(rlsup_command(*arguments), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=os.environ.copy(), start_new_session=True)
+
+
+@contextlib.contextmanager
+def group_killed_on_exit(process: subprocess.Popen):
+    """The process, whose whole process group is SIGKILLed on the way out if it still runs (a failed test)."""
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate(timeout=30)
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie (a dead child its parent has not reaped)."""
+    import psutil
+
+    with contextlib.suppress(psutil.NoSuchProcess):
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    return False
+
+
 def wait_for(condition: Callable[[], object], *, timeout: float = 120, interval: float = 0.02,
              what: str = "condition"):
     deadline = time.monotonic() + timeout

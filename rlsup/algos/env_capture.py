@@ -85,11 +85,13 @@ def restore_state(capture: StateCapture, stack: gym.Env, settings: EnvSection,
     return capture.restore(state[capture.kind])
 
 
-def load_env_states(envs: Sequence[RestorableEnv], states: Mapping[str, dict]) -> list[EnvRestart]:
-    """Load each env's state (keyed by its index as text); an env whose saved episode did not replay
-    exactly starts a fresh one here, and comes back in the list, so that its trainer acts on it."""
+def load_env_states(envs: Sequence[RestorableEnv], states: Mapping[str, dict],
+                    first_index: int = 0) -> list[EnvRestart]:
+    """Load each env's state (keyed by its index as text, the first env's being first_index); an env whose
+    saved episode did not replay exactly starts a fresh one here, and comes back in the list, so that its
+    trainer acts on it."""
     restarts = []
-    for index, env in enumerate(envs):
+    for index, env in enumerate(envs, start=first_index):
         mismatch = env.load_state_dict(states[str(index)])
         if mismatch is not None:
             restarts.append(EnvRestart(index, env.reset(), mismatch.sentence(index)))

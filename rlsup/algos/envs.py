@@ -1,8 +1,6 @@
 """Training environments whose whole state is captured mid-episode and restored bit for bit."""
 from __future__ import annotations
 
-import dataclasses
-import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +10,7 @@ import numpy as np
 from rlsup.algos.env_capture import capture_state, choose_capture, restore_state
 from rlsup.algos.env_replay import ReplayMismatch
 from rlsup.algos.env_sources import EnvError, describe_env, make_stack, observation_layout
+from rlsup.algos.observations import ObservationLayout
 from rlsup.spec import EnvSection
 
 __all__ = ["EnvError", "EnvStep", "EpisodeResult", "TrainingEnv", "make_env", "probe_env"]
@@ -45,21 +44,9 @@ def make_env(env: EnvSection, *, seed: int, render_mode: str | None = None) -> T
 
 def probe_env(env: EnvSection) -> tuple[tuple, np.dtype, int, int]:
     """Observation shape, observation dtype, number of actions and stack size, for building networks."""
-    return _probe(_hashable(env))
-
-
-@functools.lru_cache(maxsize=16)
-def _probe(frozen: tuple) -> tuple[tuple, np.dtype, int, int]:
-    description = describe_env(EnvSection(**{name: list(value) if isinstance(value, tuple) else value
-                                             for name, value in frozen}))
+    description = describe_env(env)
     layout = description.observation
     return layout.shape, layout.dtype, description.num_actions, layout.stack_size
-
-
-def _hashable(env: EnvSection) -> tuple:
-    # [env] imports is a list, which a cache key cannot hold.
-    return tuple((name, tuple(value) if isinstance(value, list) else value)
-                 for name, value in dataclasses.asdict(env).items())
 
 
 class TrainingEnv:
@@ -68,7 +55,8 @@ class TrainingEnv:
     def __init__(self, stack: gym.Env, env: EnvSection, seed: int, render_mode: str | None) -> None:
         self._stack = stack
         self._settings = env
-        self._is_atari = env.preset == "atari"
+        # Looked up once: reaching it through unwrapped walks the whole wrapper chain, each step.
+        self._ale = stack.unwrapped.ale if env.preset == "atari" else None
         self._render_mode = render_mode
         self._pending_seed: int | None = int(seed)  # consumed by the first reset
         self._needs_reset = True
@@ -115,6 +103,11 @@ class TrainingEnv:
         return EnvStep(observation=self._observation(observation), reward=reward, raw_reward=raw_reward,
                        terminal=terminal, done=done, truncated=bool(truncated), episode=episode)
 
+    @property
+    def layout(self) -> ObservationLayout:
+        """How this env's observations are laid out (what a vector in another process reports of it)."""
+        return self._layout
+
     def newest_frame(self, observation: np.ndarray) -> np.ndarray:
         """The latest frame of an observation: the top of an Atari stack, anything else itself."""
         return self._layout.newest_frame(observation)
@@ -157,7 +150,7 @@ class TrainingEnv:
         return None
 
     def _game_lives(self) -> int:
-        return int(self._stack.unwrapped.ale.lives()) if self._is_atari else 0
+        return int(self._ale.lives()) if self._ale is not None else 0
 
     def _observation(self, observation: Any) -> np.ndarray:
         return self._layout.convert(observation)

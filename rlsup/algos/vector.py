@@ -62,6 +62,12 @@ class VectorEnv(Protocol):
         ...
 
 
+def check_env_count(state: dict, num_envs: int) -> None:
+    """Refuse a saved vector state of another number of envs."""
+    if len(state) != num_envs:
+        raise ValueError(f"the saved state holds {len(state)} envs, this vector steps {num_envs}")
+
+
 def env_seeds(sequence: np.random.SeedSequence, count: int) -> list[int]:
     """One first-reset seed per env, spawned from a job's seed sequence (the first `count` children)."""
     return [int(child.generate_state(1)[0]) for child in sequence.spawn(count)]
@@ -74,10 +80,13 @@ class SerialVectorEnv:
     reset gives each the same trajectory as stepping and resetting them one at a time.
     """
 
-    def __init__(self, envs: list[TrainingEnv]) -> None:
+    def __init__(self, envs: list[TrainingEnv], first_index: int = 0) -> None:
+        """first_index: the number of the first env in state_dict keys, where these envs are a slice of a
+        larger vector (the subprocess vectoriser's)."""
         if not envs:
             raise ValueError("a vector needs at least one env")
         self.envs = envs
+        self.first_index = first_index
         first = envs[0]
         self.num_envs = len(envs)
         self.observation_shape = first.observation_shape
@@ -111,12 +120,11 @@ class SerialVectorEnv:
         return self.envs[0].newest_frame(observation)
 
     def state_dict(self) -> dict:
-        return {str(index): env.state_dict() for index, env in enumerate(self.envs)}
+        return {str(index): env.state_dict() for index, env in enumerate(self.envs, start=self.first_index)}
 
     def load_state_dict(self, state: dict) -> list[EnvRestart]:
-        if len(state) != self.num_envs:
-            raise ValueError(f"the saved state holds {len(state)} envs, this vector steps {self.num_envs}")
-        return load_env_states(self.envs, state)
+        check_env_count(state, self.num_envs)
+        return load_env_states(self.envs, state, self.first_index)
 
     def close(self) -> None:
         for env in self.envs:
@@ -124,12 +132,22 @@ class SerialVectorEnv:
 
 
 def make_vector_env(env: EnvSection, seeds: list[int]) -> VectorEnv:
-    """One env per seed, stepped as a batch by the vectoriser that fits them.
+    """One env per seed, stepped as a batch by the vectoriser [env] vectoriser names (see choose_vectoriser).
 
-    Only the serial vectoriser resumes exactly today. The ALE vector env (ale-py 0.12: reset, send
-    and recv, no per-env cloneState) and EnvPool cannot hand out one env's state, and they autoreset
-    with unrecorded seeds, so an action replay would have to start from the first reset; they also
-    preprocess frames in C++, so their runs would differ from today's. bench/env_throughput.py
-    measures what they would gain (on 2 cores, 1.2-1.3x at N = 8).
+    Both vectorisers resume exactly and give the same trajectory: each env is a TrainingEnv whose state
+    is captured on its own. The ALE vector env (ale-py 0.12: reset, send and recv, no per-env cloneState)
+    and EnvPool cannot hand out one env's state, and they autoreset with unrecorded seeds, so an action
+    replay would have to start from the first reset; they also preprocess frames in C++, so their runs
+    would differ from today's. bench/env_throughput.py measures what each would gain.
     """
+    if choose_vectoriser(env) == "subprocess":
+        from rlsup.algos.subprocess_vector import SubprocessVectorEnv  # it imports this module
+
+        return SubprocessVectorEnv(env, seeds)
     return SerialVectorEnv([make_env(env, seed=seed) for seed in seeds])
+
+
+def choose_vectoriser(env: EnvSection) -> str:
+    """[env] vectoriser, with "auto" resolved to serial: on the shared 2-core machine bench/env_throughput.py
+    was run on, env processes stepped Pong at 0.7-0.98 times the serial rate (N = 2-8), MinAtar at half."""
+    return "serial" if env.vectoriser == "auto" else env.vectoriser

@@ -4,7 +4,9 @@ from __future__ import annotations
 import random
 
 import numpy as np
-import torch
+
+# torch is imported by the functions that use it: env processes import this module for numpy generator
+# states only, and importing torch would be 2 s of their 2.4 s start-up.
 
 
 def _plain(value):
@@ -48,6 +50,8 @@ def _restore_python(state: dict) -> None:
 
 
 def _cuda_states() -> list:
+    import torch
+
     # Only once this process has used CUDA: asking earlier would create a context on every visible GPU
     # for a run that may never touch one, and an unused generator still holds its seeded state.
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -57,6 +61,8 @@ def _cuda_states() -> list:
 
 def global_rng_state() -> dict:
     """Python's random, numpy's legacy global RandomState, torch's CPU generator and each CUDA device's."""
+    import torch
+
     return {"python": _python_state(), "numpy": _plain(np.random.get_state(legacy=False)),
             "torch": torch.get_rng_state(), "cuda": _cuda_states()}
 
@@ -64,6 +70,8 @@ def global_rng_state() -> dict:
 def restore_global_rng_state(state: dict) -> None:
     """Inverse of global_rng_state; CUDA states are skipped when there is no GPU, and extra ones dropped
     when there are fewer GPUs now than when they were saved."""
+    import torch
+
     _restore_python(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])

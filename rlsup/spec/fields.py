@@ -77,6 +77,10 @@ class EnvSection:
                 "the first and the last, as (4, 84, 84), else last, as MinAtar's (10, 10, 4).", IDENTITY)
     num_envs: int = setting(1, "Environments stepped side by side by the worker.", IDENTITY, minimum=1,
                            maximum=COUNT_MAX)
+    vectoriser: Literal["auto", "serial", "subprocess"] = setting(
+        "auto", "How the envs of a vector are stepped: serial (in turn, in the worker), subprocess (slices of "
+                "them in processes of their own, at once), auto (serial; see README). Same trajectory with each.",
+        RESUME)
     sticky_actions: float = setting(0.0, "Atari repeat_action_probability (0.25 for sticky actions).",
                                     IDENTITY, minimum=0.0, maximum=1.0, env_state=True)
     clip_rewards: bool = setting(False, "Clip learning rewards to their sign (game scores stay raw).",

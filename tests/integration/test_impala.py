@@ -20,8 +20,8 @@ from rlsup.algos.shared_memory import WeightsBuffer
 from rlsup.checkpoint.manifest import latest_verified
 from rlsup.checkpoint.store import load_checkpoint
 from rlsup.jobstate import EXIT_PAUSED, State
-from rlsup_testing import (final_fingerprint, metric_steps, pause_when, rlsup_command, run_rlsup, start_rlsup,
-                            wait_for)
+from rlsup_testing import (alive, final_fingerprint, metric_steps, pause_when, run_rlsup, start_in_own_session,
+                            start_rlsup, wait_for)
 
 STEPS_PER_UPDATE = 10 * 8  # unroll_length × batch_size below
 
@@ -75,12 +75,6 @@ def vtrace_job(directory: Path, *, total_steps: int, serial: bool, name: str = "
     return path
 
 
-def start_in_own_session(*arguments: str) -> subprocess.Popen:
-    """`rlsup ARGS` as the leader of its own process group, so a test can Ctrl-C the whole group."""
-    return subprocess.Popen(rlsup_command(*arguments), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=os.environ.copy(), start_new_session=True)
-
-
 def actor_pids(run_dir: Path) -> list[int]:
     """Actor pids as the newest worker logged them."""
     found = re.findall(r"V-trace actor processes \(pids ([\d ]+)\)", (run_dir / "worker.log").read_text())
@@ -98,12 +92,6 @@ def wait_for_actors_set_up(actors: list[int]) -> None:
     until every actor has named itself, which it does together with asking for PDEATHSIG."""
     wait_for(lambda: all(process_name(pid).startswith("rlsup-actor") for pid in actors), timeout=60,
              what="every actor to name itself")
-
-
-def alive(pid: int) -> bool:
-    with contextlib.suppress(psutil.NoSuchProcess):
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    return False
 
 
 def wait_for_training(run_dir: Path, process: subprocess.Popen | None, past_step: int) -> None:

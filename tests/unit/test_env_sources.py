@@ -160,3 +160,16 @@ def test_a_file_saying_auto_matches_the_network_its_run_recorded():
     assert [change.field for change in specs.diff(resolved, edited)] == ["job.total_steps"]
     assert specs.settle(resolved, edited).dqn.network == "small_cnn"
     assert specs.refused(specs.diff(resolved, edited.replace("dqn", network="mlp")))
+
+
+def test_an_env_section_is_described_once_per_process(monkeypatch):
+    """`rlsup run` checks the env, then its worker sizes replays and networks from it: one env made, not two."""
+    import rlsup.algos.env_sources as sources
+
+    made, make_stack = [], sources.make_stack
+    monkeypatch.setattr(sources, "make_stack", lambda *arguments: made.append(1) or make_stack(*arguments))
+    section = EnvSection(id="Acrobot-v1", max_episode_steps=77)  # a section no other test describes
+    assert describe_env(section) == describe_env(EnvSection(id="Acrobot-v1", max_episode_steps=77))
+    assert probe_env(section)[2] == 3 and len(made) == 1
+    describe_env(EnvSection(id="Acrobot-v1", max_episode_steps=78))
+    assert len(made) == 2
