@@ -14,8 +14,9 @@ from rlsup.algos import registry
 from rlsup.algos.contract import Trainer
 from rlsup.algos.device import UsageError, configure_torch, make_cuda_deterministic, select_device
 from rlsup.checkpoint.manifest import BEST, CheckpointProblem, NoSpace
-from rlsup.jobstate import EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC
-from rlsup.progress import LoopClock, ProgressLine
+from rlsup.jobstate import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC,
+                            EXIT_WALL_TIME)
+from rlsup.progress import LoopClock, ProgressLine, TrainingTime
 from rlsup.worker_signals import Aborted, Signals
 
 log = logging.getLogger("rlsup.worker")
@@ -56,6 +57,7 @@ class TrainingRun:
         # Envs that started fresh episodes on a resume of this trajectory (their saved episode did not
         # replay exactly): every checkpoint after it says so in its manifest's extra.
         self.env_restarts: list[str] = []
+        self.training_time = TrainingTime()  # restarted with the resumed checkpoint's figure when training starts
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -152,6 +154,7 @@ class TrainingRun:
         runfiles.truncate_metrics(self.run_dir, int(manifest["metrics_bytes"]))
         self.best_evaluation = self._best_evaluation_at(manifest)
         self.last_checkpoint, self.last_checkpoint_step = str(entry.path), entry.step
+        self.training_time = TrainingTime(float((manifest.get("extra") or {}).get("training_wall_s", 0.0)))
         if "replay" not in state["trainer"]:
             log.warning("checkpoint %s holds no replay ([checkpoint] replay = false): "
                         "the resumed run refills it and will not match an uninterrupted one", entry.path.name)
@@ -187,7 +190,7 @@ class TrainingRun:
         self._tell(code, reason)
         step = self.trainer.step if self.trainer is not None else 0
         try:
-            self._write_status({EXIT_DONE: "done", EXIT_PAUSED: "paused"}.get(code, "failed"))
+            self._write_status({EXIT_DONE: "done", EXIT_PAUSED: "paused", EXIT_WALL_TIME: "paused"}.get(code, "failed"))
             # Checked at the last moment: a second interrupt up to here still makes the record say so.
             if self.signals.abort_requested and code != EXIT_ABORTED:
                 code, reason = EXIT_ABORTED, f"{reason}; then a second interrupt: stopped at once"
@@ -200,10 +203,13 @@ class TrainingRun:
         return code
 
     def _tell(self, code: int, reason: str) -> None:
-        if code in (EXIT_DONE, EXIT_PAUSED):
+        if code in (EXIT_DONE, EXIT_PAUSED, EXIT_WALL_TIME):
             log.info(reason)
             if self.foreground and code == EXIT_PAUSED:
                 print(f"continue with: rlsup run --resume {self.run_dir}", file=sys.stderr)
+            elif self.foreground and code == EXIT_WALL_TIME:
+                print(f"continue with: rlsup run --resume {self.run_dir} JOB.toml, a JOB.toml that raises "
+                      "[job] max_wall_s", file=sys.stderr)
         else:
             log.error("exit %d: %s", code, reason)
             if self.foreground:
@@ -239,6 +245,9 @@ class TrainingRun:
         if trainer.step >= self.spec.job.total_steps:
             return EXIT_DONE, (f"the budget of {self.spec.job.total_steps} steps was already reached at step "
                                f"{trainer.step}; raise [job].total_steps to train further")
+        self.training_time = TrainingTime(self.training_time.before)  # the clock counts training, not set-up
+        if self._wall_time_used_up():
+            return EXIT_WALL_TIME, self._wall_time_sentence(already=True)
         clock = LoopClock(trainer.step)
         self._write_status("running", clock)
         while True:
@@ -250,10 +259,23 @@ class TrainingRun:
             if self.signals.pause_requested:
                 self._checkpoint("pause")
                 return EXIT_PAUSED, f"paused at step {trainer.step} with a checkpoint"
+            if self._wall_time_used_up():  # here, at a step boundary, as a pause: the resume is exact
+                self._checkpoint("pause")
+                return EXIT_WALL_TIME, self._wall_time_sentence(already=False)
             previous_step = trainer.step
             for record in trainer.iterate():
                 self._write_metric(record)
             self._after_iteration(previous_step, clock)
+
+    def _wall_time_used_up(self) -> bool:
+        limit = self.spec.job.max_wall_s
+        return limit > 0 and self.training_time.total() >= limit
+
+    def _wall_time_sentence(self, *, already: bool) -> str:
+        how = ": the" if already else " with a checkpoint: the"
+        return (f"paused at step {self.trainer.step}{how} [job] max_wall_s of {self.spec.job.max_wall_s:g} s of "
+                f"training {'was already' if already else 'is'} used up ({self.training_time.total():.1f} s); "
+                "raise it, then resume")
 
     def _after_iteration(self, previous_step: int, clock: "LoopClock") -> None:
         from rlsup.algos.schedules import crossed
@@ -302,6 +324,7 @@ class TrainingRun:
         state = {"trainer": trainer.state_dict(include_replay=spec.checkpoint.replay and not best),
                  "rng": global_rng_state()}
         extra = {"algo": spec.job.algo, "best_evaluation": self.best_evaluation,
+                 "training_wall_s": round(self.training_time.total(), 3),
                  **({"evaluation_mean": evaluation_mean} if best else {}),
                  **({"env_restarts": self.env_restarts} if self.env_restarts else {})}
         with self.signals.held():
