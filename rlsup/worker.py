@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import foreground, formatting, locks, paths, runfiles
+from rlsup import foreground, formatting, locks, paths, runfiles, tensorboard_log
 from rlsup import spec as specs
 from rlsup.algos import registry
 from rlsup.algos.contract import Trainer
@@ -47,7 +47,7 @@ class TrainingRun:
         # The best evaluation mean of this trajectory so far; beating it writes a best checkpoint.
         self.best_evaluation: float | None = None
         self.progress = ProgressLine(enabled=foreground and sys.stderr.isatty())
-        self.tensorboard = None
+        self.tensorboard = tensorboard_log.TensorBoardLog(self.run_dir)
         self.run_lock: int | None = None  # held until the process ends: one worker per run
         self.choice = None   # the checkpoint to resume from, and the newer ones refused
         self.notice: str | None = None  # what a user must hear about the resume (status.json carries it)
@@ -356,22 +356,11 @@ class TrainingRun:
     def _write_metric(self, record: dict) -> None:
         record = {"t": round(time.time(), 3), **record}
         self.metrics.write(record)
-        if self.spec.log.tensorboard:
-            self._tensorboard_write(record)
-
-    def _tensorboard_write(self, record: dict) -> None:
-        if self.tensorboard is None:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:
-                self._switch_off("[log] tensorboard = true but tensorboard is not installed: no TensorBoard files "
-                                 "are written (pip install tensorboard)")
-                self.spec = self.spec.replace("log", tensorboard=False)
-                return
-            self.tensorboard = SummaryWriter(str(self.run_dir / "tensorboard"))
-        for key, value in record.items():
-            if key not in ("t", "step", "kind") and isinstance(value, (int, float)) and not isinstance(value, bool):
-                self.tensorboard.add_scalar(f"{record['kind']}/{key}", value, record["step"])
+        try:
+            self.tensorboard.follow(record, enabled=self.spec.log.tensorboard)
+        except tensorboard_log.Unavailable as error:
+            self._switch_off(str(error))
+            self.spec = self.spec.replace("log", tensorboard=False)
 
     def _write_status(self, phase: str, clock: "LoopClock | None" = None) -> None:
         trainer = self.trainer
