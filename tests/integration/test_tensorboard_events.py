@@ -2,6 +2,8 @@
 across a pause and resume and a restart from a checkpoint older than the events written."""
 from __future__ import annotations
 
+import os
+import subprocess
 from collections import defaultdict
 from pathlib import Path
 
@@ -11,13 +13,13 @@ import pytest
 from rlsup import paths, runfiles
 from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup.jobstate import EXIT_PAUSED
-from rlsup_testing import cartpole_job, pause_when, run_rlsup, start_rlsup
-
-event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+from rlsup.tensorboard_log import NOT_INSTALLED
+from rlsup_testing import cartpole_job, pause_when, rlsup_command, run_rlsup, start_rlsup
 
 
 def tensorboard_scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     """What TensorBoard's own reader makes of the run's event files: tag -> (step, value), every one kept."""
+    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
     reader = event_accumulator.EventAccumulator(str(run_dir / paths.TENSORBOARD),
                                                 size_guidance={event_accumulator.SCALARS: 0})
     reader.Reload()
@@ -69,3 +71,19 @@ def test_event_files_match_metrics_across_pause_resume_and_an_older_checkpoint(t
     train_steps = [step for step, _ in expected["train/steps_per_second"]]
     assert train_steps == list(range(250, 6_001, 250))  # metrics.jsonl itself has every step once
     assert len(list((run_dir / paths.TENSORBOARD).glob("events.out.tfevents.*"))) == 1
+
+
+def test_without_tensorboard_the_run_trains_on_and_says_so(tmp_path: Path) -> None:
+    # A package named tensorboard that cannot be imported, ahead of the installed one: as if it were absent.
+    hidden = tmp_path / "hidden"
+    (hidden / "tensorboard").mkdir(parents=True)
+    (hidden / "tensorboard" / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    job = cartpole_job(tmp_path, total_steps=600, checkpoint_every=0)
+    job.write_text(job.read_text().replace("[log]\n", "[log]\ntensorboard = true\n"))
+    run_dir = tmp_path / "run"
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hidden), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run(rlsup_command("run", job, "--run-dir", run_dir), capture_output=True, text=True,
+                            env=environment, timeout=240)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert runfiles.read_status(run_dir)["switched_off"] == [NOT_INSTALLED]
+    assert not list(run_dir.glob(f"{paths.TENSORBOARD}/events.out.tfevents.*"))
