@@ -53,10 +53,14 @@ class TrainingTime:
 
     def __init__(self, before: float = 0.0):
         self.before = before
+        self.started: float | None = None
+
+    def start(self) -> None:
+        """Count from now: set-up and loading a checkpoint are not training."""
         self.started = time.monotonic()
 
     def total(self) -> float:
-        return self.before + time.monotonic() - self.started
+        return self.before + (time.monotonic() - self.started if self.started is not None else 0.0)
 
 
 class ProgressLine:

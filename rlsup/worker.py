@@ -57,7 +57,7 @@ class TrainingRun:
         # Envs that started fresh episodes on a resume of this trajectory (their saved episode did not
         # replay exactly): every checkpoint after it says so in its manifest's extra.
         self.env_restarts: list[str] = []
-        self.training_time = TrainingTime()  # restarted with the resumed checkpoint's figure when training starts
+        self.training_time = TrainingTime()  # a resume starts from its checkpoint's figure
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -190,7 +190,8 @@ class TrainingRun:
         self._tell(code, reason)
         step = self.trainer.step if self.trainer is not None else 0
         try:
-            self._write_status({EXIT_DONE: "done", EXIT_PAUSED: "paused", EXIT_WALL_TIME: "paused"}.get(code, "failed"))
+            phases = {EXIT_DONE: "done", EXIT_PAUSED: "paused", EXIT_WALL_TIME: "paused"}
+            self._write_status(phases.get(code, "failed"))
             # Checked at the last moment: a second interrupt up to here still makes the record say so.
             if self.signals.abort_requested and code != EXIT_ABORTED:
                 code, reason = EXIT_ABORTED, f"{reason}; then a second interrupt: stopped at once"
@@ -245,7 +246,7 @@ class TrainingRun:
         if trainer.step >= self.spec.job.total_steps:
             return EXIT_DONE, (f"the budget of {self.spec.job.total_steps} steps was already reached at step "
                                f"{trainer.step}; raise [job].total_steps to train further")
-        self.training_time = TrainingTime(self.training_time.before)  # the clock counts training, not set-up
+        self.training_time.start()
         if self._wall_time_used_up():
             return EXIT_WALL_TIME, self._wall_time_sentence(already=True)
         clock = LoopClock(trainer.step)
@@ -272,10 +273,11 @@ class TrainingRun:
         return limit > 0 and self.training_time.total() >= limit
 
     def _wall_time_sentence(self, *, already: bool) -> str:
-        how = ": the" if already else " with a checkpoint: the"
-        return (f"paused at step {self.trainer.step}{how} [job] max_wall_s of {self.spec.job.max_wall_s:g} s of "
-                f"training {'was already' if already else 'is'} used up ({self.training_time.total():.1f} s); "
-                "raise it, then resume")
+        budget = f"the [job] max_wall_s of {self.spec.job.max_wall_s:g} s of training"
+        used = f"used up ({self.training_time.total():.1f} s); raise it, then resume"
+        if already:
+            return f"paused at step {self.trainer.step}: {budget} was already {used}"
+        return f"paused at step {self.trainer.step} with a checkpoint: {budget} is {used}"
 
     def _after_iteration(self, previous_step: int, clock: "LoopClock") -> None:
         from rlsup.algos.schedules import crossed
