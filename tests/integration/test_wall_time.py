@@ -21,12 +21,17 @@ def with_wall_budget(path: Path, seconds: float) -> Path:
 def test_a_used_up_wall_time_pauses_until_raised_and_the_resume_is_exact(harness) -> None:
     harness.settings(cpu_jobs=2)
     harness.start_daemon()
-    # 6 s of training at the 3,500 steps/s measured here unloaded; the 1 s budget is used up well before it.
-    total = 20_000
+    # 9 s of training at the 3,500 steps/s measured here unloaded: the budget cut below lands well before it.
+    total = 30_000
     straight = harness.submit(harness.job_file("straight", total_steps=total, checkpoint_every=0))
-    limited_file = with_wall_budget(harness.job_file("limited", total_steps=total, checkpoint_every=0), 1)
+    limited_file = with_wall_budget(harness.job_file("limited", total_steps=total, checkpoint_every=0), 3600)
     limited = harness.submit(limited_file)
 
+    # A live edit reaches the running worker (SIGHUP), which then pauses itself at the next step boundary.
+    harness.wait_step(limited.id, 300)
+    with_wall_budget(limited_file, 1)
+    harness.wait_for(lambda: [event for event in harness.events(limited.id, "signal") if "SIGHUP" in event.message],
+                     what="the live edit to reach the worker", report=harness.report)
     paused = harness.wait_state(limited.id, State.PAUSED)
     run_dir = Path(paused.run_dir)
     checkpoint = harness.newest_checkpoint(run_dir)
@@ -48,9 +53,9 @@ def test_a_used_up_wall_time_pauses_until_raised_and_the_resume_is_exact(harness
 
     # The budget raised by a live edit of the job file (no limit now), a resume trains to the end.
     with_wall_budget(limited_file, 0)
-    harness.wait_for(lambda: harness.events(limited.id, "edit"), what="the edit to be applied",
+    harness.wait_for(lambda: runfiles.read_run_spec(run_dir).job.max_wall_s == 0, what="the edit to be applied",
                      report=harness.report)
-    assert runfiles.read_run_spec(run_dir).job.max_wall_s == 0
+    assert len(harness.events(limited.id, "edit")) == 2
     assert harness.cli("resume", str(limited.id))[0] == 0
     finished = harness.wait_state(limited.id, State.DONE, timeout=300)
     reference = harness.wait_state(straight.id, State.DONE, timeout=300)
