@@ -16,6 +16,8 @@ STEPS_MAX = 2 ** 53
 COUNT_MAX = 2 ** 20
 # Replay items: even at one byte each 2**32 is 4 GB; the worker checks the real need against memory.
 CAPACITY_MAX = 2 ** 32
+# A wall-time budget: a century of seconds is beyond any run and still exact as a double.
+WALL_SECONDS_MAX = 100 * 365 * 24 * 3600
 
 
 def check_value(value: Any, annotation: Any, metadata: dict) -> str | None:

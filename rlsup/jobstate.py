@@ -86,6 +86,7 @@ EXIT_ERROR = 1
 EXIT_SPEC = 2        # spec or usage error, or a run that cannot resume as it is: never retried
 EXIT_NO_SPACE = 74   # the disk is full: paused, since a restart would only fill it again
 EXIT_PAUSED = 75
+EXIT_WALL_TIME = 76  # [job] max_wall_s used up: paused with a checkpoint, held paused until a client resumes
 EXIT_ABORTED = 130   # a second interrupt: stopped at once, the previous checkpoint kept
 
 
@@ -134,6 +135,8 @@ def exit_outcome(ended: Exit, *, desired: Desired, total_steps: int, restarts: i
     if ended.code == EXIT_NO_SPACE:
         return Outcome(State.PAUSED, f"{ended.reason or 'no space left on device'}; free some space, then resume",
                        desired=Desired.PAUSED)
+    if ended.code == EXIT_WALL_TIME:
+        return Outcome(State.PAUSED, ended.reason or "paused: [job] max_wall_s used up", desired=Desired.PAUSED)
     if ended.code == EXIT_DONE:
         if ended.step is not None and ended.step < total_steps:
             # total_steps was raised while the worker was finishing: carry on.

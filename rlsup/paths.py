@@ -18,6 +18,7 @@ EXIT_FILE = "exit.json"
 CHECKPOINTS = "checkpoints"
 WORKER_LOCK = "worker.lock"     # held by the run's one worker for its whole life
 SOURCE_COPY = "source.toml"     # `submit --copy`: the job file's snapshot that this job alone follows
+TENSORBOARD = "tensorboard"     # [log] tensorboard: event files rebuilt from metrics.jsonl (tensorboard_log.py)
 
 # Files of RLSUP_HOME.
 DATABASE = "rlsup.db"

@@ -44,6 +44,25 @@ class LoopClock:
         return round(rate, 2)
 
 
+class TrainingTime:
+    """Wall seconds a run has trained: those its resumed checkpoint records, plus this session's so far.
+
+    Counted per trajectory, like steps: a crash restart from an older checkpoint takes that checkpoint's
+    figure, so [job] max_wall_s bounds the training a run's result cost, not the time its processes lived.
+    """
+
+    def __init__(self, before: float = 0.0):
+        self.before = before
+        self.started: float | None = None
+
+    def start(self) -> None:
+        """Count from now: set-up and loading a checkpoint are not training."""
+        self.started = time.monotonic()
+
+    def total(self) -> float:
+        return self.before + (time.monotonic() - self.started if self.started is not None else 0.0)
+
+
 class ProgressLine:
     """A one-line progress bar with steps/s and ETA, redrawn in place on a terminal."""
 

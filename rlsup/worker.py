@@ -8,14 +8,15 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import foreground, formatting, lineage, locks, paths, runfiles
+from rlsup import foreground, formatting, lineage, locks, paths, runfiles, tensorboard_log
 from rlsup import spec as specs
 from rlsup.algos import registry
 from rlsup.algos.contract import Trainer
 from rlsup.algos.device import UsageError, configure_torch, make_cuda_deterministic, select_device
 from rlsup.checkpoint.manifest import BEST, CheckpointProblem, NoSpace
-from rlsup.jobstate import EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC
-from rlsup.progress import LoopClock, ProgressLine
+from rlsup.jobstate import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC,
+                            EXIT_WALL_TIME)
+from rlsup.progress import LoopClock, ProgressLine, TrainingTime
 from rlsup.worker_signals import Aborted, Signals
 
 log = logging.getLogger("rlsup.worker")
@@ -46,7 +47,7 @@ class TrainingRun:
         # The best evaluation mean of this trajectory so far; beating it writes a best checkpoint.
         self.best_evaluation: float | None = None
         self.progress = ProgressLine(enabled=foreground and sys.stderr.isatty())
-        self.tensorboard = None
+        self.tensorboard = tensorboard_log.TensorBoardLog(self.run_dir)
         self.run_lock: int | None = None  # held until the process ends: one worker per run
         self.choice = None   # the checkpoint to resume from, and the newer ones refused
         self.notice: str | None = None  # what a user must hear about the resume (status.json carries it)
@@ -56,6 +57,7 @@ class TrainingRun:
         # Envs that started fresh episodes on a resume of this trajectory (their saved episode did not
         # replay exactly): every checkpoint after it says so in its manifest's extra.
         self.env_restarts: list[str] = []
+        self.training_time = TrainingTime()  # a resume starts from its checkpoint's figure
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -155,6 +157,7 @@ class TrainingRun:
         runfiles.truncate_metrics(self.run_dir, int(manifest["metrics_bytes"]))
         self.best_evaluation = self._best_evaluation_at(manifest)
         self.last_checkpoint, self.last_checkpoint_step = str(entry.path), entry.step
+        self.training_time = TrainingTime(float((manifest.get("extra") or {}).get("training_wall_s", 0.0)))
         if "replay" not in state["trainer"]:
             log.warning("checkpoint %s holds no replay ([checkpoint] replay = false): "
                         "the resumed run refills it and will not match an uninterrupted one", entry.path.name)
@@ -197,7 +200,8 @@ class TrainingRun:
         self._tell(code, reason)
         step = self.trainer.step if self.trainer is not None else 0
         try:
-            self._write_status({EXIT_DONE: "done", EXIT_PAUSED: "paused"}.get(code, "failed"))
+            phases = {EXIT_DONE: "done", EXIT_PAUSED: "paused", EXIT_WALL_TIME: "paused"}
+            self._write_status(phases.get(code, "failed"))
             # Checked at the last moment: a second interrupt up to here still makes the record say so.
             if self.signals.abort_requested and code != EXIT_ABORTED:
                 code, reason = EXIT_ABORTED, f"{reason}; then a second interrupt: stopped at once"
@@ -210,10 +214,13 @@ class TrainingRun:
         return code
 
     def _tell(self, code: int, reason: str) -> None:
-        if code in (EXIT_DONE, EXIT_PAUSED):
+        if code in (EXIT_DONE, EXIT_PAUSED, EXIT_WALL_TIME):
             log.info(reason)
             if self.foreground and code == EXIT_PAUSED:
                 print(f"continue with: rlsup run --resume {self.run_dir}", file=sys.stderr)
+            elif self.foreground and code == EXIT_WALL_TIME:
+                print(f"continue with: rlsup run --resume {self.run_dir} JOB.toml, a JOB.toml that raises "
+                      "[job] max_wall_s", file=sys.stderr)
         else:
             log.error("exit %d: %s", code, reason)
             if self.foreground:
@@ -249,6 +256,9 @@ class TrainingRun:
         if trainer.step >= self.spec.job.total_steps:
             return EXIT_DONE, (f"the budget of {self.spec.job.total_steps} steps was already reached at step "
                                f"{trainer.step}; raise [job].total_steps to train further")
+        self.training_time.start()
+        if self._wall_time_used_up():
+            return EXIT_WALL_TIME, self._wall_time_sentence(already=True)
         clock = LoopClock(trainer.step)
         self._write_status("running", clock)
         while True:
@@ -260,10 +270,24 @@ class TrainingRun:
             if self.signals.pause_requested:
                 self._checkpoint("pause")
                 return EXIT_PAUSED, f"paused at step {trainer.step} with a checkpoint"
+            if self._wall_time_used_up():  # here, at a step boundary, as a pause: the resume is exact
+                self._checkpoint("pause")
+                return EXIT_WALL_TIME, self._wall_time_sentence(already=False)
             previous_step = trainer.step
             for record in trainer.iterate():
                 self._write_metric(record)
             self._after_iteration(previous_step, clock)
+
+    def _wall_time_used_up(self) -> bool:
+        limit = self.spec.job.max_wall_s
+        return limit > 0 and self.training_time.total() >= limit
+
+    def _wall_time_sentence(self, *, already: bool) -> str:
+        budget = f"the [job] max_wall_s of {self.spec.job.max_wall_s:g} s of training"
+        used = f"used up ({self.training_time.total():.1f} s); raise it, then resume"
+        if already:
+            return f"paused at step {self.trainer.step}: {budget} was already {used}"
+        return f"paused at step {self.trainer.step} with a checkpoint: {budget} is {used}"
 
     def _after_iteration(self, previous_step: int, clock: "LoopClock") -> None:
         from rlsup.algos.schedules import crossed
@@ -312,6 +336,7 @@ class TrainingRun:
         state = {"trainer": trainer.state_dict(include_replay=spec.checkpoint.replay and not best),
                  "rng": global_rng_state()}
         extra = {"algo": spec.job.algo, "best_evaluation": self.best_evaluation,
+                 "training_wall_s": round(self.training_time.total(), 3),
                  **({"evaluation_mean": evaluation_mean} if best else {}),
                  **({"env_restarts": self.env_restarts} if self.env_restarts else {})}
         with self.signals.held():
@@ -343,22 +368,11 @@ class TrainingRun:
     def _write_metric(self, record: dict) -> None:
         record = {"t": round(time.time(), 3), **record}
         self.metrics.write(record)
-        if self.spec.log.tensorboard:
-            self._tensorboard_write(record)
-
-    def _tensorboard_write(self, record: dict) -> None:
-        if self.tensorboard is None:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:
-                self._switch_off("[log] tensorboard = true but tensorboard is not installed: no TensorBoard files "
-                                 "are written (pip install tensorboard)")
-                self.spec = self.spec.replace("log", tensorboard=False)
-                return
-            self.tensorboard = SummaryWriter(str(self.run_dir / "tensorboard"))
-        for key, value in record.items():
-            if key not in ("t", "step", "kind") and isinstance(value, (int, float)) and not isinstance(value, bool):
-                self.tensorboard.add_scalar(f"{record['kind']}/{key}", value, record["step"])
+        try:
+            self.tensorboard.follow(record, enabled=self.spec.log.tensorboard)
+        except tensorboard_log.Unavailable as error:
+            self._switch_off(str(error))
+            self.spec = self.spec.replace("log", tensorboard=False)
 
     def _write_status(self, phase: str, clock: "LoopClock | None" = None) -> None:
         trainer = self.trainer

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from rlsup import hardware as hardware_module, jobstate, paths, runfiles, spec as specs
-from rlsup.daemon import edits, scheduler
+from rlsup.daemon import edits, hooks, scheduler
 from rlsup.daemon.runner import JobRunner, Signal, WorkerHandle
 from rlsup.daemon.supervisor import LocalRunner
 from rlsup.daemon.startup import AlreadyRunning, detach_output, load_settings, setup_logging, take_lock
@@ -45,6 +45,7 @@ class Daemon:
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.watcher = SpecWatcher(settings.debounce_s, self.wake)
+        self.hooks = hooks.Hooks(self.store)    # before recover(): the exits it settles run their hooks
         self.pending_reload: set[int] = set()   # live edits that reached a worker still starting
         self.known_jobs: set[int] = set()       # jobs whose file has been checked since start-up
         # (job, worker pid, sentence) of each status.json notice already recorded as an event
@@ -68,6 +69,7 @@ class Daemon:
                 self.wake.clear()
         finally:
             self.watcher.stop()
+            self.hooks.stop()
             self.store.add_event(None, "daemon", "daemon stopped; workers keep running")
             log.info("daemon stopped; %d worker(s) left running", len(self.runner.handles()))
             self.store.close()
@@ -92,6 +94,7 @@ class Daemon:
         if self.settings.hardware_sample_s and now - self.last_sample >= self.settings.hardware_sample_s:
             self.last_sample = now
             self.sample_hardware()
+        self.hooks.follow(self.settings)
 
     def request_stop(self, *_signal_arguments) -> None:
         self.stopping.set()

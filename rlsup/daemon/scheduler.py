@@ -28,6 +28,11 @@ class Settings:
     log_max_bytes: int = field(default=5 << 20, metadata={"doc": "daemon.log size before rotation.",
                                                           "minimum": 1024})
     log_backups: int = field(default=3, metadata={"doc": "Rotated daemon logs kept.", "minimum": 0})
+    on_done: str = field(default="", metadata={"doc": "Shell command run when a job is done (daemon/hooks.py)."})
+    on_failed: str = field(default="", metadata={"doc": "Shell command run when a job fails."})
+    on_paused: str = field(default="", metadata={"doc": "Shell command run when a job is paused."})
+    hook_timeout_s: float = field(default=60.0, metadata={
+        "doc": "Seconds a hook may run before its process group is killed.", "minimum": 0.1})
 
 
 class SettingsError(ValueError):
@@ -47,6 +52,10 @@ def settings_from_mapping(data: dict, *, source: str = "daemon.toml") -> Setting
 
 
 def _checked(source: str, setting: dataclasses.Field, value):
+    if setting.type in ("str", str):
+        if not isinstance(value, str):
+            raise SettingsError(f"{source}: {setting.name}: must be a string (a shell command)")
+        return value
     wanted = int if setting.type in ("int", int) else float
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (
             wanted is int and not isinstance(value, int)):

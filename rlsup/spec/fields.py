@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rlsup.fieldcheck import CAPACITY_MAX, COUNT_MAX, INT64_MAX, STEPS_MAX
+from rlsup.fieldcheck import CAPACITY_MAX, COUNT_MAX, INT64_MAX, STEPS_MAX, WALL_SECONDS_MAX
 
 # Edit classes (DESIGN.md section 5).
 LIVE = "live"          # applied to a running worker by SIGHUP
@@ -59,6 +59,11 @@ class JobSection:
     max_restarts: int = setting(3, "Restarts from the latest checkpoint after a crash.", LIVE, minimum=0,
                            maximum=10_000)
     stop_grace_s: float = setting(60.0, "Seconds a pausing worker gets before SIGKILL.", LIVE, minimum=0)
+    # Counted like total_steps, over the run's whole trajectory: a resume does not restart the clock.
+    max_wall_s: float = setting(0.0, "Seconds of training the run may take in all, summed over its resumes as its "
+                                     "checkpoints record them (0: no limit); used up, the worker pauses with a "
+                                     "checkpoint, and raising it lets a resume train on.", LIVE, minimum=0,
+                                maximum=WALL_SECONDS_MAX)
 
 
 @dataclass(frozen=True)

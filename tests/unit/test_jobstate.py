@@ -7,8 +7,8 @@ import signal
 import pytest
 
 from rlsup import jobstate
-from rlsup.jobstate import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC, Desired, Exit,
-                            State)
+from rlsup.jobstate import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC,
+                            EXIT_WALL_TIME, Desired, Exit, State)
 
 Q, ST, R, PG, SP = State.QUEUED, State.STARTING, State.RUNNING, State.PAUSING, State.STOPPING
 P, D, F, K = State.PAUSED, State.DONE, State.FAILED, State.KILLED
@@ -93,7 +93,8 @@ def outcome(ended: Exit, desired=Desired.RUNNING, *, total=1000, restarts=0, max
 
 def test_exit_codes_are_the_worker_contract():
     # Written out from DESIGN.md section 6: every other module and test takes them from jobstate.
-    assert (EXIT_DONE, EXIT_ERROR, EXIT_SPEC, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_ABORTED) == (0, 1, 2, 74, 75, 130)
+    assert (EXIT_DONE, EXIT_ERROR, EXIT_SPEC, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_WALL_TIME, EXIT_ABORTED) == (
+        0, 1, 2, 74, 75, 76, 130)
 
 
 def test_exit_zero_at_the_budget_is_done():
@@ -154,6 +155,15 @@ def test_a_full_disk_pauses_with_its_reason_instead_of_burning_restarts():
         assert result.desired is Desired.PAUSED  # rests paused until a client resumes it
 
 
+def test_a_used_up_wall_time_rests_paused_with_the_workers_sentence():
+    reason = "paused at step 6973 with a checkpoint: the [job] max_wall_s of 2 s of training is used up (2.0 s)"
+    for desired in (Desired.RUNNING, Desired.PAUSED):
+        result = outcome(Exit(code=EXIT_WALL_TIME, step=6973, reason=reason), desired, stopped=True)
+        assert result.state is P and not result.restart and result.reason == reason
+        assert result.desired is Desired.PAUSED  # a standing "running" intent would start it only to pause again
+    assert outcome(Exit(code=EXIT_WALL_TIME), Desired.KILLED).state is K
+
+
 def test_unknown_exit_of_an_adopted_worker_is_a_crash():
     result = outcome(Exit(), restarts=0, max_restarts=1)
     assert result.state is Q and result.restart and "exit.json" in result.reason
@@ -164,7 +174,7 @@ def test_a_crash_while_pausing_rests_paused():
 
 
 def test_every_outcome_is_an_allowed_transition_from_every_active_state():
-    exits = [Exit(code=code, step=step) for code in (EXIT_DONE, EXIT_ERROR, EXIT_SPEC, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_ABORTED, None) for step in (None, 10, 1000)]
+    exits = [Exit(code=code, step=step) for code in (EXIT_DONE, EXIT_ERROR, EXIT_SPEC, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_WALL_TIME, EXIT_ABORTED, None) for step in (None, 10, 1000)]
     exits += [Exit(signal=number) for number in (2, 9, 15)]
     for ended, desired, stopped, active in itertools.product(exits, Desired, (False, True), jobstate.ACTIVE):
         result = outcome(ended, desired, stopped=stopped)

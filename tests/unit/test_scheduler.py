@@ -109,6 +109,8 @@ def test_settings_defaults_and_values():
     parsed = scheduler.settings_from_mapping({"cpu_jobs": 3, "restart_backoff_s": 1})
     assert parsed.cpu_jobs == 3 and parsed.restart_backoff_s == 1.0
     assert scheduler.settings_from_mapping({"daemon": {"jobs_per_gpu": 2}}).jobs_per_gpu == 2
+    hooked = scheduler.settings_from_mapping({"on_paused": "notify-send paused", "hook_timeout_s": 5})
+    assert (hooked.on_paused, hooked.on_done, hooked.hook_timeout_s) == ("notify-send paused", "", 5.0)
 
 
 @pytest.mark.parametrize("data,words", [
@@ -117,6 +119,9 @@ def test_settings_defaults_and_values():
     ({"cpu_jobs": -1}, "at least 0"),
     ({"tick_s": "fast"}, "number"),
     ({"jobs_per_gpu": True}, "integer"),
+    ({"on_done": 5}, "on_done: must be a string"),
+    ({"on_finish": "true"}, "on_finish: unknown setting"),
+    ({"hook_timeout_s": 0}, "hook_timeout_s: must be at least 0.1"),
 ])
 def test_bad_settings_are_named(data, words):
     with pytest.raises(scheduler.SettingsError, match=words):

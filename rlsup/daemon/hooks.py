@@ -1,0 +1,141 @@
+"""daemon.toml's on_done / on_failed / on_paused: a shell command per state change, as pueue's callbacks."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import IO
+
+from rlsup.daemon.scheduler import Settings
+from rlsup.jobrecord import Event, Job
+from rlsup.jobstate import State
+from rlsup.jobview import read_worker_status
+from rlsup.store import Store
+
+log = logging.getLogger("rlsup.daemon")
+
+# The daemon.toml key whose command runs when a job enters each state.
+HOOK_KEYS = {State.DONE: "on_done", State.FAILED: "on_failed", State.PAUSED: "on_paused"}
+# Of a hook's output (stdout and stderr together), the tail that daemon.log gets: a chatty hook must not
+# rotate away the daemon's own lines.
+OUTPUT_LOGGED_BYTES = 4096
+
+
+@dataclass
+class RunningHook:
+    """One hook process, from its start until the loop reaps it."""
+
+    job_id: int
+    key: str
+    process: subprocess.Popen
+    output: IO[bytes]
+    started: float
+    timeout_s: float
+    killed: bool = False
+
+    def name(self) -> str:
+        return f"job {self.job_id}: {self.key} hook (pid {self.process.pid})"
+
+
+class Hooks:
+    """Runs each transition's hook once: it follows the store's state events from where this daemon began.
+
+    A transition recorded before the daemon started had its hook started by the daemon that recorded it,
+    so a restart or the adoption of a worker never runs a hook twice (at most once: a daemon that dies
+    between recording a state and starting its hook does not run it).
+    """
+
+    def __init__(self, store: Store):
+        self.store = store
+        newest = store.events(None, 1)
+        self.last_event_id = newest[-1].id if newest else 0
+        self.running: list[RunningHook] = []
+
+    def follow(self, settings: Settings) -> None:
+        """Start the hooks of the state changes recorded since the last call; reap or kill running ones.
+
+        Called from the daemon's loop: nothing here waits for a hook, and nothing a hook does stops the loop.
+        """
+        try:
+            while batch := self.store.events_since(self.last_event_id):
+                for event in batch:
+                    self.last_event_id = event.id  # first: an event whose hook fails to start is not retried
+                    key = HOOK_KEYS.get(State(event.to_state)) if event.kind == "state" and event.to_state else None
+                    if key and getattr(settings, key) and event.job_id is not None:
+                        self.start(event, key, settings)
+            self.reap()
+        except Exception:
+            log.exception("hooks: an unexpected error; the daemon carries on")
+
+    def start(self, event: Event, key: str, settings: Settings) -> None:
+        job = self.store.job(event.job_id)
+        if job is None:
+            return
+        command = getattr(settings, key)
+        environment = {**os.environ, **hook_environment(job, State(event.to_state), event.message)}
+        output = tempfile.TemporaryFile()
+        try:
+            # Its own session: a timeout kills the whole group, the shell and whatever it started.
+            process = subprocess.Popen(command, shell=True, env=environment, stdin=subprocess.DEVNULL,
+                                       stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as error:
+            output.close()
+            log.error("job %s: %s hook could not start: %s", job.id, key, error)
+            return
+        hook = RunningHook(job.id, key, process, output, time.monotonic(), settings.hook_timeout_s)
+        log.info("%s started: %s", hook.name(), command)
+        self.running.append(hook)
+
+    def reap(self) -> None:
+        now = time.monotonic()
+        for hook in list(self.running):
+            code = hook.process.poll()
+            if code is None:
+                if not hook.killed and now - hook.started > hook.timeout_s:
+                    kill_group(hook)
+                continue  # a killed one is reaped at a later tick: waiting here could block the loop
+            self.running.remove(hook)
+            log_end(hook, code, now - hook.started)
+
+    def stop(self) -> None:
+        """The daemon stops: hooks still running finish on their own, their output no longer logged."""
+        for hook in self.running:
+            log.warning("%s still running as the daemon stops: left to finish, its output not logged", hook.name())
+            hook.output.close()
+        self.running.clear()
+
+
+def hook_environment(job: Job, state: State, reason: str) -> dict[str, str]:
+    """The variables a hook reads: which job, where it stands, and the mean return it last reported."""
+    status = read_worker_status(job.run_dir)
+    last_return = status.mean_return if status is not None else None
+    return {"RLSUP_JOB_ID": str(job.id), "RLSUP_JOB_NAME": job.name, "RLSUP_JOB_STATE": state.value,
+            "RLSUP_JOB_STEP": str(job.step), "RLSUP_RUN_DIR": str(job.run_dir),
+            "RLSUP_LAST_RETURN": "" if last_return is None else repr(last_return),
+            # The first line: a failure's reason goes on with worker.log's last lines.
+            "RLSUP_JOB_REASON": (reason.splitlines() or [""])[0]}
+
+
+def kill_group(hook: RunningHook) -> None:
+    hook.killed = True
+    log.warning("%s killed at its timeout of %g s", hook.name(), hook.timeout_s)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(hook.process.pid, signal.SIGKILL)
+
+
+def log_end(hook: RunningHook, code: int, seconds: float) -> None:
+    """Its exit status and the tail of its output, into daemon.log."""
+    how = f"killed by signal {-code}" if code < 0 else f"exited {code}"
+    level = logging.INFO if code == 0 else logging.WARNING
+    log.log(level, "%s %s after %.1f s", hook.name(), how, seconds)
+    with hook.output:
+        size = hook.output.seek(0, os.SEEK_END)
+        hook.output.seek(max(0, size - OUTPUT_LOGGED_BYTES))
+        text = hook.output.read().decode(errors="replace").rstrip()
+    for line in text.splitlines():
+        log.log(level, "%s output: %s", hook.name(), line)
