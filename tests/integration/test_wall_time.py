@@ -53,9 +53,10 @@ def test_a_used_up_wall_time_pauses_until_raised_and_the_resume_is_exact(harness
 
     # The budget raised by a live edit of the job file (no limit now), a resume trains to the end.
     with_wall_budget(limited_file, 0)
-    harness.wait_for(lambda: runfiles.read_run_spec(run_dir).job.max_wall_s == 0, what="the edit to be applied",
+    # The daemon writes the run's job.toml before it records the edit's event: wait for both.
+    harness.wait_for(lambda: runfiles.read_run_spec(run_dir).job.max_wall_s == 0
+                     and len(harness.events(limited.id, "edit")) == 2, what="the edit to be applied",
                      report=harness.report)
-    assert len(harness.events(limited.id, "edit")) == 2
     assert harness.cli("resume", str(limited.id))[0] == 0
     finished = harness.wait_state(limited.id, State.DONE, timeout=300)
     reference = harness.wait_state(straight.id, State.DONE, timeout=300)
