@@ -47,16 +47,13 @@ def group_intent(reference: str, desired: Desired) -> bool:
 def print_experiment_status(name: str, jobs: list[Job]) -> None:
     """The group's line, its jobs, and variant -> n, final and best evaluation (mean ± std over seeds)."""
     group = GroupRow(name, tuple(jobview.sorted_rows([jobview.read_row(job) for job in jobs])))
-    print(f"experiment {name}: {group.counts}; {group.step:,} of {group.total_steps:,} steps; "
-          f"latest return {groups.shown(group.mean_return)}; slowest ETA {formatting.duration(group.eta_s)}")
+    print(f"experiment {name}: {group.summary}")
     painted = colour.wanted()
     for row in group.rows:
         job = row.job
         state = colour.paint_state(job.state.value.ljust(8), job.state.value, painted)
         print(f"{INDENT}{job.id:>4}  {job.name}  {state}  {row.step:,}/{job.total_steps:,}  {job.run_dir}")
-    results = groups.variant_results(jobs)
-    cells = [("variant", "n", "final eval", "best eval")] + [
-        (result.variant, str(result.jobs), groups.shown(result.final), groups.shown(result.best)) for result in results]
+    cells = [groups.VARIANT_HEADINGS, *groups.variant_cells(groups.variant_results(jobs))]
     widths = [max(len(line[index]) for line in cells) for index in range(4)]
     print("\nevaluations (mean ± std over seeds):")
     for line in cells:

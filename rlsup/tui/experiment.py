@@ -1,0 +1,71 @@
+"""The experiment pane: while a group row is under the cursor, its experiment's summary and variant table."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+from rlsup.groups import VARIANT_HEADINGS, GroupRow, VariantResult, variant_cells
+from rlsup.jobview import JobRow
+from rlsup.store import Job
+
+READING = "reading its runs' evaluations…"
+
+
+@dataclass(frozen=True)
+class ExperimentRequest:
+    """What the metrics poller reads for the pane, swapped whole by the UI thread: the experiment under the
+    cursor (None on a job row) and its jobs; selections counts, as PlotRequest's does, so that A, B, A
+    posts A's table afresh."""
+
+    experiment: str | None = None
+    jobs: tuple[Job, ...] = ()
+    selections: int = 0
+
+    def selected(self, experiment: str | None, jobs: tuple[Job, ...]) -> "ExperimentRequest":
+        return ExperimentRequest(experiment, jobs, self.selections + 1)
+
+    def followed(self, jobs: tuple[Job, ...]) -> "ExperimentRequest":
+        """The same selection, its jobs as the store has them now (a later submit may have added seeds)."""
+        return replace(self, jobs=jobs)
+
+
+def experiment_jobs(rows: tuple[JobRow, ...], experiment: str | None) -> tuple[Job, ...]:
+    return tuple(row.job for row in rows if experiment and row.job.experiment == experiment)
+
+
+def experiment_group(rows: tuple[JobRow, ...], experiment: str | None) -> GroupRow | None:
+    """The experiment's group row, its jobs in list order; None for no experiment, or one with no jobs left."""
+    members = tuple(row for row in rows if experiment and row.job.experiment == experiment)
+    return GroupRow(experiment, members) if experiment and members else None
+
+
+def variant_table(results: tuple[VariantResult, ...]) -> Table:
+    table = Table(box=None, padding=(0, 2, 0, 0), header_style="bold", show_edge=False)
+    for heading in VARIANT_HEADINGS:
+        table.add_column(heading, justify="left" if heading == "variant" else "right", no_wrap=heading != "variant")
+    for cells in variant_cells(list(results)):
+        table.add_row(*cells)
+    return table
+
+
+def experiment_summary(group: GroupRow, results: tuple[VariantResult, ...] | None) -> Group:
+    """The group's line, then variant -> n, final and best evaluation; results None until they are read."""
+    heading = Text("Evaluations", style="bold")
+    heading.append(" (mean ± std over seeds)", style="dim")
+    table = variant_table(results) if results is not None else Text(READING, style="dim")
+    return Group(Text(f"{len(group.rows)} jobs: {group.summary}"), Text(""), heading, table)
+
+
+class ExperimentPane(Static):
+    """Shown in place of the selected job's checkpoints, events and log while its group row is under the cursor."""
+
+    def show(self, group: GroupRow | None, results: tuple[VariantResult, ...] | None) -> None:
+        if group is None:
+            self.update("")
+            return
+        self.border_title = f"Experiment {group.experiment}"
+        self.update(experiment_summary(group, results))
