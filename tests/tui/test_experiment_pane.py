@@ -31,9 +31,9 @@ def pane_text(app: RlsupApp) -> str:
 
 
 def variant_lines(text: str) -> list[list[str]]:
-    """The pane's variant table rows, each as its cells (split on the table's two-space gaps)."""
+    """The pane's variant table rows, each as its cells (split on the table's two-space gaps); none before it."""
     lines = text.splitlines()
-    start = next(index for index, line in enumerate(lines) if line.split()[:1] == ["variant"])
+    start = next((index for index, line in enumerate(lines) if line.split()[:1] == ["variant"]), len(lines))
     return [[cell.strip() for cell in line.split("  ") if cell.strip()] for line in lines[start + 1:] if line.strip()]
 
 
