@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 from rlsup import experiments, runfiles
-from rlsup.formatting import MISSING, decimal, duration
+from rlsup.formatting import MISSING, decimal
 from rlsup.jobview import STATE_ORDER, JobRow, number
 from rlsup.store import Job
 
@@ -74,12 +74,6 @@ class GroupRow:
     @property
     def sort_key(self) -> tuple:
         return min(row.sort_key for row in self.rows)
-
-    @property
-    def summary(self) -> str:
-        """One line: "2 done 1 running; 3,000 of 6,000 steps; latest return 21.0 ± 2.0; slowest ETA 1m 5s"."""
-        return (f"{self.counts}; {self.step:,} of {self.total_steps:,} steps; "
-                f"latest return {shown(self.mean_return)}; slowest ETA {duration(self.eta_s)}")
 
 
 def grouped(rows: list[JobRow] | tuple[JobRow, ...]) -> list[JobRow | GroupRow]:

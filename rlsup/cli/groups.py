@@ -47,7 +47,8 @@ def group_intent(reference: str, desired: Desired) -> bool:
 def print_experiment_status(name: str, jobs: list[Job]) -> None:
     """The group's line, its jobs, and variant -> n, final and best evaluation (mean ± std over seeds)."""
     group = GroupRow(name, tuple(jobview.sorted_rows([jobview.read_row(job) for job in jobs])))
-    print(f"experiment {name}: {group.summary}")
+    print(f"experiment {name}: {group.counts}; {group.step:,} of {group.total_steps:,} steps; "
+          f"latest return {groups.shown(group.mean_return)}; slowest ETA {formatting.duration(group.eta_s)}")
     painted = colour.wanted()
     for row in group.rows:
         job = row.job

@@ -8,7 +8,8 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from rlsup.groups import VARIANT_HEADINGS, GroupRow, VariantResult, variant_cells
+from rlsup.formatting import duration
+from rlsup.groups import VARIANT_HEADINGS, GroupRow, VariantResult, shown, variant_cells
 from rlsup.jobview import JobRow
 from rlsup.store import Job
 
@@ -52,12 +53,25 @@ def variant_table(results: tuple[VariantResult, ...]) -> Table:
     return table
 
 
+def group_grid(group: GroupRow) -> Table:
+    """What the group row says, a label a line: in a pane a third of the screen wide, one line wrapped."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    for label, value in (("Jobs", f"{len(group.rows)}: {group.counts}"),
+                         ("Steps", f"{group.step:,} of {group.total_steps:,}"),
+                         ("Latest return", f"{shown(group.mean_return)} (mean ± std)"),
+                         ("Slowest ETA", duration(group.eta_s))):
+        grid.add_row(label, value)
+    return grid
+
+
 def experiment_summary(group: GroupRow, results: tuple[VariantResult, ...] | None) -> Group:
-    """The group's line, then variant -> n, final and best evaluation; results None until they are read."""
+    """The group row's figures, then variant -> n, final and best evaluation; results None until they are read."""
     heading = Text("Evaluations", style="bold")
     heading.append(" (mean ± std over seeds)", style="dim")
     table = variant_table(results) if results is not None else Text(READING, style="dim")
-    return Group(Text(f"{len(group.rows)} jobs: {group.summary}"), Text(""), heading, table)
+    return Group(group_grid(group), Text(""), heading, table)
 
 
 class ExperimentPane(Static):

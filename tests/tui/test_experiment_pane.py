@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 from rich.console import Console
 from rlsup_testing import cartpole_job
@@ -28,6 +29,12 @@ def plain(renderable) -> str:
 def pane_text(app: RlsupApp) -> str:
     pane = app.screen.query_one(ExperimentPane)
     return plain(pane.content) if pane.display else ""
+
+
+def figures(text: str) -> dict[str, str]:
+    """The group's figures above the variant table: "Jobs" -> "4: 4 queued" and so on."""
+    pairs = [re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in text.splitlines()[:4]]
+    return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
 
 
 def variant_lines(text: str) -> list[list[str]]:
@@ -62,20 +69,21 @@ async def test_a_group_row_shows_its_variant_table_before_and_after_evaluations(
         await wait_until(pilot, lambda: "variant" in pane_text(app), what="the variant table",
                          report=lambda: pane_text(app))
         before = pane_text(app)
-        assert "4 jobs: 4 queued; 0 of 6,000 steps; latest return –; slowest ETA –" in before
+        assert figures(before) == {"Jobs": "4: 4 queued", "Steps": "0 of 6,000", "Latest return": "– (mean ± std)",
+                                   "Slowest ETA": "–"}
         assert variant_lines(before) == [["dqn.lr=1e-3", "2", "–", "–"], ["dqn.lr=3e-4", "2", "–", "–"]]
         assert variant_lines(before) == expected_lines(stored_jobs(daemon_home, "sweep"))
         assert not app.screen.query_one(CheckpointsTable).display  # the pane took the side column
 
         client.ensure_daemon(daemon_home)
         done = lambda: all(job.state is State.DONE for job in stored_jobs(daemon_home, "sweep"))  # noqa: E731
-        await wait_until(pilot, lambda: done() and "4 done" in pane_text(app), timeout=300,
+        await wait_until(pilot, lambda: done() and figures(pane_text(app))["Jobs"] == "4: 4 done", timeout=300,
                          what="every job done and the pane saying so", report=lambda: pane_text(app))
         expected = expected_lines(stored_jobs(daemon_home, "sweep"))
         assert all(cell != "–" for line in expected for cell in line), expected  # every run evaluated
         await wait_until(pilot, lambda: variant_lines(pane_text(app)) == expected,
                          what="the pane's numbers equal rlsup status's", report=lambda: pane_text(app))
-        assert "6,000 of 6,000 steps" in pane_text(app)
+        assert figures(pane_text(app))["Steps"] == "6,000 of 6,000"
 
         # A job row shows that job's own checkpoints and events again.
         await pilot.press("right")
