@@ -71,7 +71,8 @@ def experiment_summary(group: GroupRow, results: tuple[VariantResult, ...] | Non
     heading = Text("Evaluations", style="bold")
     heading.append(" (mean ± std over seeds)", style="dim")
     table = variant_table(results) if results is not None else Text(READING, style="dim")
-    return Group(group_grid(group), Text(""), heading, table)
+    hint = Text("The plot shows its first job; space overlays the group's mean and band.", style="dim")
+    return Group(group_grid(group), Text(""), heading, table, Text(""), hint)
 
 
 class ExperimentPane(Static):
