@@ -41,7 +41,12 @@ def variant_lines(text: str) -> list[list[str]]:
     """The pane's variant table rows, each as its cells (split on the table's two-space gaps); none before it."""
     lines = text.splitlines()
     start = next((index for index, line in enumerate(lines) if line.split()[:1] == ["variant"]), len(lines))
-    return [[cell.strip() for cell in line.split("  ") if cell.strip()] for line in lines[start + 1:] if line.strip()]
+    rows = []
+    for line in lines[start + 1:]:
+        if not line.strip():
+            break  # the table ends at the blank line before the pane's hint
+        rows.append([cell.strip() for cell in line.split("  ") if cell.strip()])
+    return rows
 
 
 def expected_lines(jobs) -> list[list[str]]:
