@@ -14,7 +14,6 @@ from typing import Callable
 from rlsup import client, paths, plotting, runfiles
 from rlsup.algos import registry
 from rlsup.checkpoint.manifest import checkpoints_dir, list_checkpoints
-from rlsup.groups import Evaluated, variant_results
 from rlsup.jobstate import ACTIVE, State
 from rlsup.jobview import JobRow, WorkerStatus, foreground_jobs, is_foreground, merge_status, read_worker_status
 from rlsup.jobview import sorted_rows
@@ -22,7 +21,7 @@ from rlsup.jobview import number as _number
 from rlsup.store import Job, Store
 from rlsup.tui import messages
 from rlsup.tui.downsampling import PLOT_BUCKETS, Downsampler, SmoothedSeries
-from rlsup.tui.experiment import ExperimentRequest
+from rlsup.tui.experiment import ExperimentEvaluations, ExperimentRequest
 from rlsup.tui.overlay import PlotRequest, compared_lines
 from rlsup.tui.rows import DriftCache, RateWindows, file_stamp, gpu_holders, training_phase_speeds
 
@@ -74,7 +73,6 @@ class JobMetrics:
         self.loss_name = "loss"
         self.records = 0
         self.last_step = 0
-        self.evaluated: Evaluated | None = None  # for the experiment pane's variant table
 
     def update(self) -> bool:
         """Read what was appended; True when anything changed."""
@@ -104,7 +102,6 @@ class JobMetrics:
             value = _number(record.get("mean"))
             if value is not None:
                 self.evaluation.add(x, value)
-                self.evaluated = Evaluated(value, value) if self.evaluated is None else self.evaluated.then(value)
         elif kind == "train":
             self._add_train(x, record)
 
@@ -284,6 +281,7 @@ class MetricsPoller:
         self._posted: PlotRequest | None = None
         self._posted_experiment: tuple | None = None
         self._metrics: OrderedDict[int, JobMetrics] = OrderedDict()
+        self.evaluations = ExperimentEvaluations()
 
     def select(self, job_id: int | None, run_dir: str | None) -> None:
         """Called by the UI thread, as Poller.select."""
@@ -304,30 +302,26 @@ class MetricsPoller:
         self.experiment = request.selected(experiment, jobs) if selected else request.followed(jobs)
 
     def poll(self) -> list:
-        request, experiment = self.request, self.experiment
-        runs = request.runs() if request.job_id is not None and request.run_dir is not None else {}
-        kept = len(runs) + len(experiment.jobs)  # the runs read this poll, none dropped for another
         try:
-            changed = [self._metrics_of(job_id, run_dir, kept).update() for job_id, run_dir in runs.items()]
-            for job in experiment.jobs:
-                self._metrics_of(job.id, job.run_dir, kept).update()
+            return self._plot_messages(self.request) + self._experiment_messages(self.experiment)
         except OSError as error:
             return [messages.PollFailed(f"{type(error).__name__}: {error}")]
-        return self._plot_messages(request, any(changed)) + self._experiment_messages(experiment)
 
     def _experiment_messages(self, request: ExperimentRequest) -> list:
         """The variant table, posted when it (or the selection) changed; the same as `rlsup status EXPERIMENT`'s."""
-        if request.experiment is None:
-            return []
-        results = tuple(variant_results(list(request.jobs), lambda job: self._metrics[job.id].evaluated))
+        results = self.evaluations.results(request)
         posted = (request.experiment, request.selections, results)
-        if posted == self._posted_experiment:
+        if results is None or posted == self._posted_experiment:
             return []
         self._posted_experiment = posted
         return [messages.ExperimentEvaluated(request.experiment, results)]
 
-    def _plot_messages(self, request: PlotRequest, changed: bool) -> list:
-        if request.job_id is None or request.run_dir is None or (not changed and request == self._posted):
+    def _plot_messages(self, request: PlotRequest) -> list:
+        if request.job_id is None or request.run_dir is None:
+            return []
+        runs = request.runs()
+        changed = [self._metrics_of(job_id, run_dir, len(runs)).update() for job_id, run_dir in runs.items()]
+        if not any(changed) and request == self._posted:
             return []
         self._posted = request
         view = self._metrics[request.job_id].view(request.smoothing, compared_lines(request, self._metrics.get))

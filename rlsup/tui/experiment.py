@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from rlsup import runfiles
 from rlsup.formatting import duration
-from rlsup.groups import VARIANT_HEADINGS, GroupRow, VariantResult, shown, variant_cells
+from rlsup.groups import (VARIANT_HEADINGS, Evaluated, GroupRow, VariantResult, evaluation_return, shown,
+                          variant_cells, variant_results)
 from rlsup.jobview import JobRow
 from rlsup.store import Job
 
@@ -32,6 +35,40 @@ class ExperimentRequest:
     def followed(self, jobs: tuple[Job, ...]) -> "ExperimentRequest":
         """The same selection, its jobs as the store has them now (a later submit may have added seeds)."""
         return replace(self, jobs=jobs)
+
+
+class EvaluationReader:
+    """A run's last and best evaluation, read incrementally: what the variant table needs, in constant memory
+    (an experiment may have a thousand runs; a JobMetrics each would hold their downsampled curves)."""
+
+    def __init__(self, run_dir: str | Path):
+        self.reader = runfiles.MetricsReader(Path(run_dir))
+        self.evaluated: Evaluated | None = None
+
+    def update(self) -> Evaluated | None:
+        records = self.reader.read_new()
+        if self.reader.restarted:  # a resume cut the file back: read_new has just returned it from the start
+            self.reader.restarted, self.evaluated = False, None
+        for record in records:
+            value = evaluation_return(record)
+            if value is not None:
+                self.evaluated = Evaluated(value, value) if self.evaluated is None else self.evaluated.then(value)
+        return self.evaluated
+
+
+class ExperimentEvaluations:
+    """The metrics poller's readers of the selected experiment's runs, kept while it stays selected."""
+
+    def __init__(self):
+        self.readers: dict[int, EvaluationReader] = {}
+
+    def results(self, request: ExperimentRequest) -> tuple[VariantResult, ...] | None:
+        """The request's variant table as its runs' files say now; None while no experiment is selected."""
+        if request.experiment is None:
+            self.readers.clear()
+            return None
+        self.readers = {job.id: self.readers.get(job.id) or EvaluationReader(job.run_dir) for job in request.jobs}
+        return tuple(variant_results(list(request.jobs), lambda job: self.readers[job.id].update()))
 
 
 def experiment_jobs(rows: tuple[JobRow, ...], experiment: str | None) -> tuple[Job, ...]:

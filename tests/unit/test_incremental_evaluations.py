@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from rlsup import groups, paths
-from rlsup.tui.data import JobMetrics
+from rlsup.tui.experiment import EvaluationReader
 
 
 def append(run_dir: Path, *records: dict) -> None:
@@ -18,19 +18,19 @@ def evaluation(step: int, mean: object) -> dict:
 
 
 def test_the_last_and_best_evaluation_read_piecewise_equal_a_whole_read(tmp_path) -> None:
-    metrics = JobMetrics(tmp_path)
-    metrics.update()
-    assert metrics.evaluated is None and groups.evaluated(tmp_path) is None  # no file yet
+    reader = EvaluationReader(tmp_path)
+    reader.update()
+    assert reader.evaluated is None and groups.evaluated(tmp_path) is None  # no file yet
 
     append(tmp_path, {"kind": "episode", "step": 10, "return": 99.0}, evaluation(100, 20.0), evaluation(200, 35.5))
-    metrics.update()
+    reader.update()
     append(tmp_path, evaluation(300, 12.0), evaluation(350, True), evaluation(380, float("nan")),  # not returns
            {"kind": "train", "step": 390, "mean": 1000.0})  # a mean, but not an evaluation's
-    metrics.update()
-    assert metrics.evaluated == groups.evaluated(tmp_path) == groups.Evaluated(final=12.0, best=35.5)
+    reader.update()
+    assert reader.evaluated == groups.evaluated(tmp_path) == groups.Evaluated(final=12.0, best=35.5)
 
     # A resume cuts the file back to its checkpoint: what was cut is forgotten by both.
     kept = (tmp_path / paths.METRICS_FILE).read_text().splitlines()[:2]
     (tmp_path / paths.METRICS_FILE).write_text("\n".join(kept) + "\n")
-    metrics.update()
-    assert metrics.evaluated == groups.evaluated(tmp_path) == groups.Evaluated(final=20.0, best=20.0)
+    reader.update()
+    assert reader.evaluated == groups.evaluated(tmp_path) == groups.Evaluated(final=20.0, best=20.0)
