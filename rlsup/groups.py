@@ -4,10 +4,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from rlsup import experiments, runfiles
 from rlsup.formatting import MISSING, decimal
-from rlsup.jobview import STATE_ORDER, JobRow
+from rlsup.jobview import STATE_ORDER, JobRow, number
 from rlsup.store import Job
 
 
@@ -87,7 +88,7 @@ def grouped(rows: list[JobRow] | tuple[JobRow, ...]) -> list[JobRow | GroupRow]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Evaluations, for `rlsup status EXPERIMENT`
+# Evaluations: the variant table of `rlsup status EXPERIMENT` and of the TUI's experiment pane
 
 
 @dataclass(frozen=True)
@@ -100,21 +101,55 @@ class VariantResult:
     best: Spread | None
 
 
+@dataclass(frozen=True)
+class Evaluated:
+    """What the variant table takes of one run's evaluations: the last mean return and the best."""
+
+    final: float
+    best: float
+
+    def then(self, value: float) -> "Evaluated":
+        """After one more evaluation: for a reader that goes through a run's records once, in order."""
+        return Evaluated(value, max(self.best, value))
+
+
+def evaluation_return(record: dict) -> float | None:
+    """An evaluation record's mean return; None for any other record (or a mean that is not a finite number)."""
+    return number(record.get("mean")) if record.get("kind") == "eval" else None
+
+
 def evaluations(run_dir: str | Path) -> list[float]:
     """The mean returns of a run's evaluations, in step order."""
-    return [record["mean"] for record in runfiles.read_metrics(Path(run_dir))
-            if record.get("kind") == "eval" and isinstance(record.get("mean"), (int, float))]
+    returns = (evaluation_return(record) for record in runfiles.read_metrics(Path(run_dir)))
+    return [value for value in returns if value is not None]
 
 
-def variant_results(jobs: list[Job]) -> list[VariantResult]:
-    """Variant -> n, final and best evaluation (mean ± std over its seeds), in submission order."""
+def evaluated(run_dir: str | Path) -> Evaluated | None:
+    """A run's last and best evaluation, read from its metrics; None before its first evaluation."""
+    values = evaluations(run_dir)
+    return Evaluated(values[-1], max(values)) if values else None
+
+
+def variant_results(jobs: list[Job], evaluated_of: Callable[[Job], Evaluated | None] | None = None
+                    ) -> list[VariantResult]:
+    """Variant -> n, final and best evaluation (mean ± std over its seeds), in submission order.
+
+    evaluated_of reads a job's evaluations (default: its whole metrics file; the TUI reads them incrementally)."""
+    read = evaluated_of or (lambda job: evaluated(job.run_dir))
     by_variant: dict[str, list[Job]] = {}
     for job in sorted(jobs, key=lambda job: job.id):
         by_variant.setdefault(experiments.variant_label(job.override_values), []).append(job)
     results = []
     for variant, members in by_variant.items():
-        returns = [evaluations(job.run_dir) for job in members]
-        results.append(VariantResult(variant or "(seeds only)", len(members),
-                                     spread([values[-1] for values in returns if values]),
-                                     spread([max(values) for values in returns if values])))
+        runs = [run for run in map(read, members) if run is not None]
+        results.append(VariantResult(variant or "(seeds only)", len(members), spread([run.final for run in runs]),
+                                     spread([run.best for run in runs])))
     return results
+
+
+VARIANT_HEADINGS = ("variant", "n", "final eval", "best eval")
+
+
+def variant_cells(results: list[VariantResult]) -> list[tuple[str, str, str, str]]:
+    """The variant table's rows as text, under VARIANT_HEADINGS; "–" where a variant has no evaluation yet."""
+    return [(result.variant, str(result.jobs), shown(result.final), shown(result.best)) for result in results]

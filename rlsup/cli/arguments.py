@@ -1,6 +1,7 @@
 """What a JOB or RUN argument names, and the one-line usage error every command reports."""
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -10,6 +11,12 @@ from rlsup.store import Job
 
 class CliError(Exception):
     """A usage problem reported as one line and exit code 2."""
+
+
+def names_experiments(action: argparse.Action) -> argparse.Action:
+    """Mark a JOB or RUN positional that also takes an experiment's name: shell completion offers those too."""
+    action.experiments = True  # type: ignore[attr-defined]  # read by cli/completion.py
+    return action
 
 
 def resolve_run(text: str) -> Path:

@@ -1,4 +1,5 @@
-"""Shell completion: `rlsup completion bash|zsh|fish` prints a script; `rlsup __complete jobs` feeds it job ids."""
+"""Shell completion: `rlsup completion bash|zsh|fish` prints a script; `rlsup __complete jobs` feeds it job ids
+and names (`rlsup __complete jobs experiments` experiments' names too)."""
 from __future__ import annotations
 
 import argparse
@@ -6,8 +7,10 @@ import argparse
 from rlsup import paths
 from rlsup.store import Store
 
-# Positionals that name a job or a run: completed with the store's ids and names (run dirs by path).
+# Positionals that name a job or a run: completed with the store's ids and names (run dirs by path), and with
+# experiments' names where the argument is marked cli.arguments.names_experiments.
 JOB_METAVARS = {"JOB", "RUN"}
+REFERENCES = ("jobs", "experiments")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,19 +20,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     completion.set_defaults(handler=command_completion)
     # No help= keeps it out of `rlsup --help`: only the scripts call it.
     hidden = subparsers.add_parser("__complete")
-    hidden.add_argument("what", choices=["jobs"], help="jobs: their ids and names, one a line")
+    hidden.add_argument("what", choices=REFERENCES, nargs="+",
+                        help="jobs: their ids and names; experiments: their names; one a line")
     hidden.set_defaults(handler=command_complete)
 
 
 def command_complete(args: argparse.Namespace) -> int:
-    """Job ids and names, one a line; nothing (and no home made) when there are no jobs yet."""
+    """Job ids and names, and experiments' names, one a line; nothing (and no home made) when there are no jobs yet."""
     database = paths.home_path() / paths.DATABASE
     if not database.exists():
         return 0
     with Store(paths.home_path()) as store:
-        for job in store.jobs():
+        jobs = store.jobs()
+    if "jobs" in args.what:
+        for job in jobs:
             print(job.id)
             print(job.name)
+    if "experiments" in args.what:
+        for experiment in dict.fromkeys(job.experiment for job in jobs if job.experiment):
+            print(experiment)
     return 0
 
 
@@ -41,25 +50,33 @@ def command_completion(args: argparse.Namespace) -> int:
     return 0
 
 
-def visible_commands(parser: argparse.ArgumentParser) -> dict[str, tuple[list[argparse.Action], bool]]:
-    """Each subcommand (hidden ones left out): its options, and whether it takes a job or run."""
+def visible_commands(parser: argparse.ArgumentParser) -> dict[str, tuple[list[argparse.Action], str]]:
+    """Each subcommand (hidden ones left out): its options, and the references its positional takes, as
+    `__complete` names them ("jobs", "jobs experiments"; "" for none)."""
     subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
     commands = {}
     for name, subparser in subparsers.choices.items():
         if name.startswith("__"):
             continue
         options = [action for action in subparser._actions if action.option_strings]
-        takes_job = any(action.metavar in JOB_METAVARS for action in subparser._actions if not action.option_strings)
-        commands[name] = (options, takes_job)
+        commands[name] = (options, references(subparser))
     return commands
+
+
+def references(subparser: argparse.ArgumentParser) -> str:
+    positionals = [action for action in subparser._actions
+                   if not action.option_strings and action.metavar in JOB_METAVARS]
+    if not positionals:
+        return ""
+    return " ".join(REFERENCES) if any(getattr(action, "experiments", False) for action in positionals) else "jobs"
 
 
 def bash_script(commands: dict) -> str:
     cases = "\n".join(f"        {name}) options=\"{' '.join(flag for action in options for flag in action.option_strings)}"
-                      f"\"; jobs={int(takes_job)};;" for name, (options, takes_job) in commands.items())
+                      f"\"; references=\"{taken}\";;" for name, (options, taken) in commands.items())
     return f"""# rlsup completion for bash: eval "$(rlsup completion bash)"
 _rlsup() {{
-    local current=${{COMP_WORDS[COMP_CWORD]}} options="" jobs=0
+    local current=${{COMP_WORDS[COMP_CWORD]}} options="" references=""
     if [ "$COMP_CWORD" -eq 1 ]; then
         COMPREPLY=($(compgen -W "{' '.join(commands)}" -- "$current"))
         return
@@ -69,8 +86,8 @@ _rlsup() {{
     esac
     if [[ $current == -* ]]; then
         COMPREPLY=($(compgen -W "$options" -- "$current"))
-    elif [ "$jobs" -eq 1 ]; then
-        COMPREPLY=($(compgen -W "$(rlsup __complete jobs 2>/dev/null)" -- "$current") $(compgen -d -- "$current"))
+    elif [ -n "$references" ]; then
+        COMPREPLY=($(compgen -W "$(rlsup __complete $references 2>/dev/null)" -- "$current") $(compgen -d -- "$current"))
     else
         COMPREPLY=($(compgen -f -- "$current"))
     fi
@@ -87,7 +104,7 @@ def zsh_script(commands: dict) -> str:
 
 def fish_script(commands: dict) -> str:
     lines = ["# rlsup completion for fish: rlsup completion fish | source", "complete -c rlsup -f"]
-    for name, (options, takes_job) in commands.items():
+    for name, (options, taken) in commands.items():
         lines.append(f"complete -c rlsup -n __fish_use_subcommand -a {name}")
         condition = f"'__fish_seen_subcommand_from {name}'"
         for action in options:
@@ -96,6 +113,6 @@ def fish_script(commands: dict) -> str:
             # Inside fish's single quotes only \\ and \' are escapes: "file's" stays as written.
             described = (action.help or "").replace("\\", "\\\\").replace("'", "\\'")
             lines.append(f"complete -c rlsup -n {condition} {flags} -d '{described}'")
-        if takes_job:
-            lines.append(f"complete -c rlsup -n {condition} -a '(rlsup __complete jobs 2>/dev/null)'")
+        if taken:
+            lines.append(f"complete -c rlsup -n {condition} -a '(rlsup __complete {taken} 2>/dev/null)'")
     return "\n".join(lines)

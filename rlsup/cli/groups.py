@@ -54,9 +54,7 @@ def print_experiment_status(name: str, jobs: list[Job]) -> None:
         job = row.job
         state = colour.paint_state(job.state.value.ljust(8), job.state.value, painted)
         print(f"{INDENT}{job.id:>4}  {job.name}  {state}  {row.step:,}/{job.total_steps:,}  {job.run_dir}")
-    results = groups.variant_results(jobs)
-    cells = [("variant", "n", "final eval", "best eval")] + [
-        (result.variant, str(result.jobs), groups.shown(result.final), groups.shown(result.best)) for result in results]
+    cells = [groups.VARIANT_HEADINGS, *groups.variant_cells(groups.variant_results(jobs))]
     widths = [max(len(line[index]) for line in cells) for index in range(4)]
     print("\nevaluations (mean ± std over seeds):")
     for line in cells:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rlsup import client, colour, experiments, formatting, groups, jobview, paths, spec as specs
 from rlsup.cli import groups as group_views
+from rlsup.cli.arguments import names_experiments
 from rlsup.daemon.demo import machine_from_environment
 from rlsup.daemon.scheduler import gpu_shortage
 from rlsup.hardware import Hardware
@@ -39,8 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     for desired in (Desired.PAUSED, Desired.RUNNING, Desired.KILLED):
         intent = subparsers.add_parser(desired.verb, help=INTENT_HELP[desired])
-        intent.add_argument("jobs", metavar="JOB", nargs="+",
-                            help="job id, job name, run directory, or an experiment's name (all of its jobs)")
+        names_experiments(intent.add_argument("jobs", metavar="JOB", nargs="+", help="job id, job name, run "
+                                              "directory, or an experiment's name (all of its jobs)"))
         intent.set_defaults(handler=command_intent, desired=desired)
 
 

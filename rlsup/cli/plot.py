@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlsup import client, plotting
-from rlsup.cli.arguments import CliError, resolve_run
+from rlsup.cli.arguments import CliError, names_experiments, resolve_run
 
 PICTURE_SUFFIXES = (".png", ".svg", ".pdf")
 GROUP_BY = ("experiment", "all")
@@ -19,7 +19,8 @@ INSTALL_PLOT = "pip install 'rlsup[plot]'"
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     plot = subparsers.add_parser("plot", help="runs' curves side by side: a PNG, SVG or PDF, or in the terminal")
-    plot.add_argument("runs", metavar="RUN", nargs="+", help="run directory, job id or name, experiment (drawn as its mean and band), or latest")
+    names_experiments(plot.add_argument("runs", metavar="RUN", nargs="+", help="run directory, job id or name, "
+                                        "experiment (drawn as its mean and band), or latest"))
     plot.add_argument("--out", metavar="FILE",
                       help=f"write a picture ({', '.join(PICTURE_SUFFIXES)}; needs {INSTALL_PLOT}); "
                            f"without it, draw in the terminal")

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from rlsup import client, colour, formatting, jobview, paths, runfiles
-from rlsup.cli.arguments import find_job_or_say
+from rlsup.cli.arguments import find_job_or_say, names_experiments
 from rlsup.cli.checkpoints import run_checkpoint_lines
 from rlsup.cli.groups import print_experiment_status
 from rlsup.cli.lineage import lineage_lines
@@ -22,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     logs.set_defaults(handler=command_logs)
 
     status = subparsers.add_parser("status", help="a job's state, events and checkpoints, or an experiment's jobs")
-    status.add_argument("job", metavar="JOB", help="job id, job name, run directory or experiment name")
+    names_experiments(status.add_argument("job", metavar="JOB",
+                                          help="job id, job name, run directory or experiment name"))
     status.add_argument("--events", type=int, default=30, help="newest events shown")
     status.set_defaults(handler=command_status)
 

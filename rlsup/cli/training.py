@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import paths, runfiles
+from rlsup import experiments, paths, runfiles
 from rlsup import spec as specs
 from rlsup.cli.arguments import CliError, resolve_run
 
@@ -51,17 +51,37 @@ def command_run(args: argparse.Namespace) -> int:
     if args.resume:
         run_dir = resolve_run(args.resume)
         if args.job:
-            apply_resume_edit(run_dir, specs.load(args.job))
+            apply_resume_edit(run_dir, loaded(args.job))
     else:
         if not args.job:
             raise CliError("rlsup run needs JOB.toml, or --resume RUN")
         from rlsup.env_check import check_env_file  # imports gymnasium, as the worker will anyway
 
-        run_dir = start_run(check_env_file(specs.load(args.job), args.job).spec, args.run_dir)
+        run_dir = start_run(check_env_file(loaded(args.job), args.job).spec, args.run_dir)
     print(run_dir, flush=True)
     from rlsup import worker
 
     worker.exit_now(worker.run(run_dir, foreground=True, from_scratch=args.from_scratch))
+
+
+def loaded(path: str) -> specs.JobSpec:
+    """The job file's spec; a [sweep] in it is said to be left out, in one line on stderr.
+
+    A file's own values are a valid job, and running one of them in the foreground before queueing the sweep
+    is a check worth making, so run trains them rather than refuse; but silently, it would look like the sweep."""
+    spec = specs.load(path)
+    sweep = specs.sweep_of(Path(path).read_text(), file=path)
+    if sweep.fields:
+        own = " ".join(f"{name}={experiments.compact(spec_value(spec, name))}" for name, _ in sweep.fields)
+        print(f"rlsup: {path} has a [sweep] of {len(sweep.variants())} variants: rlsup run trains only the file's "
+              f"own values ({own}); `rlsup submit {path}` queues every variant", file=sys.stderr)
+    return spec
+
+
+def spec_value(spec: specs.JobSpec, name: str) -> object:
+    """A field's value by its dotted name ("dqn.lr")."""
+    section, field = name.split(".", 1)
+    return getattr(getattr(spec, section), field)
 
 
 def start_run(spec: specs.JobSpec, requested: str | None) -> Path:

@@ -12,7 +12,6 @@ from typing import Callable, Iterator
 
 from textual import work
 from textual.app import App, SuspendNotSupported
-from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.screen import Screen
 from textual.worker import get_current_worker
 
@@ -22,7 +21,9 @@ from rlsup.jobstate import ACTIVE, Desired
 from rlsup.jobview import JobRow
 from rlsup.store import Event
 from rlsup.tui import data, messages, overlay
+from rlsup.tui.commands import JobCommands
 from rlsup.tui.data import MetricsView
+from rlsup.tui.experiment import experiment_group, experiment_jobs
 from rlsup.tui.jobstable import JobsTable
 from rlsup.tui.screens import ConfirmScreen, DetailScreen, HelpScreen, JobView, MainScreen, SubmitScreen
 
@@ -46,6 +47,8 @@ class Model:
     events_job: int | None = None
     events: list[Event] = field(default_factory=list)
     log: tuple[str, ...] = ()
+    experiment: str | None = None  # whose group row is under the cursor: the experiment pane shows it
+    evaluations: tuple | None = None  # its variant table, once read
 
     def forget_selection(self, job_id: int | None) -> None:
         self.metrics, self.checkpoints, self.log = None, (), ()
@@ -61,46 +64,10 @@ class Model:
         view.show_checkpoints(self.checkpoints, self.verified)
         view.load_events(self.events_job, tuple(self.events))
         view.show_log(self.log)
+        view.show_experiment(experiment_group(self.rows, self.experiment), self.evaluations)
 
     def row(self, job_id: int | None) -> JobRow | None:
         return next((row for row in self.rows if row.job.id == job_id), None)
-
-
-class JobCommands(Provider):
-    """The TUI's actions in the command palette, plus "go to job" for every job."""
-
-    def commands(self) -> list[tuple[str, str, Callable]]:
-        app: RlsupApp = self.app  # type: ignore[assignment]
-        row = app.model.row(app.selected_job_id)
-        subject = f"job {jobview.job_label(row.job)} ({row.job.name})" if row else "the selected job"
-        experiment = app.selected_experiment()  # a group row: its intents reach every job of it
-        group = f"every job of experiment {experiment}" if experiment else subject
-        return [
-            (f"Pause {group}", "Write a checkpoint and stop", app.action_pause),
-            (f"Resume {group}", "Continue from the newest checkpoint", app.action_resume),
-            (f"Kill {group}", "Stop without a checkpoint (asks first)", app.action_kill),
-            (f"Edit {subject}", "Open its job file in $EDITOR", app.action_edit),
-            (f"Details of {subject}", "Fields, plots, checkpoints, events and log", app.action_details),
-            ("Submit a job file", "Queue a TOML job file", app.action_submit),
-            ("Start the daemon", "Needed for jobs to run", app.action_start_daemon),
-            ("Keys", "Show every key", app.action_help),
-        ]
-
-    def job_commands(self) -> list[tuple[str, str, Callable]]:
-        app: RlsupApp = self.app  # type: ignore[assignment]
-        return [(f"Go to job {jobview.job_label(row.job)} {row.job.name}", f"{row.job.state}, {row.job.algo} on {row.job.env}",
-                 lambda job_id=row.job.id: app.go_to_job(job_id)) for row in app.model.rows]
-
-    async def discover(self) -> Hits:
-        for title, help_text, callback in self.commands():
-            yield DiscoveryHit(title, callback, help=help_text)
-
-    async def search(self, query: str) -> Hits:
-        matcher = self.matcher(query)
-        for title, help_text, callback in self.commands() + self.job_commands():
-            score = matcher.match(title)
-            if score > 0:
-                yield Hit(score, matcher.highlight(title), callback, help=help_text)
 
 
 class RlsupApp(App):
@@ -176,8 +143,11 @@ class RlsupApp(App):
 
     def on_jobs_refreshed(self, message: messages.JobsRefreshed) -> None:
         self.model.rows = message.rows
+        self.metrics_poller.show_experiment(self.model.experiment, self.experiment_jobs(), selected=False)
         for view in self.views():
             view.show_jobs(message.rows)
+        if self.model.experiment is not None:
+            self.show_experiment()  # its counts, returns and ETA as they are now
 
     def on_events_appended(self, message: messages.EventsAppended) -> None:
         for event in message.events:
@@ -262,6 +232,30 @@ class RlsupApp(App):
             self.model.replay(view)
         self.request_poll()
 
+    # -- the experiment pane, while a group row is under the cursor --------------------------------
+
+    def select_experiment(self, experiment: str | None) -> None:
+        """The cursor came to a group row (its experiment) or to a job row (None)."""
+        if experiment == self.model.experiment:
+            return
+        self.model.experiment, self.model.evaluations = experiment, None
+        self.metrics_poller.show_experiment(experiment, self.experiment_jobs(), selected=True)
+        self.show_experiment()
+        self.request_poll()
+
+    def experiment_jobs(self) -> tuple:
+        return experiment_jobs(self.model.rows, self.model.experiment)
+
+    def on_experiment_evaluated(self, message: messages.ExperimentEvaluated) -> None:
+        if message.experiment == self.model.experiment:
+            self.model.evaluations = message.results
+            self.show_experiment()
+
+    def show_experiment(self) -> None:
+        group = experiment_group(self.model.rows, self.model.experiment)
+        for view in self.views():
+            view.show_experiment(group, self.model.evaluations)
+
     # -- curves side by side -----------------------------------------------------------------
 
     def toggle_mark(self, curve: overlay.Curve) -> None:
@@ -285,6 +279,11 @@ class RlsupApp(App):
         while not isinstance(self.screen, MainScreen):
             self.pop_screen()
         self.screen.go_to(job_id)
+
+    def go_to_experiment(self, experiment: str) -> None:
+        while not isinstance(self.screen, MainScreen):
+            self.pop_screen()
+        self.screen.go_to_experiment(experiment)
 
     def selected_row(self) -> JobRow | None:
         row = self.model.row(self.selected_job_id)
@@ -336,8 +335,9 @@ class RlsupApp(App):
 
     # An experiment's group row under the cursor: pause, resume and kill reach each of its jobs.
 
-    def selected_experiment(self) -> str | None:
-        table = next(iter(self.screen.query(JobsTable)), None)
+    def selected_experiment(self, screen: Screen | None = None) -> str | None:
+        """The experiment whose group row is under the cursor of screen (default: the one shown)."""
+        table = next(iter((screen or self.screen).query(JobsTable)), None)
         return table.selected_experiment if table is not None else None
 
     def group_intent(self, experiment: str, desired: Desired) -> None:

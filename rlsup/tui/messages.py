@@ -7,6 +7,7 @@ from textual.message import Message
 
 if TYPE_CHECKING:
     from rlsup.checkpoint.manifest import CheckpointEntry
+    from rlsup.groups import VariantResult
     from rlsup.hardware import Sample
     from rlsup.jobview import JobRow
     from rlsup.store import Event
@@ -54,6 +55,15 @@ class MetricsUpdated(Message):
         super().__init__()
         self.job_id = job_id
         self.view = view
+
+
+class ExperimentEvaluated(Message):
+    """The variant table of the experiment whose group row is under the cursor, read from its runs' metrics."""
+
+    def __init__(self, experiment: str, results: tuple[VariantResult, ...]) -> None:
+        super().__init__()
+        self.experiment = experiment
+        self.results = results
 
 
 class CheckpointsListed(Message):

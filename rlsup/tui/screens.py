@@ -19,6 +19,7 @@ from rlsup.jobview import JobRow, job_label, pid_of
 from rlsup.store import Job
 from rlsup.tui import overlay
 from rlsup.tui.completion import PathSuggester
+from rlsup.tui.experiment import ExperimentPane
 from rlsup.tui.jobstable import JobsTable
 from rlsup.tui.logtail import LogTail
 from rlsup.tui.widgets import (PLOT_KINDS, CheckpointsTable, DaemonBanner, EventsLog, HardwareStrip, MetricsPlot,
@@ -43,6 +44,7 @@ HELP = """\
   /          filter jobs by name        escape  clear the filter / go back
   m          next plot (return, loss, steps/s)
   space      mark / unmark the job: the plot overlays the marked jobs and the selected one
+  → ← enter  open / close an experiment's group row; on it, the side shows its variant table
   S          next smoothing of the returns (off, 0.6, 0.9, 0.99)
 
 [b]Actions on the selected job[/b]
@@ -85,6 +87,9 @@ class JobView:
         pass
 
     def show_marks(self, keys: frozenset[str]) -> None:
+        pass
+
+    def show_experiment(self, group, results) -> None:
         pass
 
     def show_metrics(self, view) -> None:
@@ -133,6 +138,7 @@ class MainScreen(JobView, Screen):
                 yield CheckpointsTable(id="checkpoints")
                 yield EventsLog(id="events")
                 yield LogTail(id="log")
+                yield ExperimentPane(id="experiment")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -154,6 +160,11 @@ class MainScreen(JobView, Screen):
     def show_marks(self, keys: frozenset[str]) -> None:
         self.query_one(JobsTable).show_marks(keys)
 
+    def show_experiment(self, group, results) -> None:
+        """A group row's experiment in place of its first job's checkpoints, events and log; None: the job's."""
+        self.query_one("#side").set_class(group is not None, "-experiment")
+        self.query_one(ExperimentPane).show(group, results)
+
     def action_toggle_mark(self) -> None:
         table = self.query_one(JobsTable)
         if table.row_count:
@@ -164,9 +175,10 @@ class MainScreen(JobView, Screen):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if isinstance(event.data_table, JobsTable) and event.row_key.value is not None:
-            job_ids = event.data_table.group_job_ids(event.row_key.value)  # a group row shows its first job
+            job_ids = event.data_table.group_job_ids(event.row_key.value)  # a group row plots its first job
             if job_ids:
                 self.app.select_job(job_ids[0])
+            self.app.select_experiment(overlay.experiment_of_key(event.row_key.value))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if isinstance(event.data_table, JobsTable):
@@ -180,6 +192,14 @@ class MainScreen(JobView, Screen):
             self.action_clear_filter()
         if job_id in table.rows_shown:
             table.move_cursor(row=table.get_row_index(str(job_id)))
+
+    def go_to_experiment(self, experiment: str) -> None:
+        """Put the cursor on an experiment's group row, clearing a filter that hides it."""
+        table = self.query_one(JobsTable)
+        if experiment not in table.groups_shown:
+            self.action_clear_filter()
+        if experiment in table.groups_shown:
+            table.move_cursor(row=table.get_row_index(overlay.group_key(experiment)))
 
     def action_filter(self) -> None:
         field = self.query_one("#filter", Input)

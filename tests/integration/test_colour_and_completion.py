@@ -67,10 +67,10 @@ def test_bash_completion_is_valid_and_names_every_command(tmp_path):
     for command in commands:
         if not command.startswith("__"):
             assert command in result.stdout
-    assert "__complete jobs" in result.stdout and "--copy" in result.stdout
-    for shell in ("zsh", "fish"):
-        other = run_rlsup("completion", shell)
-        assert other.returncode == 0 and "__complete jobs" in other.stdout
+    assert 'status) options="-h --help --events"; references="jobs experiments";;' in result.stdout
+    assert "__complete $references" in result.stdout and "--copy" in result.stdout
+    assert "__complete $references" in run_rlsup("completion", "zsh").stdout
+    assert "__complete jobs experiments" in run_rlsup("completion", "fish").stdout
     # fish reads \' inside single quotes as a quote: help text keeps its apostrophes.
     assert "-d 'check every file\\'s checksum'" in run_rlsup("completion", "fish").stdout
 

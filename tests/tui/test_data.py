@@ -15,7 +15,8 @@ from rlsup.jobstate import State
 from rlsup.jobview import merge_status, parse_status, sorted_rows
 from rlsup.store import Process, Store
 from rlsup.tui import messages
-from rlsup.tui.data import Downsampler, JobMetrics, MetricsPoller, Poller
+from rlsup.tui.data import JobMetrics, MetricsPoller, Poller
+from rlsup.tui.downsampling import Downsampler
 
 
 # -- downsampling -------------------------------------------------------------------------------
