@@ -102,6 +102,13 @@ def breakout_job(directory: Path, *, total_steps: int, name: str = "breakout") -
     return path
 
 
+def path_hiding(directory: Path, package: str) -> str:
+    """A PYTHONPATH under which importing package fails as if it were not installed (for child processes)."""
+    (directory / package).mkdir(parents=True, exist_ok=True)
+    (directory / package / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    return os.pathsep.join([str(directory), os.environ.get("PYTHONPATH", "")])
+
+
 def rlsup_command(*arguments: str) -> list[str]:
     return [sys.executable, "-m", "rlsup.cli", *map(str, arguments)]
 

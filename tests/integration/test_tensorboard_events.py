@@ -14,7 +14,7 @@ from rlsup import paths, runfiles
 from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup.jobstate import EXIT_PAUSED
 from rlsup.tensorboard_log import NOT_INSTALLED
-from rlsup_testing import cartpole_job, pause_when, rlsup_command, run_rlsup, start_rlsup
+from rlsup_testing import cartpole_job, path_hiding, pause_when, rlsup_command, run_rlsup, start_rlsup
 
 
 def tensorboard_scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -75,13 +75,10 @@ def test_event_files_match_metrics_across_pause_resume_and_an_older_checkpoint(t
 
 def test_without_tensorboard_the_run_trains_on_and_says_so(tmp_path: Path) -> None:
     # A package named tensorboard that cannot be imported, ahead of the installed one: as if it were absent.
-    hidden = tmp_path / "hidden"
-    (hidden / "tensorboard").mkdir(parents=True)
-    (hidden / "tensorboard" / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
     job = cartpole_job(tmp_path, total_steps=600, checkpoint_every=0)
     job.write_text(job.read_text().replace("[log]\n", "[log]\ntensorboard = true\n"))
     run_dir = tmp_path / "run"
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hidden), os.environ.get("PYTHONPATH", "")])}
+    environment = {**os.environ, "PYTHONPATH": path_hiding(tmp_path / "hidden", "tensorboard")}
     result = subprocess.run(rlsup_command("run", job, "--run-dir", run_dir), capture_output=True, text=True,
                             env=environment, timeout=240)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr

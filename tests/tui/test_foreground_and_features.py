@@ -1,15 +1,13 @@
 """A foreground `rlsup run` in the jobs table, read-only, and a feature a worker switched off as an event."""
 from __future__ import annotations
 
-import importlib.util
 import io
 import os
 import subprocess
 
-import pytest
 from rich.console import Console
 from textual.widgets import Static
-from rlsup_testing import cartpole_job, cartpole_text, rlsup_command, run_rlsup
+from rlsup_testing import cartpole_job, cartpole_text, path_hiding, rlsup_command, run_rlsup
 
 from rlsup import client
 from rlsup.client import DaemonStatus
@@ -79,9 +77,10 @@ async def test_a_foreground_run_is_shown_read_only_and_its_keys_say_what_to_do(r
             process.wait(timeout=30)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tensorboard") is not None,
-                    reason="tensorboard is installed here: the worker has nothing to switch off")
-async def test_tensorboard_missing_is_an_event_in_status_and_the_events_pane(daemon_home, tmp_path, wait_until):
+async def test_tensorboard_missing_is_an_event_in_status_and_the_events_pane(daemon_home, tmp_path, wait_until,
+                                                                             monkeypatch):
+    # The daemon (started by submit) and its workers inherit a PYTHONPATH on which tensorboard cannot import.
+    monkeypatch.setenv("PYTHONPATH", path_hiding(tmp_path / "hidden", "tensorboard"))
     path = tmp_path / "tensorboard.toml"
     path.write_text(cartpole_text(total_steps=400_000).replace("[log]\n", "[log]\ntensorboard = true\n"))
     job = client.submit(path, home=daemon_home)
