@@ -24,6 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     submit.add_argument("job", metavar="JOB.toml", help="the job file; later edits of it reach the job")
     submit.add_argument("--name", help="job name (default: [job] name, else the file's stem)")
     submit.add_argument("--priority", type=int, help="higher runs first (default: [job] priority)")
+    submit.add_argument("--cluster", metavar="NAME",
+                        help="run on this [[cluster]] of daemon.toml (default: [job] cluster; \"\": this machine)")
     submit.add_argument("--copy", action="store_true",
                         help="follow a copy of the file made in the run directory (RUN/source.toml), so edits of "
                              "the file reach only the jobs already bound to it")
@@ -54,7 +56,7 @@ def command_submit(args: argparse.Namespace) -> int:
     except specs.SpecError as error:
         print(error, file=sys.stderr)
         return 2
-    except (client.FileAlreadyBound, client.NameTaken, experiments.SeedsError) as error:
+    except (client.FileAlreadyBound, client.NameTaken, client.ClusterUnavailable, experiments.SeedsError) as error:
         print(f"rlsup: {error}", file=sys.stderr)
         return 2
     job = queued[0]
@@ -77,13 +79,13 @@ def command_submit(args: argparse.Namespace) -> int:
 def submit_jobs(args: argparse.Namespace) -> list[Job]:
     """One job, or an experiment's (with --seeds, --experiment or a [sweep] table in the file)."""
     if args.seeds is None and args.experiment is None and not has_sweep(args.job):
-        return [client.submit(args.job, name=args.name, priority=args.priority, start_daemon=False,
-                              copy=args.copy)]
+        return [client.submit(args.job, name=args.name, priority=args.priority, cluster=args.cluster,
+                              start_daemon=False, copy=args.copy)]
     if args.name is not None and args.experiment is not None:
         raise experiments.SeedsError("--name names one job; an experiment's jobs are named after --experiment")
     seeds = experiments.parse_seeds(args.seeds) if args.seeds is not None else None
     return client.submit_experiment(args.job, seeds=seeds, experiment=args.experiment or args.name,
-                                    priority=args.priority, start_daemon=False, copy=args.copy)
+                                    priority=args.priority, cluster=args.cluster, start_daemon=False, copy=args.copy)
 
 
 def has_sweep(path: str) -> bool:

@@ -59,6 +59,8 @@ class JobSection:
     max_restarts: int = setting(3, "Restarts from the latest checkpoint after a crash.", LIVE, minimum=0,
                            maximum=10_000)
     stop_grace_s: float = setting(60.0, "Seconds a pausing worker gets before SIGKILL.", LIVE, minimum=0)
+    cluster: str = setting("", "Where the job runs: a [[cluster]] name of daemon.toml, or \"\" for this machine.",
+                           RESUME)
 
 
 @dataclass(frozen=True)
