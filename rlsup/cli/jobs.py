@@ -169,7 +169,7 @@ def job_json(row: jobview.JobRow) -> dict:
             "foreground": row.foreground, "name": job.name, "algo": job.algo, "env": job.env, "state": job.state.value,
             "desired": job.desired.value, "step": row.step, "total_steps": job.total_steps,
             "steps_per_second": row.steps_per_second, "mean_return": row.mean_return,
-            "gpus": list(job.gpu_indices), "pid": jobview.pid_of(job), "priority": job.priority, "restarts": job.restarts,
+            "gpus": list(job.gpu_indices), "where": job.where, "pid": jobview.pid_of(job), "priority": job.priority, "restarts": job.restarts,
             "reason": job.reason, "run_dir": job.run_dir, "spec_path": job.spec_path, "submitted": job.submitted}
 
 
@@ -190,7 +190,7 @@ def command_list(args: argparse.Namespace) -> int:
     return 0
 
 
-COLUMNS = ("ID", "NAME", "ALGO", "ENV", "STATE", "STEP/TOTAL", "STEPS/S", "RETURN", "GPU", "RUN DIR")
+COLUMNS = ("ID", "NAME", "ALGO", "ENV", "STATE", "STEP/TOTAL", "STEPS/S", "RETURN", "WHERE", "RUN DIR")
 
 
 def print_table(rows: list[jobview.JobRow]) -> None:
@@ -225,4 +225,4 @@ def table_cells(row: jobview.JobRow) -> tuple[str, ...]:
     state = f"{job.state.value} (foreground)" if row.foreground else job.state.value
     return (jobview.job_label(job), job.name, job.algo, job.env, state, f"{row.step:,}/{job.total_steps:,}",
             formatting.speed(row.steps_per_second, missing="-"), formatting.decimal(row.mean_return, 1, missing="-"),
-            ",".join(map(str, job.gpu_indices)) or "-", job.run_dir)
+            jobview.where(job), job.run_dir)

@@ -26,6 +26,7 @@ log = logging.getLogger("rlsup.daemon")
 
 POLL_S = 0.5  # how often Ray is asked how its jobs are: each question is an HTTP request to the head
 LIVE_STATUSES = ("PENDING", "RUNNING")
+LIVE_PHASES = ("running", "checkpointing")  # status.json of a worker still training (worker.py)
 
 
 class RayUnreachable(OSError):
@@ -80,6 +81,8 @@ class RayRunner:
         run_dir = Path(run_dir)
         check_visible(self.cluster, run_dir)
         job = runfiles.read_run_spec(run_dir).job
+        # An earlier worker's outcome and kill request must not be read as this one's (its pid is not known yet).
+        runfiles.clear_exit(run_dir)
         ref = f"rlsup-{job_id}-{secrets.token_hex(4)}"
         started = time.time()
         try:
@@ -214,11 +217,16 @@ class RayRunner:
         return Exit(code=code, step=recorded.step if recorded else None)
 
     def _learn(self, worker: WorkerHandle, info) -> None:
-        """The worker's pid from its status.json (written since this start) and its node from Ray."""
+        """The worker's pid from its status.json and its node from Ray.
+
+        Only a status of a live worker written since the submission is this worker's: an earlier worker's
+        last one (paused, failed) may be less than a second older.
+        """
         if worker.pid:
             return
         status = runfiles.read_status(worker.run_dir) or {}
-        if not isinstance(status.get("pid"), int) or (status.get("time") or 0) < (worker.start_time or 0) - 1.0:
+        if (not isinstance(status.get("pid"), int) or status.get("phase") not in LIVE_PHASES
+                or (status.get("time") or 0) < (worker.start_time or 0)):
             return
         address = urllib.parse.urlparse(info.driver_agent_http_address or "").hostname
         node = address or (info.driver_node_id or "")[:12]
