@@ -39,9 +39,11 @@ class RayHead:
     """`ray start --head --block` as our child: every Ray process it starts is in its tree, so stop() ends
     exactly those (never `ray stop`, which would end every Ray process on the machine)."""
 
-    def __init__(self, *, num_cpus: int = 2, num_gpus: int = 2, python_path: str | None = None):
+    def __init__(self, *, num_cpus: int = 2, num_gpus: int = 2, python_path: str | None = None,
+                 ports: dict[str, int] | None = None):
+        """ports: those of a head stopped before, to start a fresh one at the same address (a restarted head)."""
         self.temp_dir = Path(tempfile.mkdtemp(prefix="rlsupray-", dir="/tmp"))  # Ray's socket paths must be short
-        ports = dict(zip(PORT_OPTIONS, free_ports(len(PORT_OPTIONS))))
+        self.ports = ports = ports or dict(zip(PORT_OPTIONS, free_ports(len(PORT_OPTIONS))))
         self.address = f"http://127.0.0.1:{ports['--dashboard-port']}"
         ray = Path(sys.executable).with_name("ray")
         command = [str(ray), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",

@@ -20,30 +20,49 @@ from ray_head import RayHead  # noqa: E402  (tests/, beside rlsup_testing)
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def ray_head():
+def started_head(ports: dict[str, int] | None = None) -> RayHead:
+    """A loopback head with 2 CPUs and 2 fake GPUs whose jobs import this rlsup."""
     try:
         import ray  # noqa: F401
     except ImportError as error:
         pytest.skip(f"ray is not installed ({error}): pip install 'rlsup[ray]' to run the cluster tests")
-    head = RayHead(num_cpus=2, num_gpus=2, python_path=os.pathsep.join(filter(None, [str(ROOT),
-                                                                                    os.environ.get("PYTHONPATH")])))
+    head = RayHead(num_cpus=2, num_gpus=2, ports=ports,
+                   python_path=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     try:
         head.wait_ready()
+    except BaseException:
+        head.stop()
+        raise
+    return head
+
+
+@pytest.fixture(scope="module")
+def ray_head():
+    head = started_head()
+    try:
         yield head
     finally:
         head.stop()
 
 
-@pytest.fixture
-def lab(harness, ray_head, tmp_path: Path) -> Path:
-    """The test's daemon with cluster "lab" (the head above); returns its run_root."""
-    run_root = tmp_path / "cluster-runs"
+def lab_daemon(harness, address: str, run_root: Path) -> Path:
+    """The test's daemon with cluster "lab" at address; returns its run_root."""
     harness.settings()
     with open(harness.home / paths.DAEMON_SETTINGS, "a") as settings:
-        settings.write(f'\n[[cluster]]\nname = "lab"\naddress = "{ray_head.address}"\nrun_root = "{run_root}"\n')
+        settings.write(f'\n[[cluster]]\nname = "lab"\naddress = "{address}"\nrun_root = "{run_root}"\n')
     harness.start_daemon()
     return run_root
+
+
+@pytest.fixture
+def lab(harness, ray_head, tmp_path: Path) -> Path:
+    return lab_daemon(harness, ray_head.address, tmp_path / "cluster-runs")
+
+
+def running_after_restarts(job, restarts: int, old_pid: int | None = None):
+    """The job once a worker started after that many restarts runs (a new pid when old_pid is given)."""
+    fresh = old_pid is None or job.pid not in (None, 0, old_pid)
+    return job if job.state is State.RUNNING and job.restarts == restarts and fresh else None
 
 
 def straight_fingerprint(harness, name: str, total_steps: int, **fields) -> str:
@@ -95,9 +114,8 @@ def test_a_cluster_worker_takes_live_edits_and_restarts_from_its_checkpoint_afte
                      what="a first checkpoint")
     first = harness.wait_step(job.id, 600)
     os.kill(first["pid"], signal.SIGKILL)  # the worker itself: Ray's job fails with no exit.json
-    restarted = harness.wait_for(lambda: (lambda now: now if now.restarts == 1 and now.state is State.RUNNING
-                                          and now.pid not in (None, 0, first["pid"]) else None)(harness.job(job.id)),
-                                 timeout=240, what="a restarted worker")
+    restarted = harness.wait_for(lambda: running_after_restarts(harness.job(job.id), 1, first["pid"]), timeout=240,
+                                 what="a restarted worker")
     assert "restart 1 of 3" in " ".join(event.message for event in harness.events(job.id, "state"))
     resumed_from = [line for line in runfiles.tail_lines(Path(restarted.run_dir) / paths.LOG_FILE, 200)
                     if "resumed from step-" in line]
@@ -128,3 +146,28 @@ def test_a_restarted_daemon_adopts_a_cluster_job_and_kill_writes_no_checkpoint(h
     assert list_checkpoints(Path(killed.run_dir)) == []  # a pause would have written one
     record = harness.wait_for(lambda: runfiles.read_exit(Path(killed.run_dir)), timeout=30, what="exit.json")
     assert record["code"] == EXIT_ABORTED and "kill request" in record["reason"]
+
+
+def test_a_job_the_restarted_head_no_longer_knows_is_lost_and_restarted_from_its_checkpoint(harness,
+                                                                                           tmp_path: Path) -> None:
+    head = started_head()
+    try:
+        lab_daemon(harness, head.address, tmp_path / "cluster-runs")
+        job = harness.submit(harness.job_file("forgotten", total_steps=400_000, checkpoint_every=500), cluster="lab")
+        harness.wait_for(lambda: harness.newest_checkpoint(harness.job(job.id).run_dir), timeout=240,
+                         what="a first checkpoint")
+        first_ref = harness.job(job.id).process.ref
+        head.stop()  # the worker goes with it, and the new head at the same address knows no job
+        head = started_head(head.ports)
+        back = harness.wait_for(lambda: running_after_restarts(harness.job(job.id), 1), timeout=240,
+                                what="the restart")
+        assert back.process.ref != first_ref
+        reasons = " ".join(event.message for event in harness.events(job.id, "state"))
+        assert f"lost: the Ray head of cluster lab no longer knows job {first_ref}" in reasons, reasons
+        assert "restart 1 of 3" in reasons
+        assert any("resumed from step-" in line
+                   for line in runfiles.tail_lines(Path(back.run_dir) / paths.LOG_FILE, 200))
+        assert harness.cli("kill", str(job.id))[0] == 0
+        harness.wait_state(job.id, State.KILLED, timeout=120)
+    finally:
+        head.stop()
