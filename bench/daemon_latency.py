@@ -135,7 +135,7 @@ def idle_cpu(home: Path, directory: Path, seconds: float) -> None:
 
 def first_step_and_pause(home: Path, spec: Path, cluster: str | None) -> dict:
     """Submit -> the worker's first status with a step; pause intent -> exit.json (after the pause checkpoint)."""
-    job = client.submit(spec, home=home, cluster=cluster)
+    job = client.submit(spec, home=home, cluster=cluster, copy=True)
     run_dir = Path(job.run_dir)
     status = wait_for(lambda: (lambda found: found if found and found.get("step") else None)(
         runfiles.read_status(run_dir)), timeout=300, interval=0.01)
