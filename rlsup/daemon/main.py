@@ -369,7 +369,8 @@ class Daemon:
 
     def reload(self, job_id: int) -> None:
         if self.runner.signal(job_id, Signal.RELOAD):
-            self.store.add_event(job_id, "signal", "SIGHUP: the worker applies the live fields")
+            self.store.add_event(job_id, "signal", "reload: the worker applies the live fields (SIGHUP, and its "
+                                                   "job.toml rewritten)")
 
     def finish(self, worker: WorkerHandle, ended: Exit) -> None:
         """Move a job whose worker ended to its next state."""

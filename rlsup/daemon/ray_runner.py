@@ -99,12 +99,19 @@ class RayRunner:
         return self._follow(WorkerHandle(job_id, 0, started, self.boot_id, run_dir, ref=ref))
 
     def adopt(self, recorded: WorkerHandle) -> bool:
-        """Follow a Ray job a previous daemon submitted, while Ray still runs (or queues) it."""
+        """Follow a Ray job a previous daemon submitted, while Ray still runs (or queues) it.
+
+        A head that does not answer now may run it all the same: it is followed, and reap() tells.
+        """
         if recorded.boot_id != self.boot_id or not recorded.ref:
             return False
-        info = self._info(recorded.ref)
-        if info is None or str(info.status) not in LIVE_STATUSES:
-            return False
+        try:
+            info = self._info(recorded.ref)
+            if info is None or str(info.status) not in LIVE_STATUSES:
+                return False
+        except RayUnreachable as error:
+            log.warning("job %s: %s; following Ray job %s until the head answers", recorded.job_id, error,
+                        recorded.ref)
         self._follow(recorded)
         log.info("job %s: adopted Ray job %s on cluster %s", recorded.job_id, recorded.ref, self.cluster.name)
         return True
