@@ -14,7 +14,7 @@ from typing import Callable
 
 from rlsup import hardware as hardware_module, jobstate, paths, runfiles, spec as specs
 from rlsup.daemon import edits, scheduler
-from rlsup.daemon.runner import JobRunner, Signal, WorkerHandle
+from rlsup.daemon.runner import JobRunner, RunnerUnavailable, Signal, WorkerHandle
 from rlsup.daemon.runners import Runners
 from rlsup.daemon.supervisor import LocalRunner
 from rlsup.daemon.startup import AlreadyRunning, detach_output, load_settings, setup_logging, take_lock
@@ -275,6 +275,9 @@ class Daemon:
                               exit_code=None)
         try:
             worker = self.runner.start(job.id, Path(job.run_dir), gpus)
+        except RunnerUnavailable as error:
+            self.store.transition(job.id, State.QUEUED, f"{error}; trying again", not_before=time.time() + error.retry_s)
+            return
         except OSError as error:
             self.store.transition(job.id, State.FAILED, f"cannot start the worker: {error}")
             return

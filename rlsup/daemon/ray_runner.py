@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rlsup import locks, paths, runfiles
 from rlsup.daemon.clusters import Cluster
-from rlsup.daemon.runner import Signal, WorkerHandle
+from rlsup.daemon.runner import RunnerUnavailable, Signal, WorkerHandle
 from rlsup.daemon.supervisor import exit_from_record
 from rlsup.jobstate import Exit
 
@@ -29,7 +29,7 @@ LIVE_STATUSES = ("PENDING", "RUNNING")
 LIVE_PHASES = ("running", "checkpointing")  # status.json of a worker still training (worker.py)
 
 
-class RayUnreachable(OSError):
+class RayUnreachable(RunnerUnavailable):
     """The cluster's head does not answer (or ray is not installed here)."""
 
 

@@ -20,6 +20,12 @@ class Signal(str, enum.Enum):
         return self.value
 
 
+class RunnerUnavailable(OSError):
+    """Where the job runs cannot be reached now (a cluster's head): the job waits and is tried again."""
+
+    retry_s = 10.0
+
+
 @dataclass(frozen=True)
 class WorkerHandle:
     """One worker as its runner knows it: enough to recognise it again after a daemon restart.

@@ -15,7 +15,7 @@ from rlsup.jobstate import EXIT_ABORTED, EXIT_PAUSED, State
 from rlsup_testing import final_fingerprint, run_rlsup
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ray_head import RayHead  # noqa: E402  (tests/, beside rlsup_testing)
+from ray_head import RayHead, free_ports  # noqa: E402  (tests/, beside rlsup_testing)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -171,3 +171,14 @@ def test_a_job_the_restarted_head_no_longer_knows_is_lost_and_restarted_from_its
         harness.wait_state(job.id, State.KILLED, timeout=120)
     finally:
         head.stop()
+
+
+def test_a_head_that_does_not_answer_keeps_the_job_queued_with_the_reason(harness, tmp_path: Path) -> None:
+    pytest.importorskip("ray", reason="ray is not installed: pip install 'rlsup[ray]' to run the cluster tests")
+    (port,) = free_ports(1)  # nothing listens there
+    lab_daemon(harness, f"http://127.0.0.1:{port}", tmp_path / "cluster-runs")
+    job = harness.submit(harness.job_file("waiting"), cluster="lab")
+    waiting = harness.wait_for(lambda: (lambda now: now if "trying again" in now.reason else None)(harness.job(job.id)),
+                               timeout=60, what="the job back in the queue")
+    assert waiting.state is State.QUEUED and f"no Ray head answers at http://127.0.0.1:{port}" in waiting.reason
+    assert harness.transitions(job.id) == [(None, "queued"), ("queued", "starting"), ("starting", "queued")]
