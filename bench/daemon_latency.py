@@ -1,4 +1,5 @@
-"""Pause and resume latency of CartPole DQN under the daemon, and the daemon's idle CPU with a full queue."""
+"""Pause and resume latency of CartPole DQN under the daemon, the daemon's idle CPU with a full queue, and
+(--backends local,ray) submit-to-first-step and pause-to-checkpoint on this machine vs a loopback Ray head."""
 from __future__ import annotations
 
 import argparse
@@ -132,16 +133,66 @@ def idle_cpu(home: Path, directory: Path, seconds: float) -> None:
           f" (user {after.user - before.user:.3f} s, system {after.system - before.system:.3f} s)")
 
 
+def first_step_and_pause(home: Path, spec: Path, cluster: str | None) -> dict:
+    """Submit -> the worker's first status with a step; pause intent -> exit.json (after the pause checkpoint)."""
+    job = client.submit(spec, home=home, cluster=cluster, copy=True)
+    run_dir = Path(job.run_dir)
+    status = wait_for(lambda: (lambda found: found if found and found.get("step") else None)(
+        runfiles.read_status(run_dir)), timeout=300, interval=0.01)
+    with Store(home) as store:
+        wait_for(lambda: store.job(job.id).state is State.RUNNING, timeout=60)
+        asked = time.time()
+        store.set_desired(job.id, Desired.PAUSED)
+        record = wait_for(lambda: (lambda found: found if found and found.get("code") == 75 else None)(
+            runfiles.read_exit(run_dir)), timeout=120, interval=0.005)
+        wait_for(lambda: store.job(job.id).state is State.PAUSED, timeout=60, interval=0.005)
+        recorded = time.time()
+        store.set_desired(job.id, Desired.KILLED)
+    return {"first_step": status["time"] - job.submitted, "checkpoint": record["time"] - asked,
+            "paused": recorded - asked}
+
+
+def backends(scratch: Path, names: list[str], rounds: int) -> None:
+    """The same job on each backend: a fresh job per round, so each start is a cold one."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from ray_head import RayHead
+
+    home = scratch / "backends"
+    home.mkdir(mode=0o700)
+    os.environ["RLSUP_HOME"] = str(home)
+    head = RayHead(num_cpus=2, num_gpus=0, python_path=str(ROOT)) if "ray" in names else None
+    try:
+        settings = "cpu_jobs = 1\n"
+        if head is not None:
+            head.wait_ready()
+            settings += f'[[cluster]]\nname = "bench"\naddress = "{head.address}"\nrun_root = "{scratch / "ray-runs"}"\n'
+        (home / "daemon.toml").write_text(settings)
+        spec = long_example(scratch, "backend")
+        for name in names:
+            results = [first_step_and_pause(home, spec, "bench" if name == "ray" else None) for _ in range(rounds)]
+            show(f"{name}: submit -> first step in status.json", [r["first_step"] for r in results])
+            show(f"{name}: pause intent -> pause checkpoint + exit.json", [r["checkpoint"] for r in results])
+            show(f"{name}: pause intent -> daemon records paused", [r["paused"] for r in results])
+    finally:
+        stop_everything(home)
+        if head is not None:
+            head.stop()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=3, help="pause/resume rounds")
     parser.add_argument("--idle-seconds", type=float, default=30.0)
+    parser.add_argument("--backends", metavar="NAMES", help="only compare backends, e.g. local,ray")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rlsup-bench-") as scratch:
         home, directory = Path(scratch) / "home", Path(scratch)
         home.mkdir(mode=0o700)
         os.environ["RLSUP_HOME"] = str(home)
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
+        if args.backends:
+            backends(Path(scratch), args.backends.split(","), args.rounds)
+            return 0
         try:
             latency(home, directory, args.rounds)
             idle_cpu(home, directory, args.idle_seconds)

@@ -29,6 +29,10 @@ class FileAlreadyBound(ValueError):
     """The job file already drives a job: a second job from it needs --copy or --name."""
 
 
+class ClusterUnavailable(ValueError):
+    """A job names a cluster daemon.toml does not (or daemon.toml does not read)."""
+
+
 class NameTaken(ValueError):
     """An experiment already has a job of the name a new one of it would take (the same seed and variant)."""
 
@@ -59,7 +63,7 @@ def spec_drift(job: Job) -> str | None:
 
 
 def submit(spec_path: str | Path, *, name: str | None = None, priority: int | None = None,
-           home: Path | None = None, start_daemon: bool = True, copy: bool = False,
+           cluster: str | None = None, home: Path | None = None, start_daemon: bool = True, copy: bool = False,
            prepare: Callable[[Path, specs.JobSpec], object] | None = None) -> Job:
     """Validate a job file, prepare its run directory, queue it and make sure a daemon runs.
 
@@ -76,19 +80,20 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     path = Path(spec_path).expanduser().resolve()
     loaded = specs.load(path)
     if specs.sweep_of(path.read_text(encoding="utf-8"), file=str(path)).fields:
-        return submit_experiment(path, experiment=name, priority=priority, home=home, start_daemon=start_daemon,
+        return submit_experiment(path, experiment=name, priority=priority, cluster=cluster, home=home,
+                                 start_daemon=start_daemon,
                                  copy=copy)[0]
     # The env is made once now, so a space rlsup cannot train is refused here, not when the worker starts.
     loaded = check_env_file(loaded, path).spec
     data = path.read_bytes()
-    overrides = specs.make_overrides(loaded, name=name, priority=priority)
+    overrides = specs.make_overrides(loaded, name=name, priority=priority, cluster=cluster)
     effective = specs.apply_overrides(loaded, overrides)
     home = home or paths.rlsup_home()
     with Store(home) as store:
         bound = jobs_following(path, store.jobs())
     if bound and not copy and name is None:
         raise FileAlreadyBound(bound_message(path, bound))
-    run_dir = paths.new_run_dir(effective.job.name, home)
+    run_dir = paths.new_run_dir(effective.job.name, home, runs_root(effective, home))
     try:
         runfiles.write_run_spec(run_dir, effective)
         if prepare is not None:
@@ -99,7 +104,7 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
                                env=effective.env.id, priority=effective.job.priority,
                                gpus_wanted=effective.job.gpus, total_steps=effective.job.total_steps,
                                max_restarts=effective.job.max_restarts, spec_seen=specs.file_digest(data),
-                               overrides=overrides)
+                               overrides=overrides, cluster=effective.job.cluster)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)  # just made, empty of training: no orphan run left behind
         raise
@@ -109,8 +114,8 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
 
 
 def submit_experiment(spec_path: str | Path, *, seeds: tuple[int, ...] | None = None, experiment: str | None = None,
-                      priority: int | None = None, home: Path | None = None, start_daemon: bool = True,
-                      copy: bool = False) -> list[Job]:
+                      priority: int | None = None, cluster: str | None = None, home: Path | None = None,
+                      start_daemon: bool = True, copy: bool = False) -> list[Job]:
     """Queue one job per [sweep] variant and seed (the file's seed without seeds), all driven by the file.
 
     Each job holds its seed, name and swept values as pinned overrides, so an edit of the file (a larger
@@ -141,7 +146,7 @@ def submit_experiment(spec_path: str | Path, *, seeds: tuple[int, ...] | None = 
         if checked is None:
             checked = check_env_file(spec, path).spec
             resolved.append((unseeded, checked))
-        overrides = {**specs.make_overrides(loaded, priority=priority),
+        overrides = {**specs.make_overrides(loaded, priority=priority, cluster=cluster),
                      **specs.pin_overrides(loaded, {**job.values, "job.name": job.name})}
         prepared.append((job, overrides, specs.apply_overrides(checked, overrides)))
     return queue_experiment(path, data, name, prepared, home, copy, start_daemon)
@@ -164,7 +169,7 @@ def queue_experiment(path: Path, data: bytes, name: str, prepared: list, home: P
     run_dirs: list[Path] = []
     try:
         for job, _, effective in prepared:
-            run_dirs.append(paths.new_run_dir(job.name, home))
+            run_dirs.append(paths.new_run_dir(job.name, home, runs_root(effective, home)))
             runfiles.write_run_spec(run_dirs[-1], effective)
         followed = snapshot(data, run_dirs[0]) if copy else path  # one copy drives the whole experiment
         with Store(home) as store, store.transaction():
@@ -172,7 +177,7 @@ def queue_experiment(path: Path, data: bytes, name: str, prepared: list, home: P
                                    algo=effective.job.algo, env=effective.env.id, priority=effective.job.priority,
                                    gpus_wanted=effective.job.gpus, total_steps=effective.job.total_steps,
                                    max_restarts=effective.job.max_restarts, spec_seen=specs.file_digest(data),
-                                   overrides=overrides, experiment=name)
+                                   overrides=overrides, experiment=name, cluster=effective.job.cluster)
                       for (_, overrides, effective), run_dir in zip(prepared, run_dirs)]
     except BaseException:
         for run_dir in run_dirs:
@@ -187,6 +192,20 @@ def bound_message(path: Path, bound: list[Job]) -> str:
     jobs = ", ".join(f"job {job.id} ({job.name}, {job.state})" for job in bound)
     return (f"{path} already drives {jobs}, and its edits would reach every job it drives; submit again with "
             f"--copy (the new job follows a copy in its run directory) or --name NEW (both follow the file)")
+
+
+def runs_root(spec: specs.JobSpec, home: Path) -> Path | None:
+    """Where the job's run directory goes: its cluster's run_root, which the cluster's nodes see (None: this home)."""
+    from rlsup.daemon.clusters import UnknownCluster, cluster_named
+    from rlsup.daemon.scheduler import SettingsError
+    from rlsup.daemon.startup import load_settings
+
+    if not spec.job.cluster:
+        return None
+    try:
+        return Path(cluster_named(load_settings(home).clusters, spec.job.cluster).run_root)
+    except (UnknownCluster, SettingsError) as error:
+        raise ClusterUnavailable(f"[job] cluster = {spec.job.cluster!r}: {error}") from None
 
 
 def snapshot(data: bytes, run_dir: Path) -> Path:

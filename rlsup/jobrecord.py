@@ -28,6 +28,8 @@ class Process:
     pid: int | None = None
     start_time: float | None = None  # to tell the worker from a later process given the same pid
     boot_id: str | None = None       # a pid from another boot is never the worker
+    ref: str | None = None           # the worker's name where it runs, when not a local pid (a Ray submission id)
+    node: str | None = None          # the cluster node it runs on, once known
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,13 @@ class Job:
     process: Process | None = None
     signal: SentSignal | None = None
     experiment: str = ""  # the experiment (seeds and variants submitted together) it belongs to; "" alone
+    cluster: str = ""     # the [[cluster]] it runs on ([job] cluster); "" for this machine
+
+    @property
+    def where(self) -> str:
+        """Where the job runs: "local", or the cluster's name and, once known, the node ("lab:10.0.0.7")."""
+        node = self.process.node if self.process else None
+        return f"{self.cluster}:{node}" if self.cluster and node else self.cluster or "local"
 
     @property
     def gpu_indices(self) -> tuple[int, ...]:
@@ -135,11 +144,12 @@ class JobChanges(TypedDict, total=False):
     gpus_wanted: int
     total_steps: int
     max_restarts: int
+    cluster: str
 
 
 CHANGE_KEYS = frozenset(JobChanges.__annotations__)
 # The columns of the sub-records, which exist only in the states that have them.
-PROCESS_COLUMNS = ("gpus", "pid", "process_start", "boot_id")
+PROCESS_COLUMNS = ("gpus", "pid", "process_start", "boot_id", "worker_ref", "node")
 SIGNAL_COLUMNS = ("signal_sent", "signal_time")
 
 
@@ -151,7 +161,8 @@ def change_columns(changes: dict) -> dict:
     columns = {key: value for key, value in changes.items() if key not in ("process", "signal")}
     if "process" in changes:
         process = changes["process"]
-        values = (process.gpus, process.pid, process.start_time, process.boot_id) if process else ("", None, None, None)
+        values = ((process.gpus, process.pid, process.start_time, process.boot_id, process.ref, process.node)
+                  if process else ("", None, None, None, None, None))
         columns.update(zip(PROCESS_COLUMNS, values))
     if "signal" in changes:
         signal = changes["signal"]
@@ -163,10 +174,10 @@ def job_from_row(values: dict) -> Job:
     """A Job from a row's columns (as a dict); the sub-records only where the state has them."""
     state = values["state"] = State(values["state"])
     values["desired"] = Desired(values["desired"])
-    gpus, pid, start_time, boot_id = (values.pop(column) for column in PROCESS_COLUMNS)
+    gpus, pid, start_time, boot_id, ref, node = (values.pop(column) for column in PROCESS_COLUMNS)
     kind, sent = (values.pop(column) for column in SIGNAL_COLUMNS)
     if state in ACTIVE:
         indices = tuple(int(part) for part in gpus.split(",") if part)
-        values["process"] = Process(indices, pid, start_time, boot_id)
+        values["process"] = Process(indices, pid, start_time, boot_id, ref, node)
         values["signal"] = SentSignal(SignalKind(kind), sent) if kind else None
     return Job(**values)

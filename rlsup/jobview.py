@@ -162,6 +162,13 @@ def pid_of(job: Job) -> int | None:
     return -job.id if is_foreground(job) else job.pid
 
 
+def where(job: Job) -> str:
+    """The WHERE cell: GPUs of a local job ("gpu 0,1", "-" for none), or its cluster and node ("lab:10.0.0.7")."""
+    if job.cluster:
+        return job.where
+    return f"gpu {job.gpus}" if job.gpus else "-"
+
+
 # What to do instead of asking the daemon to act on a foreground run, which lives in its terminal.
 FOREGROUND_INSTEAD = {
     "pause": "press Ctrl-C in its terminal to pause it with a checkpoint",

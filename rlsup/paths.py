@@ -17,6 +17,7 @@ LOG_FILE = "worker.log"
 EXIT_FILE = "exit.json"
 CHECKPOINTS = "checkpoints"
 WORKER_LOCK = "worker.lock"     # held by the run's one worker for its whole life
+KILL_MARKER = "kill-requested"  # a stop signal that finds it aborts the worker: a kill where only SIGINT gets through
 SOURCE_COPY = "source.toml"     # `submit --copy`: the job file's snapshot that this job alone follows
 TENSORBOARD = "tensorboard"     # [log] tensorboard: event files rebuilt from metrics.jsonl (tensorboard_log.py)
 
@@ -66,11 +67,13 @@ def runs_dir(home: Path | None = None) -> Path:
     return ensure_private_dir((home or rlsup_home()) / "runs")
 
 
-def new_run_dir(name: str, home: Path | None = None) -> Path:
-    """A fresh, uniquely named run directory: runs/NAME-YYYYmmdd-HHMMSS-XXXX."""
+def new_run_dir(name: str, home: Path | None = None, root: Path | None = None) -> Path:
+    """A fresh, uniquely named run directory: runs/NAME-YYYYmmdd-HHMMSS-XXXX (or under root: a cluster's run_root)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
+    if root is not None:
+        Path(root).mkdir(parents=True, exist_ok=True)
     while True:
-        candidate = runs_dir(home) / f"{sanitize_name(name)}-{stamp}-{secrets.token_hex(2)}"
+        candidate = (Path(root) if root is not None else runs_dir(home)) / f"{sanitize_name(name)}-{stamp}-{secrets.token_hex(2)}"
         try:
             candidate.mkdir(mode=0o700)
             return candidate

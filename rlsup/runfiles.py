@@ -72,8 +72,14 @@ def write_exit(run_dir: Path, *, code: int, reason: str, step: int, checkpoint: 
 
 
 def clear_exit(run_dir: Path) -> None:
-    """Forget the previous outcome when a worker starts, so a stale exit.json is never read as new."""
+    """Forget the previous outcome (and kill request) when a worker starts, so neither is taken as new."""
     (Path(run_dir) / paths.EXIT_FILE).unlink(missing_ok=True)
+    (Path(run_dir) / paths.KILL_MARKER).unlink(missing_ok=True)
+
+
+def request_kill(run_dir: Path) -> None:
+    """Mark the run so its worker's next stop signal aborts it without a checkpoint (worker_signals.py)."""
+    atomic_write_bytes(Path(run_dir) / paths.KILL_MARKER, b"")
 
 
 # ---------------------------------------------------------------------------------------------

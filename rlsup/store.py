@@ -79,6 +79,13 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE jobs ADD COLUMN experiment TEXT NOT NULL DEFAULT '';
     CREATE INDEX jobs_experiment ON jobs(experiment);
     """,
+    # Clusters: where the job runs ([job] cluster, "" for this machine), and while active its worker's
+    # name there (a Ray submission id) and the node it landed on.
+    """
+    ALTER TABLE jobs ADD COLUMN cluster TEXT NOT NULL DEFAULT '';
+    ALTER TABLE jobs ADD COLUMN worker_ref TEXT;
+    ALTER TABLE jobs ADD COLUMN node TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -215,17 +222,18 @@ class Store:
 
     def submit(self, *, name: str, spec_path: Path, run_dir: Path, algo: str = "", env: str = "",
                priority: int = 0, gpus_wanted: int = 0, total_steps: int = 0, max_restarts: int = 3,
-               spec_seen: str | None = None, overrides: dict | None = None, experiment: str = "") -> Job:
+               spec_seen: str | None = None, overrides: dict | None = None, experiment: str = "",
+               cluster: str = "") -> Job:
         """Queue a job whose run directory is already prepared (one of an experiment's, when experiment is named)."""
         now = time.time()
         with self._write():
             cursor = self.connection.execute(
                 "INSERT INTO jobs (name, spec_path, spec_seen, overrides, run_dir, algo, env, state, desired,"
-                " priority, gpus_wanted, total_steps, max_restarts, submitted, updated, experiment)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " priority, gpus_wanted, total_steps, max_restarts, submitted, updated, experiment, cluster)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (name, str(spec_path), spec_seen, json.dumps(overrides or {}), str(run_dir), algo, env,
                  State.QUEUED.value, Desired.RUNNING.value, priority, gpus_wanted, total_steps,
-                 max_restarts, now, now, experiment))
+                 max_restarts, now, now, experiment, cluster))
             job_id = cursor.lastrowid
             self._event(job_id, "state", None, State.QUEUED, f"submitted {spec_path}", now)
         return self.job(job_id)

@@ -17,6 +17,7 @@ from rlsup.checkpoint.manifest import BEST, CheckpointProblem, NoSpace
 from rlsup.jobstate import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC,
                             EXIT_WALL_TIME)
 from rlsup.progress import LoopClock, ProgressLine, TrainingTime
+from rlsup.run_spec_watch import RunSpecWatch
 from rlsup.worker_signals import Aborted, Signals
 
 log = logging.getLogger("rlsup.worker")
@@ -38,7 +39,9 @@ class TrainingRun:
         self.run_dir = Path(run_dir)
         self.foreground = foreground
         self.from_scratch = from_scratch
-        self.signals = Signals()
+        self.signals = Signals(kill_marker=self.run_dir / paths.KILL_MARKER)
+        # Live edits without a signal: the daemon rewrites job.toml, the status tick notices (SIGHUP or not).
+        self.spec_watch = RunSpecWatch(self.run_dir)
         self.spec: specs.JobSpec | None = None
         self.trainer: Trainer | None = None
         self.metrics: runfiles.MetricsWriter | None = None
@@ -302,6 +305,7 @@ class TrainingRun:
         if crossed(previous_step, step, spec.checkpoint.every_steps) and step < spec.job.total_steps:
             self._checkpoint("interval")
         if clock.due_for_status(step):
+            self.signals.reload_requested |= self.spec_watch.changed()
             self._write_status("running", clock)
         if self.progress.enabled and clock.due_for_progress():
             self.progress.show(step, spec.job.total_steps, clock.rate, self.trainer.mean_return())
@@ -350,8 +354,9 @@ class TrainingRun:
                  fingerprint[:12])
 
     def _reload(self) -> None:
-        """SIGHUP: take the live fields of job.toml as it is now; anything else waits for a resume."""
+        """SIGHUP or a rewritten job.toml: take its live fields as it is now; anything else waits for a resume."""
         self.signals.reload_requested = False
+        self.spec_watch.changed()  # what this read sees needs no second reload
         try:
             edited = runfiles.read_run_spec(self.run_dir)
         except specs.SpecError as error:

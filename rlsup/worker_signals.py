@@ -1,8 +1,10 @@
-"""The worker's signal contract: SIGINT/SIGTERM ask for a pause (a second one aborts), SIGHUP for a reload."""
+"""The worker's signal contract: SIGINT/SIGTERM ask for a pause (a second one, or one after a kill request,
+aborts), SIGHUP for a reload."""
 from __future__ import annotations
 
 import contextlib
 import signal
+from pathlib import Path
 from typing import Iterator
 
 
@@ -17,7 +19,9 @@ class Signals:
     the worker ended (exit.json) must never be cut short, so from then on it is only noted.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, kill_marker: Path | None = None) -> None:
+        # Where a runner that can only send SIGINT (Ray's stop) marks a kill: that stop then aborts.
+        self.kill_marker = kill_marker
         self.pause_requested = False
         self.reload_requested = False
         self.abort_requested = False
@@ -29,10 +33,12 @@ class Signals:
         signal.signal(signal.SIGHUP, self._on_reload)
 
     def _on_stop(self, signum: int, frame) -> None:
-        if not self.pause_requested:
+        killed = self.kill_marker is not None and self.kill_marker.exists()
+        if not self.pause_requested and not killed:
             self.pause_requested = True
             return
-        self.abort_requested = self.abort_requested or f"second {signal.Signals(signum).name}"
+        self.abort_requested = self.abort_requested or ("kill request" if killed else
+                                                        f"second {signal.Signals(signum).name}")
         if self.abort_raises:
             self.abort_raises = False
             raise Aborted(self.abort_requested)

@@ -25,6 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     submit.add_argument("job", metavar="JOB.toml", help="the job file; later edits of it reach the job")
     submit.add_argument("--name", help="job name (default: [job] name, else the file's stem)")
     submit.add_argument("--priority", type=int, help="higher runs first (default: [job] priority)")
+    submit.add_argument("--cluster", metavar="NAME",
+                        help="run on this [[cluster]] of daemon.toml (default: [job] cluster; \"\": this machine)")
     submit.add_argument("--copy", action="store_true",
                         help="follow a copy of the file made in the run directory (RUN/source.toml), so edits of "
                              "the file reach only the jobs already bound to it")
@@ -55,7 +57,7 @@ def command_submit(args: argparse.Namespace) -> int:
     except specs.SpecError as error:
         print(error, file=sys.stderr)
         return 2
-    except (client.FileAlreadyBound, client.NameTaken, experiments.SeedsError) as error:
+    except (client.FileAlreadyBound, client.NameTaken, client.ClusterUnavailable, experiments.SeedsError) as error:
         print(f"rlsup: {error}", file=sys.stderr)
         return 2
     job = queued[0]
@@ -78,13 +80,13 @@ def command_submit(args: argparse.Namespace) -> int:
 def submit_jobs(args: argparse.Namespace) -> list[Job]:
     """One job, or an experiment's (with --seeds, --experiment or a [sweep] table in the file)."""
     if args.seeds is None and args.experiment is None and not has_sweep(args.job):
-        return [client.submit(args.job, name=args.name, priority=args.priority, start_daemon=False,
-                              copy=args.copy)]
+        return [client.submit(args.job, name=args.name, priority=args.priority, cluster=args.cluster,
+                              start_daemon=False, copy=args.copy)]
     if args.name is not None and args.experiment is not None:
         raise experiments.SeedsError("--name names one job; an experiment's jobs are named after --experiment")
     seeds = experiments.parse_seeds(args.seeds) if args.seeds is not None else None
     return client.submit_experiment(args.job, seeds=seeds, experiment=args.experiment or args.name,
-                                    priority=args.priority, start_daemon=False, copy=args.copy)
+                                    priority=args.priority, cluster=args.cluster, start_daemon=False, copy=args.copy)
 
 
 def has_sweep(path: str) -> bool:
@@ -168,7 +170,7 @@ def job_json(row: jobview.JobRow) -> dict:
             "foreground": row.foreground, "name": job.name, "algo": job.algo, "env": job.env, "state": job.state.value,
             "desired": job.desired.value, "step": row.step, "total_steps": job.total_steps,
             "steps_per_second": row.steps_per_second, "mean_return": row.mean_return,
-            "gpus": list(job.gpu_indices), "pid": jobview.pid_of(job), "priority": job.priority, "restarts": job.restarts,
+            "gpus": list(job.gpu_indices), "where": job.where, "pid": jobview.pid_of(job), "priority": job.priority, "restarts": job.restarts,
             "reason": job.reason, "run_dir": job.run_dir, "spec_path": job.spec_path, "submitted": job.submitted}
 
 
@@ -189,7 +191,7 @@ def command_list(args: argparse.Namespace) -> int:
     return 0
 
 
-COLUMNS = ("ID", "NAME", "ALGO", "ENV", "STATE", "STEP/TOTAL", "STEPS/S", "RETURN", "GPU", "RUN DIR")
+COLUMNS = ("ID", "NAME", "ALGO", "ENV", "STATE", "STEP/TOTAL", "STEPS/S", "RETURN", "WHERE", "RUN DIR")
 
 
 def print_table(rows: list[jobview.JobRow]) -> None:
@@ -224,4 +226,4 @@ def table_cells(row: jobview.JobRow) -> tuple[str, ...]:
     state = f"{job.state.value} (foreground)" if row.foreground else job.state.value
     return (jobview.job_label(job), job.name, job.algo, job.env, state, f"{row.step:,}/{job.total_steps:,}",
             formatting.speed(row.steps_per_second, missing="-"), formatting.decimal(row.mean_return, 1, missing="-"),
-            ",".join(map(str, job.gpu_indices)) or "-", job.run_dir)
+            jobview.where(job), job.run_dir)

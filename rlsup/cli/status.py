@@ -81,6 +81,9 @@ def command_status(args: argparse.Namespace) -> int:
     print(f"job {job.id} {job.name}: {state} (wants {job.desired})")
     print(f"  step {row.step:,} of {job.total_steps:,}; restarts {job.restarts}/{job.max_restarts}"
           + (f"; pid {job.pid}" if job.pid else "") + (f"; GPU {job.gpus}" if job.gpus else ""))
+    if job.cluster:  # where a cluster job runs, and Ray's name for it (`ray job logs` takes it)
+        ref = job.process.ref if job.process else None
+        print(f"  runs on cluster {job.where}" + (f" as {ref}" if ref else ""))
     print("  " + following_line(job) + f"\n  run  {job.run_dir}")
     if job.experiment:
         print(f"  one of experiment {job.experiment} (`rlsup status {job.experiment}` shows all of its jobs)")

@@ -2,6 +2,6 @@
 import sys
 
 from rlsup.daemon.demo import machine_from_environment
-from rlsup.daemon.main import run
+from rlsup.daemon.process import run
 
 sys.exit(run(machine=machine_from_environment(), detach=True))

@@ -1,21 +1,21 @@
 """The daemon: one per RLSUP_HOME; reconciles what clients want with the workers that run."""
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import os
-import signal
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Callable
 
-from rlsup import hardware as hardware_module, jobstate, paths, runfiles, spec as specs
+from rlsup import hardware as hardware_module, jobstate, runfiles, spec as specs
 from rlsup.daemon import edits, hooks, scheduler
-from rlsup.daemon.runner import JobRunner, Signal, WorkerHandle
+from rlsup.daemon.runner import JobRunner, RunnerUnavailable, Signal, WorkerHandle
+from rlsup.daemon.runners import Runners
 from rlsup.daemon.supervisor import LocalRunner
-from rlsup.daemon.startup import AlreadyRunning, detach_output, load_settings, setup_logging, take_lock
+from rlsup.daemon.startup import load_settings
 from rlsup.daemon.watcher import SpecWatcher
 from rlsup.jobstate import ACTIVE, Desired, EditAction, Exit, State
 from rlsup.jobview import WorkerStatus, jobs_following, read_worker_status
@@ -40,7 +40,7 @@ class Daemon:
         self.home = Path(home)
         self.settings = settings
         self.store = Store(self.home)
-        self.runner: JobRunner = runner or LocalRunner()
+        self.runner: JobRunner = runner or Runners(LocalRunner(), lambda: self.settings.clusters)
         self.machine = machine or hardware_module.Hardware()
         self.wake = threading.Event()
         self.stopping = threading.Event()
@@ -132,7 +132,8 @@ class Daemon:
                 self.store.transition(job.id, State.QUEUED, "the daemon stopped before the worker started")
             return
         process = job.process
-        recorded = WorkerHandle(job.id, job.pid, process.start_time, process.boot_id or "", Path(job.run_dir))
+        recorded = WorkerHandle(job.id, job.pid, process.start_time, process.boot_id or "", Path(job.run_dir),
+                                ref=process.ref or "", node=process.node or "")
         if self.runner.adopt(recorded):
             self.store.add_event(job.id, "adopted", f"adopted running worker pid {job.pid}")
             return
@@ -235,20 +236,25 @@ class Daemon:
 
     def schedule(self) -> None:
         jobs = self.store.jobs([State.QUEUED, *ACTIVE])
-        active = [job for job in jobs if job.state in ACTIVE]
+        active = [job for job in jobs if job.state in ACTIVE and not job.cluster]
         queued = [job for job in jobs if job.state is State.QUEUED and job.desired is Desired.RUNNING]
         if not queued:
             return
+        # A cluster places its own jobs on its nodes and GPUs: this machine's slots are for local ones.
+        on_clusters = scheduler.place_on_clusters(
+            [(candidate(job), job.cluster) for job in queued if job.cluster],
+            active=collections.Counter(job.cluster for job in jobs if job.state in ACTIVE and job.cluster),
+            settings=self.settings, now=time.time())
         plan = scheduler.place(
-            [scheduler.Candidate(job.id, job.priority, job.gpus_wanted, job.not_before) for job in queued],
+            [candidate(job) for job in queued if not job.cluster],
             # What running jobs hold, not what they want: an edit of gpus applies at the next start.
             active_gpu_sets=[job.gpu_indices for job in active if job.gpus],
             active_cpu_jobs=sum(1 for job in active if not job.gpus),
             gpu_indices=self.machine.gpu_indices(), settings=self.settings, now=time.time())
         by_id = {job.id: job for job in queued}
-        for placement in plan.start:
+        for placement in plan.start + on_clusters.start:
             self.contain(placement.job_id, lambda: self.start(by_id[placement.job_id], placement.gpus))
-        for job_id, reason in plan.waiting.items():
+        for job_id, reason in {**plan.waiting, **on_clusters.waiting}.items():
             if by_id[job_id].reason != reason and not reason.startswith("restart backoff"):
                 self.store.update(job_id, reason=reason)
                 # Once per new reason, so the events say why the job waits after the table row scrolls.
@@ -265,11 +271,14 @@ class Daemon:
                 self.store.transition(job.id, State.STARTING, "a worker already trains this run",
                                       process=process_of(worker, gpus), exit_code=None)
             return
-        where = f" on GPU {','.join(map(str, gpus))}" if gpus else ""
+        where = f" on GPU {','.join(map(str, gpus))}" if gpus else f" on cluster {job.cluster}" if job.cluster else ""
         self.store.transition(job.id, State.STARTING, "placed" + where, process=Process(gpus), started=time.time(),
                               exit_code=None)
         try:
             worker = self.runner.start(job.id, Path(job.run_dir), gpus)
+        except RunnerUnavailable as error:
+            self.store.transition(job.id, State.QUEUED, f"{error}; trying again", not_before=time.time() + error.retry_s)
+            return
         except OSError as error:
             self.store.transition(job.id, State.FAILED, f"cannot start the worker: {error}")
             return
@@ -310,7 +319,7 @@ class Daemon:
         self.store.add_event(job.id, "edit", edit.summary)
         section = edit.spec.job
         job = self.store.update(job.id, name=section.name, priority=section.priority, total_steps=section.total_steps,
-                                max_restarts=section.max_restarts, gpus_wanted=section.gpus)
+                                max_restarts=section.max_restarts, gpus_wanted=section.gpus, cluster=section.cluster)
         log.info("job %s: edit applied (%s) -> %s", job.id, ", ".join(c.field for c in edit.changes), edit.action)
         if edit.action is EditAction.RELOAD and job.state is State.STARTING:
             self.pending_reload.add(job.id)  # SIGHUP before its handler exists would kill it
@@ -337,6 +346,8 @@ class Daemon:
         status = read_worker_status(job.run_dir)
         if worker is None or status is None or status.pid != worker.pid:
             return
+        if (worker.pid, worker.node or None) != (job.pid, job.process.node):  # a cluster worker's, learnt since
+            self.record_worker(worker, job.gpu_indices)
         self.record_notices(job.id, worker.pid, status)
         step, total = status.step or 0, status.total_steps or job.total_steps
         if job.state is State.STARTING:
@@ -362,7 +373,8 @@ class Daemon:
 
     def reload(self, job_id: int) -> None:
         if self.runner.signal(job_id, Signal.RELOAD):
-            self.store.add_event(job_id, "signal", "SIGHUP: the worker applies the live fields")
+            self.store.add_event(job_id, "signal", "reload: the worker applies the live fields (SIGHUP, and its "
+                                                   "job.toml rewritten)")
 
     def finish(self, worker: WorkerHandle, ended: Exit) -> None:
         """Move a job whose worker ended to its next state."""
@@ -403,47 +415,8 @@ class Daemon:
 
 
 def process_of(worker: WorkerHandle, gpus: tuple[int, ...]) -> Process:
-    return Process(gpus, worker.pid, worker.start_time, worker.boot_id)
+    return Process(gpus, worker.pid, worker.start_time, worker.boot_id, worker.ref or None, worker.node or None)
 
 
-def run(home: Path | None = None, *, settings: scheduler.Settings | None = None,
-        machine: hardware_module.Machine | None = None, runner: JobRunner | None = None, detach: bool = False) -> int:
-    """Run a daemon for home in this process until SIGTERM / SIGINT; returns an exit code.
-
-    SIGHUP re-reads daemon.toml. detach (what `python -m rlsup.daemon` does) points stdout and
-    stderr at /dev/null once the lock is held, since the client that started it is gone.
-    """
-    os.umask(0o077)
-    home = Path(home) if home else paths.rlsup_home()
-    try:
-        settings = settings or load_settings(home)
-    except scheduler.SettingsError as error:
-        print(f"rlsup daemon: {error}", file=sys.stderr)
-        return 2
-    try:
-        lock = take_lock(home)
-    except AlreadyRunning as error:
-        print(f"rlsup daemon: {error}", file=sys.stderr)
-        return 0
-    setup_logging(home, settings)
-    try:
-        daemon = Daemon(home, settings, machine=machine, runner=runner)
-    except Exception as error:  # e.g. a database from a newer rlsup
-        log.exception("daemon cannot start")
-        print(f"rlsup daemon: {error}", file=sys.stderr)
-        os.close(lock)
-        return 1
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, daemon.request_stop)
-        signal.signal(signal.SIGINT, daemon.request_stop)
-        signal.signal(signal.SIGHUP, daemon.request_reload)
-    if detach:
-        detach_output()
-    try:
-        daemon.run()
-    except Exception:
-        log.exception("daemon crashed")
-        return 1
-    finally:
-        os.close(lock)
-    return 0
+def candidate(job: Job) -> scheduler.Candidate:
+    return scheduler.Candidate(job.id, job.priority, job.gpus_wanted, job.not_before)

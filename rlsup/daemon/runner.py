@@ -20,12 +20,20 @@ class Signal(str, enum.Enum):
         return self.value
 
 
+class RunnerUnavailable(OSError):
+    """Where the job runs cannot be reached now (a cluster's head): the job waits and is tried again."""
+
+    retry_s = 10.0
+
+
 @dataclass(frozen=True)
 class WorkerHandle:
     """One worker as its runner knows it: enough to recognise it again after a daemon restart.
 
     pid is the worker's own pid, the one it writes into status.json and exit.json (the worker
-    contract), whatever runs it; start_time and boot_id tell a live worker from a reused pid.
+    contract), whatever runs it; start_time and boot_id tell a live worker from a reused pid. A runner
+    whose workers live elsewhere names them by ref (a Ray submission id, a Slurm job id); its boot_id
+    names that place ("ray:lab"), and pid is 0 until the worker's status.json tells it.
     """
 
     job_id: int
@@ -33,6 +41,8 @@ class WorkerHandle:
     start_time: float | None
     boot_id: str
     run_dir: Path
+    ref: str = ""
+    node: str = ""  # the machine it runs on, when that is not this one
 
 
 class JobRunner(Protocol):

@@ -5,6 +5,8 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
+from rlsup.daemon.clusters import Cluster, ClusterError, clusters_from_tables
+
 
 def _default_cpu_jobs() -> int:
     return max(1, (os.cpu_count() or 2) // 2)
@@ -33,6 +35,8 @@ class Settings:
     on_paused: str = field(default="", metadata={"doc": "Shell command run when a job is paused."})
     hook_timeout_s: float = field(default=60.0, metadata={
         "doc": "Seconds a hook may run before its process group is killed.", "minimum": 0.1})
+    # [[cluster]] tables (rlsup/daemon/clusters.py), outside [daemon]: where jobs with [job] cluster run.
+    clusters: tuple[Cluster, ...] = field(default=(), metadata={"doc": "[[cluster]] tables.", "table": True})
 
 
 class SettingsError(ValueError):
@@ -42,9 +46,16 @@ class SettingsError(ValueError):
 def settings_from_mapping(data: dict, *, source: str = "daemon.toml") -> Settings:
     """Settings from parsed TOML, defaults for missing keys; raises SettingsError naming the key."""
     table = data.get("daemon", data) if isinstance(data.get("daemon"), dict) else data
-    known = {f.name: f for f in dataclasses.fields(Settings)}
+    known = {f.name: f for f in dataclasses.fields(Settings) if not f.metadata.get("table")}
     values = {}
+    if "cluster" in data:
+        try:
+            values["clusters"] = clusters_from_tables(data["cluster"], source=source)
+        except ClusterError as error:
+            raise SettingsError(str(error)) from None
     for key, value in table.items():
+        if key == "cluster" and table is data:
+            continue
         if key not in known:
             raise SettingsError(f"{source}: {key}: unknown setting (known: {', '.join(known)})")
         values[key] = _checked(source, known[key], value)
@@ -146,3 +157,30 @@ def gpu_shortage(wanted: int, available: int) -> str:
     """Why a job waits for GPUs this machine does not have, and how to run it anyway."""
     return (f"needs {wanted} GPU{'s' if wanted != 1 else ''}; this machine has {available} "
             f"(set [job] gpus = {available} to run it{' on the CPU' if available == 0 else ''})")
+
+
+def place_on_clusters(candidates: list[tuple[Candidate, str]], *, active: dict[str, int],
+                      settings: Settings, now: float) -> Schedule:
+    """Decide which queued cluster jobs (each with its cluster's name) are submitted now.
+
+    The cluster places them on its nodes; rlsup only keeps each cluster to its max_jobs, so that
+    jobs wait in this queue, in priority order, rather than in the cluster's.
+    """
+    limits = {cluster.name: cluster.max_jobs for cluster in settings.clusters}
+    running = dict(active)
+    start: list[Placement] = []
+    waiting: dict[int, str] = {}
+    clusters = dict((candidate.job_id, name) for candidate, name in candidates)
+    for candidate in order([candidate for candidate, _ in candidates]):
+        name = clusters[candidate.job_id]
+        if candidate.not_before > now:
+            waiting[candidate.job_id] = f"restart backoff: {candidate.not_before - now:.1f} s left"
+        elif name not in limits:
+            known = ", ".join(limits) or "none"
+            waiting[candidate.job_id] = f"cluster {name!r} is not in daemon.toml (known: {known})"
+        elif running.get(name, 0) >= limits[name]:
+            waiting[candidate.job_id] = f"waiting for room on cluster {name} (max_jobs = {limits[name]} in use)"
+        else:
+            running[name] = running.get(name, 0) + 1
+            start.append(Placement(candidate.job_id))
+    return Schedule(tuple(start), waiting)

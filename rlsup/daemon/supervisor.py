@@ -170,7 +170,7 @@ class LocalRunner:
             code = popen.poll()
             if code is None:
                 return None
-            record = _exit_record(worker) or {}
+            record = exit_record(worker) or {}
             if code < 0:
                 return Exit(signal=-code, step=record.get("step"))
             return Exit(code=code, step=record.get("step"), reason=record.get("reason"))
@@ -180,10 +180,7 @@ class LocalRunner:
 
     def exit_of_lost(self, recorded: WorkerHandle) -> Exit:
         """How a worker that is not our child ended, from its exit.json; Exit() when it left none."""
-        record = _exit_record(recorded)
-        if record is None:
-            return Exit()
-        return Exit(code=record.get("code"), step=record.get("step"), reason=record.get("reason"))
+        return exit_from_record(recorded) or Exit()
 
     def forget(self, job_id: int) -> None:
         self.workers.pop(job_id, None)
@@ -193,12 +190,23 @@ class LocalRunner:
         return runfiles.tail_lines(Path(run_dir) / paths.LOG_FILE, lines)
 
 
-def _exit_record(worker: WorkerHandle) -> dict | None:
-    """exit.json when this very worker wrote it (not a stale one from an earlier process)."""
+def exit_record(worker: WorkerHandle) -> dict | None:
+    """exit.json when this very worker wrote it (not a stale one from an earlier process).
+
+    A worker whose pid is not known yet (pid 0: one on a cluster) is recognised by the time alone.
+    """
     record = runfiles.read_exit(worker.run_dir)
-    if record is None or record.get("pid") not in (None, worker.pid):
+    if record is None or (worker.pid and record.get("pid") not in (None, worker.pid)):
         return None
     start_time = worker.start_time or 0.0
     if isinstance(record.get("time"), (int, float)) and record["time"] < start_time - 1.0:
         return None
     return record
+
+
+def exit_from_record(worker: WorkerHandle) -> Exit | None:
+    """How the worker ended as its own exit.json says, or None when it left none."""
+    record = exit_record(worker)
+    if record is None:
+        return None
+    return Exit(code=record.get("code"), step=record.get("step"), reason=record.get("reason"))

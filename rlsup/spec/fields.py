@@ -64,6 +64,8 @@ class JobSection:
                                      "checkpoints record them (0: no limit); used up, the worker pauses with a "
                                      "checkpoint, and raising it lets a resume train on.", LIVE, minimum=0,
                                 maximum=WALL_SECONDS_MAX)
+    cluster: str = setting("", "Where the job runs: a [[cluster]] name of daemon.toml, or \"\" for this machine.",
+                           RESUME)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from rlsup.spec.loading import field_problem, sanitize_name
 from rlsup.spec.locating import Problem, SpecError
 
 
-def make_overrides(loaded: JobSpec, *, name: str | None = None, priority: int | None = None) -> dict:
+def make_overrides(loaded: JobSpec, *, name: str | None = None, priority: int | None = None,
+                   cluster: str | None = None) -> dict:
     """Record each override with the file's value it replaced."""
     overrides = {}
     if name is not None or sanitize_name(loaded.job.name) != loaded.job.name:
@@ -20,6 +21,8 @@ def make_overrides(loaded: JobSpec, *, name: str | None = None, priority: int | 
         if problem:
             raise SpecError([Problem("--priority", None, "job.priority", problem)])
         overrides["job.priority"] = {"file": loaded.job.priority, "value": int(priority)}
+    if cluster is not None:  # the name is checked against daemon.toml where the run directory is made
+        overrides["job.cluster"] = {"file": loaded.job.cluster, "value": cluster}
     return overrides
 
 

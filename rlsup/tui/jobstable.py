@@ -52,7 +52,7 @@ def job_cells(row: JobRow, bar_width: int = BAR_WIDTH, indent: str = "", marked:
             cut(job.env), state_cell(row),
             progress(row.step, job.total_steps, bar_width),
             Text(speed(row.steps_per_second), justify="right"), Text(decimal(row.mean_return, 1), justify="right"),
-            Text(duration(row.eta_s), justify="right"), job.gpus.replace(",", " ") or "–")
+            Text(duration(row.eta_s), justify="right"), job.where if job.cluster else job.gpus.replace(",", " ") or "–")
 
 
 MEMBER_INDENT = "  "

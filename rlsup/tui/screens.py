@@ -271,7 +271,8 @@ def job_details(row: JobRow, home: Path, per_row: int = 4) -> Group:
         ("Steps/s", speed(row.steps_per_second)), ("ETA", duration(row.eta_s)),
         ("Mean return", decimal(row.mean_return, 2)),
         ("Priority", str(job.priority)), ("Restarts", f"{job.restarts} of {job.max_restarts}"),
-        ("GPUs", job.gpus or "none"), ("PID", str(pid_of(job) or "–")),
+        # A cluster job's GPUs are the cluster's to pick: where it runs (cluster and node) instead.
+        ("Cluster", job.where) if job.cluster else ("GPUs", job.gpus or "none"), ("PID", str(pid_of(job) or "–")),
         ("Submitted", clock_time(job.submitted, stamp)), *run_times(job),
     ]
     return Group(label_grid(pairs, per_row),

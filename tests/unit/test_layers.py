@@ -11,7 +11,7 @@ import pytest
 
 import rlsup
 
-HEAVY = ("torch", "gymnasium", "ale_py", "textual")
+HEAVY = ("torch", "gymnasium", "ale_py", "textual", "ray")
 PACKAGE = Path(rlsup.__file__).parent
 
 
@@ -105,3 +105,8 @@ def test_no_module_imports_a_layer_above_its_own(module: str) -> None:
     """The core knows no front end, the daemon neither client, TUI nor CLI, and nothing imports the CLI."""
     upward = sorted(imported for imported in rlsup_imports(module) if layer(imported) > layer(module))
     assert upward == [], f"{module} imports {upward} from a layer above its own"
+
+
+def test_the_tui_never_imports_ray() -> None:
+    # The Ray runner imports ray when the daemon first talks to a head; nothing a user opens pays for it.
+    assert "ray" not in imported_after("rlsup.tui.app")
