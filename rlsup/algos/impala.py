@@ -163,8 +163,11 @@ class VtraceTrainer(LearnerTrainer):
         if self.replays.ready():
             self._update()
         # Serial mode leaves nothing in flight between iterations: a checkpoint then holds the whole run.
+        # The update above may have drained a queue smaller than a round: refill it before the next one
+        # (inserting always progresses, so this ends; ready runs never skip an update, so trajectories stay).
         while self.spec.vtrace.serial and self.pending:
-            self._update()
+            if self.replays.ready():
+                self._update()
             self._insert_pending()
         return records
 
