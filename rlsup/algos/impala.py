@@ -157,6 +157,9 @@ class VtraceTrainer(LearnerTrainer):
     def iterate(self) -> list[dict]:
         """Take the actors' finished rounds, fill the replays, and make one update when they are ready."""
         actors = self._started_actors()
+        # A round held back by a full queue refills it first: waiting on the actors then would wait for
+        # nothing, since an actor whose groups are all held here cannot deliver (serial: none is held).
+        self._insert_pending()
         wait = 0.0 if self.replays.ready() else RECEIVE_WAIT_S
         records = [record for delivery in actors.receive(wait) for record in self._accept(delivery)]
         self._insert_pending()
