@@ -1,10 +1,16 @@
 """V-trace with batches smaller than an actor's round, and a foreground run whose stdout reader dies."""
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
+from test_impala import actor_pids
+
 from rlsup import runfiles
-from rlsup_testing import run_rlsup
+from rlsup.checkpoint.manifest import latest_verified
+from rlsup.jobstate import EXIT_PAUSED
+from rlsup_testing import alive, group_killed_on_exit, metric_steps, run_rlsup, start_in_own_session, wait_for
 
 SMALL_BATCH_VTRACE = """
 [job]
@@ -54,3 +60,23 @@ def test_serial_run_with_a_batch_smaller_than_a_round_trains_to_its_budget(tmp_p
     assert result.returncode == 0, result.stderr
     # Serial mode trains a whole round per iteration, so the budget may be passed within that round.
     assert total <= runfiles.read_exit(run_dir)["step"] < total + 8 * 5
+
+
+def test_parallel_run_whose_output_reader_died_pauses_and_exits(tmp_path: Path) -> None:
+    """Ctrl-C after the terminal reading `rlsup run` went away: writing the outcome fails with a broken
+    pipe, and the learner must still stop its actors (which ignore SIGINT) and exit with its checkpoint."""
+    job = small_batch_job(tmp_path, total_steps=10_000_000, serial=False, actors=2)
+    run_dir = tmp_path / "run"
+    with group_killed_on_exit(start_in_own_session("run", job, "--run-dir", run_dir)) as process:
+        wait_for(lambda: metric_steps(run_dir, "train") or process.poll() is not None, timeout=120,
+                 what="a train record")
+        actors = actor_pids(run_dir)
+        assert process.poll() is None and len(actors) == 2
+        process.stdout.close()  # the reader dies: every later write to either pipe fails
+        process.stderr.close()
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=60)
+    entry = latest_verified(run_dir)
+    assert entry is not None and entry.reason == "pause"
+    assert runfiles.read_exit(run_dir)["code"] == EXIT_PAUSED  # the outcome is recorded all the same
+    wait_for(lambda: not any(map(alive, actors)), timeout=30, what="the actors to exit with their learner")
