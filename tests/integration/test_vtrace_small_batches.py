@@ -5,9 +5,12 @@ import os
 import signal
 from pathlib import Path
 
+import torch
 from test_impala import actor_pids
 
 from rlsup import runfiles
+from rlsup import spec as specs
+from rlsup.algos.impala import VtraceTrainer
 from rlsup.checkpoint.manifest import latest_verified
 from rlsup.jobstate import EXIT_PAUSED
 from rlsup_testing import alive, group_killed_on_exit, metric_steps, run_rlsup, start_in_own_session, wait_for
@@ -80,3 +83,25 @@ def test_parallel_run_whose_output_reader_died_pauses_and_exits(tmp_path: Path) 
     assert entry is not None and entry.reason == "pause"
     assert runfiles.read_exit(run_dir)["code"] == EXIT_PAUSED  # the outcome is recorded all the same
     wait_for(lambda: not any(map(alive, actors)), timeout=30, what="the actors to exit with their learner")
+
+
+def test_learner_never_waits_on_actors_while_it_holds_a_round(tmp_path: Path) -> None:
+    """A round held back by a full queue goes in before the learner waits for more: its actor, whose
+    groups the learner then holds, cannot deliver, so each such wait was a whole RECEIVE_WAIT_S lost."""
+    spec = specs.load(small_batch_job(tmp_path, total_steps=10_000, serial=False))
+    trainer = VtraceTrainer(spec, torch.device("cpu"))
+    try:
+        trainer.iterate()  # starts the real actor process
+        receive, waits_while_holding = trainer.actors.receive, []
+
+        def recording_receive(timeout: float):
+            if trainer.pending and timeout > 0:
+                waits_while_holding.append(timeout)
+            return receive(timeout)
+
+        trainer.actors.receive = recording_receive
+        while trainer.learner.updates < 40:
+            trainer.iterate()
+        assert waits_while_holding == []
+    finally:
+        trainer.close()
