@@ -1,6 +1,7 @@
 """The job process: a run directory in, training with pause, live edits and an exit contract out."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -220,14 +221,14 @@ class TrainingRun:
         if code in (EXIT_DONE, EXIT_PAUSED, EXIT_WALL_TIME):
             log.info(reason)
             if self.foreground and code == EXIT_PAUSED:
-                print(f"continue with: rlsup run --resume {self.run_dir}", file=sys.stderr)
+                tell_terminal(f"continue with: rlsup run --resume {self.run_dir}")
             elif self.foreground and code == EXIT_WALL_TIME:
-                print(f"continue with: rlsup run --resume {self.run_dir} JOB.toml, a JOB.toml that raises "
-                      "[job] max_wall_s", file=sys.stderr)
+                tell_terminal(f"continue with: rlsup run --resume {self.run_dir} JOB.toml, a JOB.toml that "
+                              "raises [job] max_wall_s")
         else:
             log.error("exit %d: %s", code, reason)
             if self.foreground:
-                print(f"rlsup: {reason}", file=sys.stderr)
+                tell_terminal(f"rlsup: {reason}")
 
     def _register(self) -> None:
         """Let `rlsup list` and the TUI see this foreground run; a run that cannot say so still trains."""
@@ -418,6 +419,12 @@ def setup_logging(run_dir: Path, foreground: bool) -> None:
         stream.setFormatter(logging.Formatter("\r\033[K%(message)s" if sys.stderr.isatty() else "%(message)s"))
         logger.addHandler(stream)
     logger.propagate = False
+
+
+def tell_terminal(text: str) -> None:
+    """A line for a foreground run's user; a reader that has gone must not stop the run's exit being recorded."""
+    with contextlib.suppress(OSError):  # BrokenPipeError, typically
+        print(text, file=sys.stderr, flush=True)
 
 
 def run(run_dir: Path, *, foreground: bool = False, from_scratch: bool = False) -> int:

@@ -1,6 +1,7 @@
 """V-trace actors: the unroll loop that serial and parallel modes share, and the processes that run it."""
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import logging
@@ -235,6 +236,7 @@ class ActorProcesses:
         for group in range(self.groups.groups):
             self.free_groups.put(group)
         self.processes = []
+        self.closed = False
         for index in range(count):
             context = ActorContext(spec, index, actor_seed(spec.job.seed, index, generation), self.groups,
                                    self.weights, self.free_groups, self.full_groups, self.stop, os.getpid())
@@ -253,6 +255,10 @@ class ActorProcesses:
                 process.start()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        # Whatever way the learner leaves (an exception past its own close, say), the actors must be
+        # stopped first: multiprocessing's exit handler would only SIGTERM them, which they ignore, and
+        # then wait for them for ever. Registered after multiprocessing's, so it runs before it.
+        atexit.register(self.close)
         log.info("started %d V-trace actor processes (pids %s)", len(self.processes),
                  " ".join(map(str, self.pids)))
 
@@ -292,6 +298,10 @@ class ActorProcesses:
 
     def close(self) -> None:
         """Ask the actors to stop, wait for them, and kill any that do not go (none may outlive this)."""
+        atexit.unregister(self.close)
+        if self.closed:
+            return
+        self.closed = True
         self.stop.set()
         deadline = time.monotonic() + JOIN_TIMEOUT_S
         for process in self.processes:

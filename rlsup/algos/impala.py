@@ -157,14 +157,20 @@ class VtraceTrainer(LearnerTrainer):
     def iterate(self) -> list[dict]:
         """Take the actors' finished rounds, fill the replays, and make one update when they are ready."""
         actors = self._started_actors()
+        # A round held back by a full queue refills it first: waiting on the actors then would wait for
+        # nothing, since an actor whose groups are all held here cannot deliver (serial: none is held).
+        self._insert_pending()
         wait = 0.0 if self.replays.ready() else RECEIVE_WAIT_S
         records = [record for delivery in actors.receive(wait) for record in self._accept(delivery)]
         self._insert_pending()
         if self.replays.ready():
             self._update()
         # Serial mode leaves nothing in flight between iterations: a checkpoint then holds the whole run.
+        # The update above may have drained a queue smaller than a round: refill it before the next one
+        # (inserting always progresses, so this ends; ready runs never skip an update, so trajectories stay).
         while self.spec.vtrace.serial and self.pending:
-            self._update()
+            if self.replays.ready():
+                self._update()
             self._insert_pending()
         return records
 
