@@ -267,6 +267,8 @@ class Daemon:
     def start(self, job: Job, gpus: tuple[int, ...]) -> None:
         # The state is written before the spawn: a daemon dying in between leaves a job in
         # `starting` without a pid, which recover() adopts through the run's lock or re-queues.
+        if job.cluster and not moves.ready_to_start(self.mover, self.store, job, self.settings.clusters):
+            return  # its run moves under the cluster's run_root first, in a thread holding its lock
         if self.runner.run_held(Path(job.run_dir)):
             # A worker already trains this run (left by a daemon that died while starting it): adopt
             # it, since a second one would write the same files. Not yet identifiable: next round.
@@ -275,8 +277,6 @@ class Daemon:
                 self.store.transition(job.id, State.STARTING, "a worker already trains this run",
                                       process=process_of(worker, gpus), exit_code=None)
             return
-        if job.cluster and not moves.ready_to_start(self.mover, self.store, job, self.settings.clusters):
-            return  # its run moves under the cluster's run_root first, in a thread
         where = f" on GPU {','.join(map(str, gpus))}" if gpus else f" on cluster {job.cluster}" if job.cluster else ""
         self.store.transition(job.id, State.STARTING, "placed" + where, process=Process(gpus), started=time.time(),
                               exit_code=None)

@@ -241,7 +241,13 @@ class RunMover:
             if old is None or run_dir in self.discarding:
                 return
             self.discarding.add(run_dir)
-        hidden = hide_old(old) if old != run_dir else None
+        try:
+            hidden = hide_old(old) if old != run_dir else None
+        except OSError as error:  # a leftover to delete by hand, never a reason to stop the job
+            log.warning("cannot remove %s, left after its run moved to %s: %s", old, run_dir, error)
+            with self.lock:
+                self.discarding.discard(run_dir)
+            return
         threading.Thread(target=self._delete, args=(run_dir, hidden), daemon=True, name="discard-moved").start()
 
     def _delete(self, run_dir: Path, hidden: Path | None) -> None:

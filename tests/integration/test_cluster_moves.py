@@ -41,7 +41,8 @@ def test_a_daemon_killed_while_moving_a_run_finds_it_intact_and_moves_it_again(h
 
     harness.start_daemon()
     waiting = harness.wait_for(lambda: (lambda now: now if "trying again" in now.reason else None)(harness.job(job.id)),
-                               timeout=120, what="the moved job waiting for the head", report=lambda: harness.report(job.id))
+                               timeout=120, what="the moved job waiting for the head",
+                               report=lambda: harness.report(job.id))
     new = Path(waiting.run_dir)
     assert new == run_root / old.name and latest_verified(new).step == checkpoint.step
     harness.wait_for(lambda: not old.exists() and not (new / moves.NOTE_FILE).exists(), timeout=60,

@@ -152,6 +152,7 @@ def test_the_store_follows_the_move_and_a_failed_one_pauses_the_job_with_why(tmp
     assert (Path(moved.run_dir), Path(moved.spec_path)) == (new, new / paths.SOURCE_COPY)
     assert events == [f"moved run from {old} to {new} for cluster lab (3.0 MB in 0.5 s)"]
     assert (paused.state, paused.desired) == (State.PAUSED, Desired.PAUSED)
-    assert "cannot move the run to cluster lab: no space left" in paused.reason and "resume to try again" in paused.reason
+    assert paused.reason.startswith("cannot move the run to cluster lab: no space left")
+    assert paused.reason.endswith("resume to try again")
     wait_discarded(mover)
     assert not old.exists() and latest_verified(new).step == 200
