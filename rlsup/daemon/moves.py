@@ -8,7 +8,7 @@ the old one is removed at the job's next start, told by the note moved-from.json
 1. copy the run to run_root/.moving-NAME, fsync every file and directory        (a thread)
 2. verify there the newest checkpoint's checksums                               (a thread)
 3. write moved-from.json into it, rename it to run_root/NAME, fsync run_root     (a thread)
-4. point the job's run_dir (and the spec_path of a --copy job) at it, with an event (the daemon's thread)
+4. point the job's run_dir at it (and jobs following its --copy source.toml), with an event (the daemon's thread)
 5. rename the old run to .moved-NAME beside it, then delete it                   (a thread)
 
 The run's worker.lock is held from 1 to 3, so no `rlsup run --resume` starts training the old run meanwhile.
@@ -182,7 +182,7 @@ def record(mover: "RunMover", store: Store, moved: Moved) -> None:
         else:
             store.add_event(job.id, "moving", reason)
         return
-    store.relocate(job.id, moved.new, relocated(Path(job.spec_path), moved.old, moved.new),
+    store.relocate(job.id, moved.new, (Path(job.spec_path), relocated(Path(job.spec_path), moved.old, moved.new)),
                    f"moved run from {moved.old} to {moved.new} for cluster {job.cluster} "
                    f"({moved.size / 1e6:.1f} MB in {moved.seconds:.1f} s)")
     mover.discard(moved.new)

@@ -141,15 +141,18 @@ def test_the_store_follows_the_move_and_a_failed_one_pauses_the_job_with_why(tmp
     old = made_run(tmp_path / "runs")
     with Store(tmp_path / "home") as store:
         job = store.submit(name="mover", spec_path=old / paths.SOURCE_COPY, run_dir=old, cluster="lab")
+        sibling = store.submit(name="seed-2", spec_path=old / paths.SOURCE_COPY, run_dir=tmp_path / "seed-2",
+                               experiment="sweep")  # an experiment's jobs all follow the copy in its first run
         refused = store.submit(name="other", spec_path=tmp_path / "job.toml", run_dir=tmp_path / "elsewhere",
                                cluster="lab")
         mover = moves.RunMover(threading.Event())
         new = moves.move_run(old, tmp_path / "cluster")
         moves.record(mover, store, moves.Moved(job.id, old, new, seconds=0.5, size=3_000_000))
         moves.record(mover, store, moves.Moved(refused.id, tmp_path / "elsewhere", error="no space left"))
-        moved, paused = store.job(job.id), store.job(refused.id)
+        moved, paused, store_spec_path = store.job(job.id), store.job(refused.id), store.job(sibling.id).spec_path
         events = [event.message for event in store.events(job.id, 100) if event.kind == "moved"]
     assert (Path(moved.run_dir), Path(moved.spec_path)) == (new, new / paths.SOURCE_COPY)
+    assert (Path(sibling.run_dir), Path(store_spec_path)) == (tmp_path / "seed-2", new / paths.SOURCE_COPY)
     assert events == [f"moved run from {old} to {new} for cluster lab (3.0 MB in 0.5 s)"]
     assert (paused.state, paused.desired) == (State.PAUSED, Desired.PAUSED)
     assert paused.reason.startswith("cannot move the run to cluster lab: no space left")
