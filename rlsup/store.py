@@ -278,6 +278,20 @@ class Store:
             self._update(job_id, change_columns(changes), time.time())
         return self.job(job_id)
 
+    def relocate(self, job_id: int, run_dir: Path, spec_path: tuple[Path, Path], message: str) -> Job:
+        """Point a job at its run directory's new place (daemon/moves.py), with the event, in one transaction.
+
+        spec_path is (old, new): every job following the old file follows the new one (an experiment's
+        jobs all follow the copy in its first run).
+        """
+        with self._write():
+            now = time.time()
+            self._update(job_id, {"run_dir": str(run_dir)}, now)
+            self.connection.execute("UPDATE jobs SET spec_path = ?, updated = ? WHERE spec_path = ?",
+                                    (str(spec_path[1]), now, str(spec_path[0])))
+            self._event(job_id, "moved", None, None, message, now)
+        return self.job(job_id)
+
     def add_event(self, job_id: int | None, kind: str, message: str) -> None:
         with self._write():
             self._event(job_id, kind, None, None, message, time.time())

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from rlsup import hardware as hardware_module, jobstate, runfiles, spec as specs
-from rlsup.daemon import edits, hooks, scheduler
+from rlsup.daemon import edits, hooks, moves, scheduler
 from rlsup.daemon.runner import JobRunner, RunnerUnavailable, Signal, WorkerHandle
 from rlsup.daemon.runners import Runners
 from rlsup.daemon.supervisor import LocalRunner
@@ -46,6 +46,7 @@ class Daemon:
         self.stopping = threading.Event()
         self.watcher = SpecWatcher(settings.debounce_s, self.wake)
         self.hooks = hooks.Hooks(self.store)    # before recover(): the exits it settles run their hooks
+        self.mover = moves.RunMover(self.wake)  # runs made locally moving under a cluster's run_root
         self.pending_reload: set[int] = set()   # live edits that reached a worker still starting
         self.known_jobs: set[int] = set()       # jobs whose file has been checked since start-up
         # (job, worker pid, sentence) of each status.json notice already recorded as an event
@@ -83,6 +84,9 @@ class Daemon:
         ended = self.runner.reap()
         for worker, outcome in ended:
             self.contain(worker.job_id, lambda: self.finish(worker, outcome))
+        for moved in self.mover.finished():
+            self.dirty = True
+            self.contain(moved.job_id, lambda: moves.record(self.mover, self.store, moved))
         for path in self.watcher.due():
             self.check_file(path)
         if ended or self.dirty or version != self.last_version or now - self.last_reconcile >= FULL_RECONCILE_S:
@@ -263,6 +267,8 @@ class Daemon:
     def start(self, job: Job, gpus: tuple[int, ...]) -> None:
         # The state is written before the spawn: a daemon dying in between leaves a job in
         # `starting` without a pid, which recover() adopts through the run's lock or re-queues.
+        if job.cluster and not moves.ready_to_start(self.mover, self.store, job, self.settings.clusters):
+            return  # its run moves under the cluster's run_root first, in a thread holding its lock
         if self.runner.run_held(Path(job.run_dir)):
             # A worker already trains this run (left by a daemon that died while starting it): adopt
             # it, since a second one would write the same files. Not yet identifiable: next round.

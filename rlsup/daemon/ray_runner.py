@@ -257,4 +257,4 @@ def check_visible(cluster: Cluster, run_dir: Path) -> None:
     """The cluster's nodes see only run_root: a run directory elsewhere cannot be trained there."""
     if not Path(run_dir).resolve().is_relative_to(Path(cluster.run_root).resolve()):
         raise OSError(f"run directory {run_dir} is not under cluster {cluster.name}'s run_root {cluster.run_root}, "
-                      "which its nodes see; submit the job again with --cluster to make its run there")
+                      "which its nodes see (the daemon moves a run there before it starts it)")

@@ -182,3 +182,33 @@ def test_a_head_that_does_not_answer_keeps_the_job_queued_with_the_reason(harnes
                                timeout=60, what="the job back in the queue")
     assert waiting.state is State.QUEUED and f"no Ray head answers at http://127.0.0.1:{port}" in waiting.reason
     assert harness.transitions(job.id) == [(None, "queued"), ("queued", "starting"), ("starting", "queued")]
+
+
+def test_a_local_job_paused_and_edited_to_the_cluster_moves_there_and_resumes_bit_exactly(harness, lab: Path) -> None:
+    # --copy: the job follows source.toml inside its run, which the move must carry along.
+    job = harness.submit(harness.job_file("mover", total_steps=400_000, checkpoint_every=0), copy=True)
+    local_run = Path(job.run_dir)
+    assert not local_run.is_relative_to(lab) and Path(job.spec_path) == local_run / paths.SOURCE_COPY
+    harness.wait_step(job.id, 600, timeout=240)
+    assert harness.cli("pause", str(job.id))[0] == 0
+    checkpoint = harness.newest_checkpoint(harness.wait_state(job.id, State.PAUSED, timeout=120).run_dir)
+
+    budget = checkpoint.step + 1_500
+    copy = Path(job.spec_path)
+    copy.write_text(copy.read_text().replace("total_steps = 400000", f"total_steps = {budget}")
+                    .replace("[job]\n", '[job]\ncluster = "lab"\n', 1))
+    harness.wait_for(lambda: harness.job(job.id).cluster == "lab", timeout=30, what="the edit to the cluster")
+    assert harness.cli("resume", str(job.id))[0] == 0
+    done = harness.wait_state(job.id, State.DONE, timeout=240)
+    moved = Path(done.run_dir)
+    assert moved == lab / local_run.name and Path(done.spec_path) == moved / paths.SOURCE_COPY, harness.report(job.id)
+    assert done.step == budget and done.restarts == 0
+    assert "placed on cluster lab" in [event.message for event in harness.events(job.id, "state")]
+    (event,) = [event.message for event in harness.events(job.id, "moved")]
+    assert event.startswith(f"moved run from {local_run} to {moved} for cluster lab"), event
+    assert any(f"resumed from {checkpoint.path.name}" in line
+               for line in runfiles.tail_lines(moved / paths.LOG_FILE, 200)), harness.report(job.id)
+    harness.wait_for(lambda: not local_run.exists() and not (moved / "moved-from.json").exists(), timeout=30,
+                     what="the old run deleted")
+    assert not any(path.name.startswith(".mov") for path in [*lab.iterdir(), *local_run.parent.iterdir()])
+    assert final_fingerprint(moved) == straight_fingerprint(harness, "mover", budget, checkpoint_every=0)
