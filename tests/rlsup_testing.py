@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -220,3 +221,18 @@ def small_filesystem(mountpoint: Path, size: str):
     finally:
         # Lazy: a worker killed a moment ago may still hold a file open there.
         subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True)
+
+
+def train_seeds(job: Path, seeds: tuple[int, ...], directory: Path, timeout: float) -> list[Path]:
+    """Train the example once per seed, side by side, exactly as `rlsup run` does for a user."""
+    run_dirs, processes = [], []
+    for seed in seeds:
+        job_copy = directory / f"seed-{seed}.toml"
+        job_copy.write_text(re.sub(r"(?m)^seed\s*=.*$", f"seed = {seed}", job.read_text(), count=1))
+        run_dirs.append(directory / f"run-{seed}")
+        processes.append(subprocess.Popen(rlsup_command("run", job_copy, "--run-dir", run_dirs[-1]),
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for process in processes:
+        _, stderr = process.communicate(timeout=timeout)
+        assert process.returncode == 0, stderr
+    return run_dirs

@@ -14,6 +14,7 @@ from rlsup.cli import checkpoints, completion, daemon_control, job_files, jobs, 
 from rlsup.cli.arguments import CliError
 from rlsup.lineage import ForkRefused
 from rlsup.jobstate import EXIT_SPEC
+from rlsup.worker_signals import interrupt_and_record
 
 # What a shell reports for a command that a signal stopped (128 + its number): Ctrl-C, and SIGPIPE,
 # so that `rlsup … | head` ends as `cat` does.
@@ -55,7 +56,7 @@ def leave_closed_stdout() -> int:
 def main(argv: list[str] | None = None) -> int:
     try:
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, signal.default_int_handler)  # each command handles Ctrl-C itself
+            signal.signal(signal.SIGINT, interrupt_and_record)  # each command handles Ctrl-C itself
         args = build_parser().parse_args(argv)
         if args.command is None:
             args.handler = command_tui

@@ -158,9 +158,14 @@ INTERPRETER_START_UP_INTERRUPTED = "Fatal Python error: init_import_site"
 @pytest.mark.parametrize("delay_s", [0.0, 0.05, 0.15, 0.3, 0.6])
 def test_ctrl_c_at_any_moment_of_start_up_prints_no_traceback(tmp_path: Path, delay_s: float) -> None:
     process = start_rlsup("run", cartpole_job(tmp_path, total_steps=1_000_000), "--run-dir", tmp_path / "run")
-    time.sleep(delay_s)
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=120)
+    try:
+        time.sleep(delay_s)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:  # a lost interrupt: fail, but leave no training behind for the other tests
+            process.kill()
+            process.communicate()
     if process.returncode == -signal.SIGINT:
         return  # before the interpreter had started: killed by the signal, as any program would be
     if stderr.startswith(INTERPRETER_START_UP_INTERRUPTED):

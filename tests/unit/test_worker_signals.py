@@ -105,3 +105,18 @@ def test_held_signals_abort_at_the_end_of_the_block(restored_handlers) -> None:
     assert not signals.abort_raises
     with signals.held():  # nothing pending: the block ends quietly
         pass
+
+
+def test_a_ctrl_c_swallowed_before_the_worker_listens_is_still_a_pause(restored_handlers, monkeypatch) -> None:
+    """rlsup run's first handler records the interrupt; code that swallows its KeyboardInterrupt (a library's
+    catch-all during import) cannot lose it: the worker's handlers, once installed, pause at once."""
+    monkeypatch.setattr(worker_signals, "early_interrupts", [])
+    signal.signal(signal.SIGINT, worker_signals.interrupt_and_record)
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+    except KeyboardInterrupt:
+        pass  # swallowed, as a catch-all would
+    fresh = worker_signals.Signals()
+    assert not fresh.pause_requested
+    fresh.install()
+    assert fresh.pause_requested and not fresh.abort_requested
