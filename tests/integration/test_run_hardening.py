@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -161,7 +162,15 @@ def test_ctrl_c_at_any_moment_of_start_up_prints_no_traceback(tmp_path: Path, de
     try:
         time.sleep(delay_s)
         process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=120)
+        try:
+            _, stderr = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            # Sent at once, the signal can land in CPython's own start-up, before the first line of rlsup
+            # runs, and be lost there (seen on clean CI runs at 0.0 s, never from 0.05 s on). A second
+            # Ctrl-C, as a user would press, must still end the run cleanly, with no traceback.
+            assert delay_s == 0.0, "an interrupt after the interpreter's start-up was lost"
+            process.send_signal(signal.SIGINT)
+            _, stderr = process.communicate(timeout=120)
     finally:
         if process.poll() is None:  # a lost interrupt: fail, but leave no training behind for the other tests
             process.kill()
