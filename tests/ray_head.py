@@ -37,7 +37,7 @@ def free_ports(count: int) -> list[int]:
 
 class RayHead:
     """`ray start --head --block` as our child: every Ray process it starts is in its tree, so stop() ends
-    exactly those (never `ray stop`, which would end every Ray process on the machine)."""
+    exactly those, by pid (never Ray's own stop command, which would end every Ray process on the machine)."""
 
     def __init__(self, *, num_cpus: int = 2, num_gpus: int = 2, python_path: str | None = None,
                  ports: dict[str, int] | None = None):
