@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 from dataclasses import dataclass
 from typing import Protocol
@@ -138,7 +139,7 @@ class SerialVectorEnv:
 
 def make_vector_env(env: EnvSection, seeds: list[int], cpus: int | None = None) -> VectorEnv:
     """One env per seed, stepped as a batch by the vectoriser [env] vectoriser names (see choose_vectoriser);
-    cpus: the CPUs this vector may use (default: every usable one; a V-trace actor gets its share).
+    cpus: the CPUs this vector may count on (default: spare_cpus(); a V-trace actor gets its share).
 
     Both vectorisers resume exactly and give the same trajectory: each env is a TrainingEnv whose state
     is captured on its own. The ALE vector env (ale-py 0.12: reset, send and recv, no per-env cloneState)
@@ -146,7 +147,7 @@ def make_vector_env(env: EnvSection, seeds: list[int], cpus: int | None = None) 
     replay would have to start from the first reset; they also preprocess frames in C++, so their runs
     would differ from today's. bench/env_throughput.py measures what each would gain.
     """
-    choice = choose_vectoriser(env, len(seeds), usable_cpus() if cpus is None else cpus)
+    choice = choose_vectoriser(env, len(seeds), spare_cpus() if cpus is None else cpus)
     log.info("[env] vectoriser %s: %s", env.vectoriser, choice.reason)
     if choice.name == "subprocess":
         from rlsup.algos.subprocess_vector import SubprocessVectorEnv  # it imports this module
@@ -165,15 +166,15 @@ class VectoriserChoice:
 
 
 # Envs per slice below which "auto" keeps a vector serial. Measured with bench/env_throughput.py on Pong
-# (2 shared x86-64 cores): two slices of 4 envs stepped 1.3x the serial rate, two of 2 envs 0.84-0.88x,
-# as each slice's batch pays a round trip to its process (100-600 us on a loaded machine) beside
+# (2 shared x86-64 cores): two slices of 4 envs stepped 1.3x the serial rate while the second core was
+# mostly free, two of 2 envs 0.77-0.88x, as each slice's batch pays a round trip to its process beside
 # ~330 us of CPU per env step.
 AUTO_ENVS_PER_SLICE = 4
 
 
 def choose_vectoriser(env: EnvSection, num_envs: int, cpus: int) -> VectoriserChoice:
     """[env] vectoriser, with "auto" resolved by rule: subprocess for ALE games (the atari preset, ~330 us of
-    CPU per agent step) when the envs fill at least two slices of AUTO_ENVS_PER_SLICE on as many CPUs;
+    CPU per agent step) when the envs fill at least two slices of AUTO_ENVS_PER_SLICE on as many spare CPUs;
     serial otherwise, as for MinAtar and classic control, whose steps cost less than a round trip to a
     process. Trajectories are the same either way, so the choice may differ between machines across a resume."""
     if env.vectoriser != "auto":
@@ -182,10 +183,10 @@ def choose_vectoriser(env: EnvSection, num_envs: int, cpus: int) -> VectoriserCh
         return VectoriserChoice("serial", None, f"serial, as {env.id} steps faster than a round trip to a process")
     slices = min(cpus, num_envs // AUTO_ENVS_PER_SLICE)
     if slices < 2:
-        return VectoriserChoice("serial", None, f"serial, as {num_envs} envs on {cpus} usable CPUs do not fill two "
+        return VectoriserChoice("serial", None, f"serial, as {num_envs} envs on {cpus} spare CPUs do not fill two "
                                                 f"slices of {AUTO_ENVS_PER_SLICE}")
     return VectoriserChoice("subprocess", slices, f"subprocess, {num_envs} envs in {slices} slices on {cpus} "
-                                                  f"usable CPUs")
+                                                  f"spare CPUs")
 
 
 def usable_cpus() -> int:
@@ -193,3 +194,16 @@ def usable_cpus() -> int:
     with contextlib.suppress(AttributeError):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def spare_cpus(sharers: int = 1) -> int:
+    """The CPUs a vector can count on: the usable ones that were idle over the last minute (load average),
+    and the one its owner runs on, split among the vectors made side by side (V-trace actors). On a machine
+    whose cores other work keeps busy, env processes only wait for a core: Pong at 8 envs then stepped at
+    0.76 times the serial rate (bench/env_throughput.py, 2 cores under a load of 3.6)."""
+    usable = usable_cpus()
+    load = 0.0
+    with contextlib.suppress(AttributeError, OSError):  # no load average on this platform: assume none
+        load = os.getloadavg()[0]
+    idle = math.floor(usable - load) + 1
+    return max(1, min(usable, idle) // sharers)

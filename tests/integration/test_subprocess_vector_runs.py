@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import psutil
-import pytest
 from rlsup_testing import (alive, breakout_job, cartpole_job, final_fingerprint, group_killed_on_exit, pause_when,
                            rlsup_command, run_rlsup, start_in_own_session, start_rlsup, wait_for)
 from test_impala import vtrace_job, wait_for_training
@@ -160,28 +159,26 @@ def resolved_vectorisers(run_dir: Path) -> list[str]:
     return re.findall(r"\[env\] vectoriser auto: (\w+)", (run_dir / "worker.log").read_text())
 
 
-def test_auto_resolves_per_machine_and_a_run_resumed_where_it_resolves_otherwise_is_bit_exact(
-        tmp_path: Path) -> None:
-    if len(os.sched_getaffinity(0)) < 2:
-        pytest.skip("auto resolves to serial on one CPU: the switch needs two")
-    total, num_envs = 800, 8  # 8 Atari envs on 2+ CPUs fill two slices of 4: auto is subprocess there
+def test_a_run_paused_in_env_processes_resumes_bit_exact_where_auto_resolves_to_serial(tmp_path: Path) -> None:
+    total = 800
 
-    def job(label: str) -> Path:
-        return with_env_fields(breakout_job(tmp_path, total_steps=total, name=label), num_envs=num_envs)
+    def job(label: str, **fields: object) -> Path:
+        return with_env_fields(breakout_job(tmp_path, total_steps=total, name=label), num_envs=8, **fields)
 
     straight = tmp_path / "straight"
     result = subprocess.run(pinned_to_one_cpu("run", job("straight"), "--run-dir", straight), capture_output=True,
                             text=True, timeout=240)
     assert result.returncode == 0, result.stderr
     paused = tmp_path / "paused"
-    process = start_rlsup("run", job("paused"), "--run-dir", paused)
+    process = start_rlsup("run", job("paused", vectoriser="subprocess"), "--run-dir", paused)
     pause_when(process, paused, train_step=400)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == EXIT_PAUSED, stderr
     assert mid_episode_envs(paused) > 0, "the pause should fall mid-episode"
-    result = subprocess.run(pinned_to_one_cpu("run", "--resume", paused), capture_output=True, text=True,
-                            timeout=240)
+    # Resumed on "another machine", of one CPU, with the job back at the default: auto resolves to serial.
+    result = subprocess.run(pinned_to_one_cpu("run", "--resume", paused, job("resumed")), capture_output=True,
+                            text=True, timeout=240)
     assert result.returncode == 0, result.stderr
+    assert env_process_pids(paused) and resolved_vectorisers(paused) == ["serial"]
     assert resolved_vectorisers(straight) == ["serial"]
-    assert resolved_vectorisers(paused) == ["subprocess", "serial"]
     assert final_fingerprint(paused) == final_fingerprint(straight)
