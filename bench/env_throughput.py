@@ -6,6 +6,8 @@ CNN once per batch on the CPU to choose the N actions, as a DQN actor does. The 
 (C++ threads) is the reference; EnvPool joins where it is installed (pip install -e '.[bench]').
 Any other id (MinAtar/Breakout-v1, LunarLander-v3) runs as the classic preset makes it, with the network
 its observation gets, on rlsup's two vectorisers and Gymnasium's (the ALE and EnvPool columns show -).
+"rlsup auto" is what a job gets by default ([env] vectoriser = "auto", resolved on this machine), and
+auto/ALE the headline ratio.
 
     python bench/env_throughput.py [--game ALE/Pong-v5] [--envs 1 4 8] [--seconds 5] [--repeats 3] [--threads 2]
 """
@@ -114,9 +116,10 @@ def rom_name(game: str) -> str:
 
 
 # Backends whose envs run in child processes, whose CPU time the efficiency table cannot see.
-CHILD_PROCESSES = {"rlsup subp", "gym async"}
+CHILD_PROCESSES = {"rlsup subp", "rlsup auto", "gym async"}
 
 BACKENDS: dict[str, Callable[[str, int, int], Stepper]] = {
+    "rlsup auto": rlsup_backend("auto"),  # what a job gets by default
     "rlsup": rlsup_backend("serial"),
     "rlsup subp": rlsup_backend("subprocess"),
     "ALE vector": ale_backend,
@@ -153,6 +156,12 @@ class Policy:
         self.network = build_q_network(observation_shape, num_actions, [256]).eval()
         self.observation_shape = tuple(observation_shape)
 
+    def warm_up(self, count: int) -> None:
+        """A few forwards at this batch size first, so that torch's one-time set-up for it is charged to no
+        backend (else the first in a round pays it)."""
+        for _ in range(WARM_UP_BATCHES):
+            self(np.zeros((count, *self.observation_shape), np.uint8))
+
     @torch.no_grad()
     def __call__(self, observations: np.ndarray) -> np.ndarray:
         # Gymnasium's vectors give images as the env makes them (MinAtar: HWC bools); rlsup's are CHW.
@@ -176,6 +185,7 @@ def medians(arguments: argparse.Namespace, count: int, policy: Policy) -> dict[s
     """Each backend's medians over --repeats rounds, the backends taking turns within a round, so that
     load from other processes on a shared machine falls on all of them alike."""
     samples: dict[str, list[Measurement]] = {name: [] for name in arguments.backends}
+    policy.warm_up(count)
     for _ in range(arguments.repeats):
         for name in arguments.backends:
             measurement = measure(name, arguments.game, count, arguments, policy)
@@ -193,8 +203,9 @@ def ratio(values: dict, numerator: str, denominator: str, width: int) -> str:
 
 def row(count: int, values: dict[str, float | None], digits: int) -> str:
     cells = "".join(f"{value:>12.{digits}f}" if value is not None else f"{'-':>12}" for value in values.values())
-    ratios = [ratio(values, "rlsup", "ALE vector", 11), ratio(values, "rlsup subp", "ALE vector", 10),
-              ratio(values, "rlsup subp", "rlsup", 11)]
+    ratios = [ratio(values, "rlsup auto", "ALE vector", 10), ratio(values, "rlsup", "ALE vector", 11),
+              ratio(values, "rlsup subp", "ALE vector", 10), ratio(values, "rlsup subp", "rlsup", 11),
+              ratio(values, "rlsup auto", "rlsup", 11)]
     return f"{count:>3}{cells}{''.join(ratios)}"
 
 
@@ -216,7 +227,7 @@ def main() -> int:
           f"processes min(N, {arguments.threads}), {arguments.seconds:g} s each, median of {arguments.repeats}, "
           f"{os.cpu_count()} CPUs")
     header = f"{'N':>3}" + "".join(f"{name:>12}" for name in arguments.backends) + (
-        f"{'rlsup/ALE':>11}{'subp/ALE':>10}{'subp/rlsup':>11}")
+        f"{'auto/ALE':>10}{'rlsup/ALE':>11}{'subp/ALE':>10}{'subp/rlsup':>11}{'auto/rlsup':>11}")
     print(header)
     efficiency = {}
     for count in arguments.envs:
@@ -225,7 +236,7 @@ def main() -> int:
         # Steps per CPU second of this process: steady under other load, and blind to work in child processes.
         efficiency[count] = {name: None if found is None or name in CHILD_PROCESSES else 1 / found.cpu_per_step
                              for name, found in measured.items()}
-    print("budget: rlsup / ALE vector >= 0.9")
+    print("budget: rlsup auto (a job's default) / ALE vector >= 0.9; rlsup is the serial vectoriser")
     print("agent steps per CPU second of this process (its threads included; backends with child processes: -)")
     print(header)
     for count, values in efficiency.items():

@@ -15,7 +15,7 @@ import numpy as np
 from rlsup.algos.env_capture import EnvRestart
 from rlsup.algos.env_process import WORKER_SIGNALS, LocalSlice
 from rlsup.algos.env_sources import EnvError
-from rlsup.algos.vector import VectorStep, check_env_count
+from rlsup.algos.vector import VectorStep, check_env_count, usable_cpus
 from rlsup.spec import EnvSection
 
 # The program an env process runs: the socket's descriptor is its one argument.
@@ -31,9 +31,7 @@ class EnvProcessError(RuntimeError):
 
 def default_slices() -> int:
     """One slice per usable CPU, and two at least: "subprocess" always steps some envs in another process."""
-    with contextlib.suppress(AttributeError):
-        return max(2, len(os.sched_getaffinity(0)))
-    return max(2, os.cpu_count() or 1)
+    return max(2, usable_cpus())
 
 
 def slice_bounds(count: int, parts: int) -> list[tuple[int, int]]:

@@ -1,6 +1,10 @@
 """Vectorisers: N training envs stepped as one batch, so the policy runs once per batch, each env's state captured."""
 from __future__ import annotations
 
+import contextlib
+import logging
+import math
+import os
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -9,6 +13,8 @@ import numpy as np
 from rlsup.algos.env_capture import EnvRestart, load_env_states
 from rlsup.algos.envs import EpisodeResult, TrainingEnv, make_env
 from rlsup.spec import EnvSection
+
+log = logging.getLogger("rlsup.envs")
 
 
 @dataclass(frozen=True)
@@ -131,8 +137,9 @@ class SerialVectorEnv:
             env.close()
 
 
-def make_vector_env(env: EnvSection, seeds: list[int]) -> VectorEnv:
-    """One env per seed, stepped as a batch by the vectoriser [env] vectoriser names (see choose_vectoriser).
+def make_vector_env(env: EnvSection, seeds: list[int], cpus: int | None = None) -> VectorEnv:
+    """One env per seed, stepped as a batch by the vectoriser [env] vectoriser names (see choose_vectoriser);
+    cpus: the CPUs this vector may count on (default: spare_cpus(); a V-trace actor gets its share).
 
     Both vectorisers resume exactly and give the same trajectory: each env is a TrainingEnv whose state
     is captured on its own. The ALE vector env (ale-py 0.12: reset, send and recv, no per-env cloneState)
@@ -140,14 +147,63 @@ def make_vector_env(env: EnvSection, seeds: list[int]) -> VectorEnv:
     replay would have to start from the first reset; they also preprocess frames in C++, so their runs
     would differ from today's. bench/env_throughput.py measures what each would gain.
     """
-    if choose_vectoriser(env) == "subprocess":
+    choice = choose_vectoriser(env, len(seeds), spare_cpus() if cpus is None else cpus)
+    log.info("[env] vectoriser %s: %s", env.vectoriser, choice.reason)
+    if choice.name == "subprocess":
         from rlsup.algos.subprocess_vector import SubprocessVectorEnv  # it imports this module
 
-        return SubprocessVectorEnv(env, seeds)
+        return SubprocessVectorEnv(env, seeds, choice.slices)
     return SerialVectorEnv([make_env(env, seed=seed) for seed in seeds])
 
 
-def choose_vectoriser(env: EnvSection) -> str:
-    """[env] vectoriser, with "auto" resolved to serial: on the shared 2-core machine bench/env_throughput.py
-    was run on, env processes stepped Pong at 0.7-0.98 times the serial rate (N = 2-8), MinAtar at half."""
-    return "serial" if env.vectoriser == "auto" else env.vectoriser
+@dataclass(frozen=True)
+class VectoriserChoice:
+    """What make_vector_env steps a vector with, and why (the sentence worker.log shows)."""
+
+    name: str           # "serial" or "subprocess"
+    slices: int | None  # subprocess: how many slices (None: one per usable CPU)
+    reason: str
+
+
+# Envs per slice below which "auto" keeps a vector serial. Measured with bench/env_throughput.py on Pong
+# (2 shared x86-64 cores): two slices of 4 envs stepped 1.3x the serial rate while the second core was
+# mostly free, two of 2 envs 0.77-0.88x, as each slice's batch pays a round trip to its process beside
+# ~330 us of CPU per env step.
+AUTO_ENVS_PER_SLICE = 4
+
+
+def choose_vectoriser(env: EnvSection, num_envs: int, cpus: int) -> VectoriserChoice:
+    """[env] vectoriser, with "auto" resolved by rule: subprocess for ALE games (the atari preset, ~330 us of
+    CPU per agent step) when the envs fill at least two slices of AUTO_ENVS_PER_SLICE on as many spare CPUs;
+    serial otherwise, as for MinAtar and classic control, whose steps cost less than a round trip to a
+    process. Trajectories are the same either way, so the choice may differ between machines across a resume."""
+    if env.vectoriser != "auto":
+        return VectoriserChoice(env.vectoriser, None, f"{env.vectoriser}, as the job says")
+    if env.preset != "atari":
+        return VectoriserChoice("serial", None, f"serial, as {env.id} steps faster than a round trip to a process")
+    slices = min(cpus, num_envs // AUTO_ENVS_PER_SLICE)
+    if slices < 2:
+        return VectoriserChoice("serial", None, f"serial, as {num_envs} envs on {cpus} spare CPUs do not fill two "
+                                                f"slices of {AUTO_ENVS_PER_SLICE}")
+    return VectoriserChoice("subprocess", slices, f"subprocess, {num_envs} envs in {slices} slices on {cpus} "
+                                                  f"spare CPUs")
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the platform tells it)."""
+    with contextlib.suppress(AttributeError):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def spare_cpus(sharers: int = 1) -> int:
+    """The CPUs a vector can count on: the usable ones that were idle over the last minute (load average),
+    and the one its owner runs on, split among the vectors made side by side (V-trace actors). On a machine
+    whose cores other work keeps busy, env processes only wait for a core: Pong at 8 envs then stepped at
+    0.76 times the serial rate (bench/env_throughput.py, 2 cores under a load of 3.6)."""
+    usable = usable_cpus()
+    load = 0.0
+    with contextlib.suppress(AttributeError, OSError):  # no load average on this platform: assume none
+        load = os.getloadavg()[0]
+    idle = math.floor(usable - load) + 1
+    return max(1, min(usable, idle) // sharers)

@@ -1,17 +1,19 @@
 """[env] vectoriser = "subprocess" in real `rlsup run` workers: the serial vectoriser's fingerprints, bit-exact
-resume after a Ctrl-C mid-episode, no env process outliving a SIGKILLed worker, a raising env named in worker.log."""
+resume after a Ctrl-C mid-episode, no env process outliving a SIGKILLed worker, a raising env named in worker.log,
+and "auto" resolved anew on resume (another machine's choice) without changing the run."""
 from __future__ import annotations
 
 import json
 import os
 import re
 import signal
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import psutil
-from rlsup_testing import (alive, cartpole_job, final_fingerprint, group_killed_on_exit, run_rlsup,
-                            start_in_own_session, wait_for)
+from rlsup_testing import (alive, breakout_job, cartpole_job, final_fingerprint, group_killed_on_exit, pause_when,
+                           rlsup_command, run_rlsup, start_in_own_session, start_rlsup, wait_for)
 from test_impala import vtrace_job, wait_for_training
 
 from rlsup import runfiles
@@ -145,3 +147,38 @@ def test_an_env_raising_in_its_process_stops_the_run_with_the_error_in_worker_lo
     assert "ValueError: this test env breaks on its 300th step (raised by the env process of envs 1-1" in log, log
     assert 'raise ValueError("this test env breaks' in log  # the env's own traceback, from its process
     assert runfiles.read_exit(run_dir)["reason"].startswith("EnvProcessError: ValueError: this test env breaks")
+
+
+def pinned_to_one_cpu(*arguments: str) -> list[str]:
+    """`rlsup ARGS` run on one CPU only: a machine on which [env] vectoriser = "auto" resolves to serial."""
+    return ["taskset", "-c", str(min(os.sched_getaffinity(0))), *rlsup_command(*arguments)]
+
+
+def resolved_vectorisers(run_dir: Path) -> list[str]:
+    """What "auto" became each time the run's worker made its vector, in order (worker.log)."""
+    return re.findall(r"\[env\] vectoriser auto: (\w+)", (run_dir / "worker.log").read_text())
+
+
+def test_a_run_paused_in_env_processes_resumes_bit_exact_where_auto_resolves_to_serial(tmp_path: Path) -> None:
+    total = 800
+
+    def job(label: str, **fields: object) -> Path:
+        return with_env_fields(breakout_job(tmp_path, total_steps=total, name=label), num_envs=8, **fields)
+
+    straight = tmp_path / "straight"
+    result = subprocess.run(pinned_to_one_cpu("run", job("straight"), "--run-dir", straight), capture_output=True,
+                            text=True, timeout=240)
+    assert result.returncode == 0, result.stderr
+    paused = tmp_path / "paused"
+    process = start_rlsup("run", job("paused", vectoriser="subprocess"), "--run-dir", paused)
+    pause_when(process, paused, train_step=400)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == EXIT_PAUSED, stderr
+    assert mid_episode_envs(paused) > 0, "the pause should fall mid-episode"
+    # Resumed on "another machine", of one CPU, with the job back at the default: auto resolves to serial.
+    result = subprocess.run(pinned_to_one_cpu("run", "--resume", paused, job("resumed")), capture_output=True,
+                            text=True, timeout=240)
+    assert result.returncode == 0, result.stderr
+    assert env_process_pids(paused) and resolved_vectorisers(paused) == ["serial"]
+    assert resolved_vectorisers(straight) == ["serial"]
+    assert final_fingerprint(paused) == final_fingerprint(straight)

@@ -21,7 +21,7 @@ from test_vector import assert_same_vector_step, random_actions
 from rlsup.algos.env_replay import stable_digest
 from rlsup.algos.env_sources import EnvError
 from rlsup.algos.subprocess_vector import EnvProcessError, SubprocessVectorEnv, slice_bounds
-from rlsup.algos.vector import SerialVectorEnv, make_vector_env
+from rlsup.algos.vector import AUTO_ENVS_PER_SLICE, SerialVectorEnv, choose_vectoriser, make_vector_env, spare_cpus
 from rlsup import spec as specs
 from rlsup.spec import EnvSection
 
@@ -174,3 +174,37 @@ def test_the_vectoriser_field_picks_the_vectoriser_and_a_paused_run_may_change_i
     spec = specs.JobSpec()
     assert specs.diff(spec, spec.replace("env", vectoriser="subprocess")) == [
         specs.Change("env.vectoriser", "auto", "subprocess", specs.RESUME)]
+
+
+PONG = EnvSection(id="ALE/Pong-v5", preset="atari", clip_rewards=True)
+
+
+@pytest.mark.parametrize(("env", "num_envs", "cpus", "expected"), [
+    (PONG, 8, 2, ("subprocess", 2)),     # two slices of 4 ALE envs
+    (PONG, 7, 2, ("serial", None)),      # a slice of 3 would not pay its round trip
+    (PONG, 64, 4, ("subprocess", 4)),    # no more slices than CPUs
+    (PONG, 16, 1, ("serial", None)),     # one spare CPU (or a busy machine): nothing to step at once
+    (dataclasses.replace(PONG, vectoriser="serial"), 8, 2, ("serial", None)),
+    (dataclasses.replace(CARTPOLE, vectoriser="subprocess"), 2, 1, ("subprocess", None)),  # as asked
+    (EnvSection(id="MinAtar/Breakout-v1"), 64, 8, ("serial", None)),  # cheaper than a round trip
+])
+def test_auto_chooses_subprocess_for_ale_games_with_enough_envs_per_spare_cpu(env: EnvSection, num_envs: int,
+                                                                              cpus: int, expected: tuple) -> None:
+    choice = choose_vectoriser(env, num_envs, cpus)
+    assert (choice.name, choice.slices) == expected
+    assert choice.name in choice.reason
+
+
+def test_auto_steps_an_ale_vector_in_the_slices_it_chose() -> None:
+    seeds = list(range(2 * AUTO_ENVS_PER_SLICE))
+    with vectors(make_vector_env(PONG, seeds, cpus=2), make_vector_env(PONG, seeds, cpus=1)) as (spread, alone):
+        assert isinstance(spread, SubprocessVectorEnv) and len(spread.pids) == 1
+        assert isinstance(alone, SerialVectorEnv)
+        assert np.array_equal(spread.reset(), alone.reset())
+        assert_same_vector_step(spread.step(np.ones(len(seeds), np.int64)), alone.step(np.ones(len(seeds), np.int64)))
+
+
+def test_spare_cpus_are_usable_ones_split_among_the_vectors_made_side_by_side() -> None:
+    usable = len(os.sched_getaffinity(0))
+    assert 1 <= spare_cpus() <= usable
+    assert spare_cpus(sharers=usable + 1) == 1
