@@ -145,6 +145,7 @@ class TrainingRun:
         self.env_restarts = start.env_restarts
         self.last_checkpoint, self.last_checkpoint_step = start.checkpoint, start.checkpoint_step
         self.training_time = TrainingTime(start.training_wall_s)
+        self.tensorboard.resume_at(start.tensorboard_events)
 
     def _finish(self, code: int, reason: str) -> int:
         """Say how the run ended, record it (exit.json last) and let go of what it holds; returns the code."""
@@ -262,6 +263,7 @@ class TrainingRun:
         self._write_metric({"kind": "checkpoint", "step": trainer.step, "reason": reason,
                             "fingerprint": fingerprint})
         self.metrics.sync()
+        events = self.tensorboard.sync()  # a resume continues the event file from here (tensorboard_log.py)
         best = reason == BEST
         # A best checkpoint is for playing, never for resuming: the replay would only make it slow.
         state = {"trainer": trainer.state_dict(include_replay=spec.checkpoint.replay and not best),
@@ -269,7 +271,8 @@ class TrainingRun:
         extra = {"algo": spec.job.algo, "best_evaluation": self.best_evaluation,
                  "training_wall_s": round(self.training_time.total(), 3),
                  **({"evaluation_mean": evaluation_mean} if best else {}),
-                 **({"env_restarts": self.env_restarts} if self.env_restarts else {})}
+                 **({"env_restarts": self.env_restarts} if self.env_restarts else {}),
+                 **({tensorboard_log.EXTRA_KEY: events} if events else {})}
         with self.signals.held():
             entry = write_checkpoint(self.run_dir, state, step=trainer.step, episodes=trainer.episodes,
                                      reason=reason, fingerprint=fingerprint, spec_sha256=spec.sha256(),

@@ -5,7 +5,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlsup import lineage, runfiles
+from rlsup import lineage, runfiles, tensorboard_log
 from rlsup.algos.contract import Trainer
 from rlsup.checkpoint.manifest import Choice
 
@@ -24,6 +24,7 @@ class StartingPoint:
     # Envs that started fresh episodes on a resume of this trajectory (their saved episode did not replay
     # exactly): every checkpoint after it says so in its manifest's extra.
     env_restarts: list[str] = field(default_factory=list)
+    tensorboard_events: dict | None = None  # where the event file stood at the checkpoint (tensorboard_log.py)
 
 
 def restore(run_dir: Path, choice: Choice, trainer: Trainer) -> StartingPoint:
@@ -43,7 +44,8 @@ def restore(run_dir: Path, choice: Choice, trainer: Trainer) -> StartingPoint:
     manifest, state = load_checkpoint(entry.path, verify=False)
     trainer.load_state_dict(state["trainer"])
     start = StartingPoint(notice=notice, checkpoint=str(entry.path), checkpoint_step=entry.step,
-                          training_wall_s=float(extra_of(manifest).get("training_wall_s", 0.0)))
+                          training_wall_s=float(extra_of(manifest).get("training_wall_s", 0.0)),
+                          tensorboard_events=extra_of(manifest).get(tensorboard_log.EXTRA_KEY))
     note_env_restarts(start, manifest, trainer, entry.path.name)
     restore_global_rng_state(state["rng"])
     runfiles.truncate_metrics(run_dir, int(manifest["metrics_bytes"]))
