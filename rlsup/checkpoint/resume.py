@@ -34,6 +34,8 @@ def restore(run_dir: Path, choice: Choice, trainer: Trainer) -> StartingPoint:
 
     entry, notice = choice.entry, choice.skipped_message()
     if entry is None and (Path(run_dir) / lineage.PARENT_FILE).exists():
+        from rlsup.checkpoint.inherit import initialise_fork
+
         return initialise_fork(run_dir, trainer)
     if entry is None:
         runfiles.truncate_metrics(run_dir, 0)
@@ -54,17 +56,6 @@ def restore(run_dir: Path, choice: Choice, trainer: Trainer) -> StartingPoint:
         log.warning("checkpoint %s holds no replay ([checkpoint] replay = false): "
                     "the resumed run refills it and will not match an uninterrupted one", entry.path.name)
     log.info("resumed from %s (step %d, fingerprint %s)", entry.path.name, entry.step, entry.fingerprint[:12])
-    return start
-
-
-def initialise_fork(run_dir: Path, trainer: Trainer) -> StartingPoint:
-    """A fork's first start: the fork hook in rlsup/checkpoint/inherit.py, then what its parent's checkpoint says."""
-    from rlsup.checkpoint.inherit import initialise_from_parent
-
-    manifest, notice = initialise_from_parent(run_dir, trainer)
-    start = StartingPoint(notice=notice)
-    note_env_restarts(start, manifest, trainer, lineage.INHERITED_CHECKPOINT)
-    start.best_evaluation = best_evaluation_at(run_dir, manifest)
     return start
 
 
