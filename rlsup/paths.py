@@ -19,7 +19,7 @@ CHECKPOINTS = "checkpoints"
 WORKER_LOCK = "worker.lock"     # held by the run's one worker for its whole life
 KILL_MARKER = "kill-requested"  # a stop signal that finds it aborts the worker: a kill where only SIGINT gets through
 SOURCE_COPY = "source.toml"     # `submit --copy`: the job file's snapshot that this job alone follows
-TENSORBOARD = "tensorboard"     # [log] tensorboard: event files rebuilt from metrics.jsonl (tensorboard_log.py)
+TENSORBOARD = "tensorboard"     # [log] tensorboard: event files kept equal to metrics.jsonl (tensorboard_log.py)
 
 # Files of RLSUP_HOME.
 DATABASE = "rlsup.db"

@@ -1,10 +1,16 @@
-"""The worker's clock and progress line: steps per second, when status is due, a one-line bar with ETA."""
+"""The worker's clock and what its user sees: steps per second, the wall-time budget, a progress bar, the last word."""
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
 import time
+from pathlib import Path
 
 from rlsup.formatting import stopwatch
+from rlsup.jobstate import EXIT_DONE, EXIT_PAUSED, EXIT_WALL_TIME
+
+log = logging.getLogger("rlsup.worker")
 
 STATUS_INTERVAL_S = 1.0
 PROGRESS_INTERVAL_S = 0.25
@@ -62,6 +68,18 @@ class TrainingTime:
     def total(self) -> float:
         return self.before + (time.monotonic() - self.started if self.started is not None else 0.0)
 
+    def used_up(self, limit: float) -> bool:
+        """Whether [job] max_wall_s (limit; 0 for none) is spent."""
+        return limit > 0 and self.total() >= limit
+
+    def used_up_sentence(self, limit: float, step: int, *, already: bool) -> str:
+        """Why the run paused at step: already on starting, or with a checkpoint just written."""
+        budget = f"the [job] max_wall_s of {limit:g} s of training"
+        used = f"used up ({self.total():.1f} s); raise it, then resume"
+        if already:
+            return f"paused at step {step}: {budget} was already {used}"
+        return f"paused at step {step} with a checkpoint: {budget} is {used}"
+
 
 class ProgressLine:
     """A one-line progress bar with steps/s and ETA, redrawn in place on a terminal."""
@@ -86,3 +104,24 @@ class ProgressLine:
             sys.stderr.flush()
             self.visible = False
 
+
+
+def tell_outcome(code: int, reason: str, run_dir: Path, *, foreground: bool) -> None:
+    """How the run ended, in worker.log, and for a foreground run on its terminal with how to go on."""
+    if code in (EXIT_DONE, EXIT_PAUSED, EXIT_WALL_TIME):
+        log.info(reason)
+        if foreground and code == EXIT_PAUSED:
+            tell_terminal(f"continue with: rlsup run --resume {run_dir}")
+        elif foreground and code == EXIT_WALL_TIME:
+            tell_terminal(f"continue with: rlsup run --resume {run_dir} JOB.toml, a JOB.toml that "
+                          "raises [job] max_wall_s")
+    else:
+        log.error("exit %d: %s", code, reason)
+        if foreground:
+            tell_terminal(f"rlsup: {reason}")
+
+
+def tell_terminal(text: str) -> None:
+    """A line for a foreground run's user; a reader that has gone must not stop the run's exit being recorded."""
+    with contextlib.suppress(OSError):  # BrokenPipeError, typically
+        print(text, file=sys.stderr, flush=True)

@@ -1,7 +1,6 @@
 """The job process: a run directory in, training with pause, live edits and an exit contract out."""
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import os
@@ -9,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import foreground, formatting, lineage, locks, paths, runfiles, tensorboard_log
+from rlsup import foreground, formatting, locks, paths, runfiles, tensorboard_log
 from rlsup import spec as specs
 from rlsup.algos import registry
 from rlsup.algos.contract import Trainer
@@ -17,7 +16,7 @@ from rlsup.algos.device import UsageError, configure_torch, make_cuda_determinis
 from rlsup.checkpoint.manifest import BEST, CheckpointProblem, NoSpace
 from rlsup.jobstate import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC,
                             EXIT_WALL_TIME)
-from rlsup.progress import LoopClock, ProgressLine, TrainingTime
+from rlsup.progress import LoopClock, ProgressLine, TrainingTime, tell_outcome
 from rlsup.run_spec_watch import RunSpecWatch
 from rlsup.worker_signals import Aborted, Signals
 
@@ -58,9 +57,7 @@ class TrainingRun:
         # Each requested feature this worker had to switch off, in a sentence: the daemon makes each an event.
         self.switched_off: list[str] = []
         self.registration: Path | None = None  # a foreground run's entry in RLSUP_HOME, for `rlsup list`
-        # Envs that started fresh episodes on a resume of this trajectory (their saved episode did not
-        # replay exactly): every checkpoint after it says so in its manifest's extra.
-        self.env_restarts: list[str] = []
+        self.env_restarts: list[str] = []  # carried into every checkpoint: StartingPoint says why
         self.training_time = TrainingTime()  # a resume starts from its checkpoint's figure
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -140,68 +137,20 @@ class TrainingRun:
         return trainer
 
     def _restore(self, trainer: Trainer) -> None:
-        """Continue from the newest checkpoint that verifies, cutting metrics back to its length."""
-        from rlsup.checkpoint.rng import restore_global_rng_state
-        from rlsup.checkpoint.store import load_checkpoint
+        """Continue from the newest checkpoint that verifies, or a fork's parent's (rlsup/checkpoint/resume.py)."""
+        from rlsup.checkpoint.resume import restore
 
-        entry, self.notice = self.choice.entry, self.choice.skipped_message()
-        if entry is None and (self.run_dir / lineage.PARENT_FILE).exists():
-            self._initialise_from_parent(trainer)  # a fork's first start: rlsup/checkpoint/inherit.py
-            return
-        if entry is None:
-            runfiles.truncate_metrics(self.run_dir, 0)
-            return
-        if self.notice:
-            log.warning(self.notice)
-        # newest_usable has just checksummed every file: a second pass would read a large replay twice.
-        manifest, state = load_checkpoint(entry.path, verify=False)
-        trainer.load_state_dict(state["trainer"])
-        self._note_env_restarts(manifest, trainer, entry.path.name)
-        restore_global_rng_state(state["rng"])
-        runfiles.truncate_metrics(self.run_dir, int(manifest["metrics_bytes"]))
-        self.best_evaluation = self._best_evaluation_at(manifest)
-        self.last_checkpoint, self.last_checkpoint_step = str(entry.path), entry.step
-        self.training_time = TrainingTime(float((manifest.get("extra") or {}).get("training_wall_s", 0.0)))
-        if "replay" not in state["trainer"]:
-            log.warning("checkpoint %s holds no replay ([checkpoint] replay = false): "
-                        "the resumed run refills it and will not match an uninterrupted one", entry.path.name)
-        log.info("resumed from %s (step %d, fingerprint %s)", entry.path.name, entry.step, entry.fingerprint[:12])
-
-    def _initialise_from_parent(self, trainer: Trainer) -> None:
-        from rlsup.checkpoint.inherit import initialise_from_parent
-
-        manifest, self.notice = initialise_from_parent(self.run_dir, trainer)
-        self._note_env_restarts(manifest, trainer, lineage.INHERITED_CHECKPOINT)
-        self.best_evaluation = self._best_evaluation_at(manifest)
-
-    def _note_env_restarts(self, manifest: dict, trainer: Trainer, checkpoint: str) -> None:
-        """Log each env that resumed on a fresh episode, tell the TUI, and carry the note into later checkpoints."""
-        self.env_restarts = list((manifest.get("extra") or {}).get("env_restarts") or [])
-        restarts = list(getattr(trainer, "env_restarts", ()))  # a plugin's trainer may predate the attribute
-        for sentence in restarts:
-            log.warning("on resume from %s: %s", checkpoint, sentence)
-            self.env_restarts.append(f"resumed from {checkpoint}: {sentence}")
-        if restarts:
-            others = len(restarts) - 1
-            more = f" (and {others} more env{'s' if others > 1 else ''}, see worker.log)" if others else ""
-            self.notice = " ".join(filter(None, [self.notice, f"{restarts[0]}{more}."]))
-
-    def _best_evaluation_at(self, manifest: dict) -> float | None:
-        """The best evaluation mean of the trajectory up to a checkpoint, as its manifest's extra records it.
-
-        A checkpoint written before extra held it falls back to the metrics, already cut back to it, so
-        either way the evaluations of a discarded future do not count.
-        """
-        extra = manifest.get("extra") or {}
-        if "best_evaluation" in extra:
-            return extra["best_evaluation"]
-        return max((record["mean"] for record in runfiles.read_metrics(self.run_dir) if record["kind"] == "eval"),
-                   default=None)
+        start = restore(self.run_dir, self.choice, trainer)
+        self.notice, self.best_evaluation = start.notice, start.best_evaluation
+        self.env_restarts = start.env_restarts
+        self.last_checkpoint, self.last_checkpoint_step = start.checkpoint, start.checkpoint_step
+        self.training_time = TrainingTime(start.training_wall_s)
+        self.tensorboard.resume_at(start.tensorboard_events)
 
     def _finish(self, code: int, reason: str) -> int:
         """Say how the run ended, record it (exit.json last) and let go of what it holds; returns the code."""
         self.progress.clear()
-        self._tell(code, reason)
+        tell_outcome(code, reason, self.run_dir, foreground=self.foreground)
         step = self.trainer.step if self.trainer is not None else 0
         try:
             phases = {EXIT_DONE: "done", EXIT_PAUSED: "paused", EXIT_WALL_TIME: "paused"}
@@ -209,26 +158,13 @@ class TrainingRun:
             # Checked at the last moment: a second interrupt up to here still makes the record say so.
             if self.signals.abort_requested and code != EXIT_ABORTED:
                 code, reason = EXIT_ABORTED, f"{reason}; then a second interrupt: stopped at once"
-                self._tell(code, reason)
+                tell_outcome(code, reason, self.run_dir, foreground=self.foreground)
             runfiles.write_exit(self.run_dir, code=code, reason=reason, step=step,
                                 checkpoint=self.last_checkpoint)
         except OSError as error:  # a full disk: the exit code still tells the daemon
             log.error("cannot record the exit in %s: %s", self.run_dir, error)
         self._close()
         return code
-
-    def _tell(self, code: int, reason: str) -> None:
-        if code in (EXIT_DONE, EXIT_PAUSED, EXIT_WALL_TIME):
-            log.info(reason)
-            if self.foreground and code == EXIT_PAUSED:
-                tell_terminal(f"continue with: rlsup run --resume {self.run_dir}")
-            elif self.foreground and code == EXIT_WALL_TIME:
-                tell_terminal(f"continue with: rlsup run --resume {self.run_dir} JOB.toml, a JOB.toml that "
-                              "raises [job] max_wall_s")
-        else:
-            log.error("exit %d: %s", code, reason)
-            if self.foreground:
-                tell_terminal(f"rlsup: {reason}")
 
     def _register(self) -> None:
         """Let `rlsup list` and the TUI see this foreground run; a run that cannot say so still trains."""
@@ -261,8 +197,9 @@ class TrainingRun:
             return EXIT_DONE, (f"the budget of {self.spec.job.total_steps} steps was already reached at step "
                                f"{trainer.step}; raise [job].total_steps to train further")
         self.training_time.start()
-        if self._wall_time_used_up():
-            return EXIT_WALL_TIME, self._wall_time_sentence(already=True)
+        wall_time, limit = self.training_time, self.spec.job.max_wall_s
+        if wall_time.used_up(limit):
+            return EXIT_WALL_TIME, wall_time.used_up_sentence(limit, trainer.step, already=True)
         clock = LoopClock(trainer.step)
         self._write_status("running", clock)
         while True:
@@ -274,24 +211,14 @@ class TrainingRun:
             if self.signals.pause_requested:
                 self._checkpoint("pause")
                 return EXIT_PAUSED, f"paused at step {trainer.step} with a checkpoint"
-            if self._wall_time_used_up():  # here, at a step boundary, as a pause: the resume is exact
+            limit = self.spec.job.max_wall_s  # a live edit may have raised it
+            if wall_time.used_up(limit):  # here, at a step boundary, as a pause: the resume is exact
                 self._checkpoint("pause")
-                return EXIT_WALL_TIME, self._wall_time_sentence(already=False)
+                return EXIT_WALL_TIME, wall_time.used_up_sentence(limit, trainer.step, already=False)
             previous_step = trainer.step
             for record in trainer.iterate():
                 self._write_metric(record)
             self._after_iteration(previous_step, clock)
-
-    def _wall_time_used_up(self) -> bool:
-        limit = self.spec.job.max_wall_s
-        return limit > 0 and self.training_time.total() >= limit
-
-    def _wall_time_sentence(self, *, already: bool) -> str:
-        budget = f"the [job] max_wall_s of {self.spec.job.max_wall_s:g} s of training"
-        used = f"used up ({self.training_time.total():.1f} s); raise it, then resume"
-        if already:
-            return f"paused at step {self.trainer.step}: {budget} was already {used}"
-        return f"paused at step {self.trainer.step} with a checkpoint: {budget} is {used}"
 
     def _after_iteration(self, previous_step: int, clock: "LoopClock") -> None:
         from rlsup.algos.schedules import crossed
@@ -336,6 +263,7 @@ class TrainingRun:
         self._write_metric({"kind": "checkpoint", "step": trainer.step, "reason": reason,
                             "fingerprint": fingerprint})
         self.metrics.sync()
+        events = self.tensorboard.sync()  # a resume continues the event file from here (tensorboard_log.py)
         best = reason == BEST
         # A best checkpoint is for playing, never for resuming: the replay would only make it slow.
         state = {"trainer": trainer.state_dict(include_replay=spec.checkpoint.replay and not best),
@@ -343,7 +271,8 @@ class TrainingRun:
         extra = {"algo": spec.job.algo, "best_evaluation": self.best_evaluation,
                  "training_wall_s": round(self.training_time.total(), 3),
                  **({"evaluation_mean": evaluation_mean} if best else {}),
-                 **({"env_restarts": self.env_restarts} if self.env_restarts else {})}
+                 **({"env_restarts": self.env_restarts} if self.env_restarts else {}),
+                 **({tensorboard_log.EXTRA_KEY: events} if events else {})}
         with self.signals.held():
             entry = write_checkpoint(self.run_dir, state, step=trainer.step, episodes=trainer.episodes,
                                      reason=reason, fingerprint=fingerprint, spec_sha256=spec.sha256(),
@@ -419,12 +348,6 @@ def setup_logging(run_dir: Path, foreground: bool) -> None:
         stream.setFormatter(logging.Formatter("\r\033[K%(message)s" if sys.stderr.isatty() else "%(message)s"))
         logger.addHandler(stream)
     logger.propagate = False
-
-
-def tell_terminal(text: str) -> None:
-    """A line for a foreground run's user; a reader that has gone must not stop the run's exit being recorded."""
-    with contextlib.suppress(OSError):  # BrokenPipeError, typically
-        print(text, file=sys.stderr, flush=True)
 
 
 def run(run_dir: Path, *, foreground: bool = False, from_scratch: bool = False) -> int:

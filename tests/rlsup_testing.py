@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -95,6 +96,39 @@ def cartpole_job(directory: Path, *, name: str = "cartpole", **fields) -> Path:
     path = directory / f"{name}.toml"
     path.write_text(cartpole_text(**fields))
     return path
+
+
+SMALL_VTRACE = """
+[job]
+algo = "vtrace"
+seed = {seed}
+total_steps = {total_steps}
+device = "cpu"
+threads = 1
+
+[env]
+id = "CartPole-v1"
+
+[vtrace]
+{vtrace}{replays}
+[checkpoint]
+every_steps = 0
+keep = 3
+
+[log]
+every_steps = {log_every}
+"""
+
+
+def vtrace_text(*, total_steps: int, serial: bool, seed: int = 5, log_every: int = 400,
+                replays: tuple[dict, ...] = ({"kind": "queue", "capacity": 4},), **vtrace) -> str:
+    """A CartPole V-trace job on the CPU with no interval checkpoints; vtrace holds its other [vtrace] fields."""
+    def table(fields: dict) -> str:
+        return "".join(f"{key} = {json.dumps(value)}\n" for key, value in fields.items())  # JSON's are TOML's
+
+    return SMALL_VTRACE.format(seed=seed, total_steps=total_steps, log_every=log_every,
+                               vtrace=table({**vtrace, "serial": serial}),
+                               replays="".join(f"\n[[replay]]\n{table(replay)}" for replay in replays))
 
 
 def breakout_job(directory: Path, *, total_steps: int, name: str = "breakout") -> Path:

@@ -8,12 +8,22 @@ from typing import Any
 from rlsup import lineage, paths
 from rlsup.algos.contract import Trainer
 from rlsup.checkpoint.manifest import CheckpointProblem
+from rlsup.checkpoint.resume import StartingPoint, best_evaluation_at, note_env_restarts
 from rlsup.checkpoint.rng import restore_global_rng_state
 from rlsup.checkpoint.store import load_checkpoint
 
 log = logging.getLogger("rlsup.worker")
 # Where an algorithm's trainer state keeps optimizer state: --fresh-optimizer replaces every subtree so named.
 OPTIMIZER_KEY = "optimizer"
+
+
+def initialise_fork(run_dir: Path, trainer: Trainer) -> StartingPoint:
+    """A fork's first start (checkpoint/resume.py's restore when the run has no checkpoint of its own yet)."""
+    manifest, notice = initialise_from_parent(run_dir, trainer)
+    start = StartingPoint(notice=notice)
+    note_env_restarts(start, manifest, trainer, lineage.INHERITED_CHECKPOINT)
+    start.best_evaluation = best_evaluation_at(run_dir, manifest)
+    return start
 
 
 def initialise_from_parent(run_dir: Path, trainer: Trainer) -> tuple[dict, str]:

@@ -24,13 +24,44 @@ from rlsup.jobstate import Exit
 
 log = logging.getLogger("rlsup.daemon")
 
-POLL_S = 0.5  # how often Ray is asked how its jobs are: each question is an HTTP request to the head
+POLL_S = 0.5  # how often Ray is asked how its jobs are: one list_jobs request to the head for all of them
+# A head that stops answering is logged at once, then again after each of these (the last one repeating),
+# and once when it answers again: not at every poll.
+UNREACHABLE_LOG_AFTER_S = (60.0, 300.0, 1800.0)
 LIVE_STATUSES = ("PENDING", "RUNNING")
 LIVE_PHASES = ("running", "checkpointing")  # status.json of a worker still training (worker.py)
 
 
 class RayUnreachable(RunnerUnavailable):
     """The cluster's head does not answer (or ray is not installed here)."""
+
+
+class UnreachableLog:
+    """Warnings about a head that does not answer: the first, then at growing intervals, then its return."""
+
+    def __init__(self, cluster: str, clock=time.monotonic):
+        self.cluster, self.clock = cluster, clock
+        self.since: float | None = None  # when the head stopped answering; None while it answers
+        self.next_warning = 0.0
+        self.warnings = 0
+
+    def failed(self, error: Exception) -> None:
+        now = self.clock()
+        if self.since is None:
+            self.since, self.warnings = now, 0
+        if now < self.next_warning and self.warnings:
+            return
+        later = UNREACHABLE_LOG_AFTER_S[min(self.warnings, len(UNREACHABLE_LOG_AFTER_S) - 1)]
+        self.warnings += 1
+        self.next_warning = now + later
+        lasting = f" (unanswered for {now - self.since:.0f} s)" if self.warnings > 1 else ""
+        log.warning("%s%s; its jobs are followed until it answers (next warning in %.0f s)", error, lasting, later)
+
+    def answered(self) -> None:
+        if self.since is not None:
+            log.warning("cluster %s: the Ray head answers again after %.0f s", self.cluster,
+                        self.clock() - self.since)
+            self.since = None
 
 
 class RayRunner:
@@ -42,6 +73,10 @@ class RayRunner:
         self.workers: dict[int, WorkerHandle] = {}
         self.last_poll = 0.0
         self._client = None
+        self.unreachable = UnreachableLog(cluster.name)
+        # The head's jobs as last listed (JobDetails by submission id), or why they could not be.
+        self._listing: dict[str, object] | RayUnreachable = {}
+        self._listed_at = -math.inf
 
     # -- the head ------------------------------------------------------------------------------
 
@@ -63,16 +98,31 @@ class RayRunner:
 
     def _info(self, ref: str):
         """Ray's JobDetails of a submission, or None when the head no longer knows it."""
+        return self._jobs().get(ref)
+
+    def _jobs(self, *, fresh: bool = False) -> dict[str, object]:
+        """Every job the head knows, by submission id: one request, its answer (or failure) reused within a
+        poll unless fresh, so that adopting many jobs at start-up asks the head once."""
+        if fresh or time.monotonic() - self._listed_at >= POLL_S:
+            self._listed_at = time.monotonic()
+            try:
+                self._listing = self._list_jobs()
+                self.unreachable.answered()
+            except RayUnreachable as error:
+                self._listing = error
+                self.unreachable.failed(error)
+        if isinstance(self._listing, RayUnreachable):
+            raise RayUnreachable(str(self._listing))
+        return self._listing
+
+    def _list_jobs(self) -> dict[str, object]:
         try:
-            return self.client.get_job_info(ref)
-        except RuntimeError as error:  # the SDK's word for an HTTP 404, among others
-            if "does not exist" in str(error) or "404" in str(error):
-                return None
-            raise RayUnreachable(f"cluster {self.cluster.name}: {error}") from None
+            jobs = self.client.list_jobs()
         except RayUnreachable:
             raise
-        except Exception as error:
+        except Exception as error:  # ray raises ConnectionError, RuntimeError or its own kinds
             raise RayUnreachable(f"cluster {self.cluster.name}: {error}") from None
+        return {details.submission_id: details for details in jobs if details.submission_id}
 
     # -- the JobRunner protocol ------------------------------------------------------------------
 
@@ -95,6 +145,7 @@ class RayRunner:
             raise
         except Exception as error:
             raise RayUnreachable(f"cluster {self.cluster.name} refused the job: {error}") from None
+        self._listed_at = -math.inf  # a listing from before the submission would read as a job the head forgot
         log.info("job %s: submitted to cluster %s as %s (gpus %s)", job_id, self.cluster.name, ref, job.gpus)
         return self._follow(WorkerHandle(job_id, 0, started, self.boot_id, run_dir, ref=ref))
 
@@ -109,20 +160,15 @@ class RayRunner:
             info = self._info(recorded.ref)
             if info is None or str(info.status) not in LIVE_STATUSES:
                 return False
-        except RayUnreachable as error:
-            log.warning("job %s: %s; following Ray job %s until the head answers", recorded.job_id, error,
-                        recorded.ref)
+        except RayUnreachable:
+            pass  # logged by _jobs; reap tells how it ends once the head answers
         self._follow(recorded)
         log.info("job %s: adopted Ray job %s on cluster %s", recorded.job_id, recorded.ref, self.cluster.name)
         return True
 
     def adopt_run_holder(self, job_id: int, run_dir: Path) -> WorkerHandle | None:
         """The live Ray job submitted for run_dir, when a daemon died before recording its id."""
-        try:
-            jobs = self.client.list_jobs()
-        except Exception as error:
-            raise RayUnreachable(f"cluster {self.cluster.name}: {error}") from None
-        for details in jobs:
+        for details in self._jobs(fresh=True).values():
             metadata = details.metadata or {}
             if metadata.get("rlsup_run_dir") == str(run_dir) and str(details.status) in LIVE_STATUSES:
                 started = (details.start_time or 0) / 1000 or time.time()
@@ -167,13 +213,13 @@ class RayRunner:
         if now - self.last_poll < POLL_S or not self.workers:
             return []
         self.last_poll = now
+        try:
+            jobs = self._jobs(fresh=True)
+        except RayUnreachable:
+            return []  # logged by _jobs; the head may be back next poll
         ended = []
         for job_id, worker in list(self.workers.items()):
-            try:
-                info = self._info(worker.ref)
-            except RayUnreachable as error:
-                log.warning("job %s: %s", job_id, error)  # the head may be back next poll
-                continue
+            info = jobs.get(worker.ref)
             outcome = self._outcome(worker, info)
             if outcome is None:
                 self._learn(worker, info)

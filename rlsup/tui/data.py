@@ -18,10 +18,11 @@ from rlsup.jobstate import ACTIVE, State
 from rlsup.jobview import JobRow, WorkerStatus, foreground_jobs, is_foreground, merge_status, read_worker_status
 from rlsup.jobview import sorted_rows
 from rlsup.jobview import number as _number
+from rlsup.groups import Evaluated
 from rlsup.store import Job, Store
 from rlsup.tui import messages
 from rlsup.tui.downsampling import PLOT_BUCKETS, Downsampler, SmoothedSeries
-from rlsup.tui.experiment import ExperimentEvaluations, ExperimentRequest
+from rlsup.tui.experiment import ExperimentEvaluations, ExperimentRequest, evaluated_after
 from rlsup.tui.overlay import PlotRequest, compared_lines
 from rlsup.tui.rows import DriftCache, RateWindows, file_stamp, gpu_holders, training_phase_speeds
 
@@ -73,6 +74,7 @@ class JobMetrics:
         self.loss_name = "loss"
         self.records = 0
         self.last_step = 0
+        self.evaluated: Evaluated | None = None  # the last and best evaluation, for the experiment pane
 
     def update(self) -> bool:
         """Read what was appended; True when anything changed."""
@@ -84,6 +86,7 @@ class JobMetrics:
             self._start_over()
         for record in records:
             self._add(record)
+        self.evaluated = evaluated_after(self.evaluated, records)
         return bool(records) or restarted
 
     def _add(self, record: dict) -> None:
@@ -303,28 +306,36 @@ class MetricsPoller:
 
     def poll(self) -> list:
         try:
-            return self._plot_messages(self.request) + self._experiment_messages(self.experiment)
+            plotted, changed = self._read_plotted(self.request)
+            evaluated = {job_id: metrics.evaluated for job_id, metrics in plotted.items()}
+            return (self._plot_messages(self.request, plotted, changed)
+                    + self._experiment_messages(self.experiment, evaluated))
         except OSError as error:
             return [messages.PollFailed(f"{type(error).__name__}: {error}")]
 
-    def _experiment_messages(self, request: ExperimentRequest) -> list:
+    def _experiment_messages(self, request: ExperimentRequest, plotted: dict[int, Evaluated | None]) -> list:
         """The variant table, posted when it (or the selection) changed; the same as `rlsup status EXPERIMENT`'s."""
-        results = self.evaluations.results(request)
+        results = self.evaluations.results(request, plotted)
         posted = (request.experiment, request.selections, results)
         if results is None or posted == self._posted_experiment:
             return []
         self._posted_experiment = posted
         return [messages.ExperimentEvaluated(request.experiment, results)]
 
-    def _plot_messages(self, request: PlotRequest) -> list:
+    def _read_plotted(self, request: PlotRequest) -> tuple[dict[int, JobMetrics], bool]:
+        """The plotted jobs' metrics, each brought up to date now; whether any changed."""
         if request.job_id is None or request.run_dir is None:
-            return []
+            return {}, False
         runs = request.runs()
-        changed = [self._metrics_of(job_id, run_dir, len(runs)).update() for job_id, run_dir in runs.items()]
-        if not any(changed) and request == self._posted:
+        plotted = {job_id: self._metrics_of(job_id, run_dir, len(runs)) for job_id, run_dir in runs.items()}
+        changed = [metrics.update() for metrics in plotted.values()]
+        return plotted, any(changed)
+
+    def _plot_messages(self, request: PlotRequest, plotted: dict[int, JobMetrics], changed: bool) -> list:
+        if not plotted or (not changed and request == self._posted):
             return []
         self._posted = request
-        view = self._metrics[request.job_id].view(request.smoothing, compared_lines(request, self._metrics.get))
+        view = plotted[request.job_id].view(request.smoothing, compared_lines(request, self._metrics.get))
         return [messages.MetricsUpdated(request.job_id, view)]
 
     def _metrics_of(self, job_id: int, run_dir: str, plotted: int) -> JobMetrics:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Iterable, Mapping
 
 from rich.console import Group
 from rich.table import Table
@@ -49,11 +50,17 @@ class EvaluationReader:
         records = self.reader.read_new()
         if self.reader.restarted:  # a resume cut the file back: read_new has just returned it from the start
             self.reader.restarted, self.evaluated = False, None
-        for record in records:
-            value = evaluation_return(record)
-            if value is not None:
-                self.evaluated = Evaluated(value, value) if self.evaluated is None else self.evaluated.then(value)
+        self.evaluated = evaluated_after(self.evaluated, records)
         return self.evaluated
+
+
+def evaluated_after(evaluated: Evaluated | None, records: Iterable[dict]) -> Evaluated | None:
+    """A run's evaluations so far, then those among its next records."""
+    for record in records:
+        value = evaluation_return(record)
+        if value is not None:
+            evaluated = Evaluated(value, value) if evaluated is None else evaluated.then(value)
+    return evaluated
 
 
 class ExperimentEvaluations:
@@ -62,13 +69,23 @@ class ExperimentEvaluations:
     def __init__(self):
         self.readers: dict[int, EvaluationReader] = {}
 
-    def results(self, request: ExperimentRequest) -> tuple[VariantResult, ...] | None:
-        """The request's variant table as its runs' files say now; None while no experiment is selected."""
+    def results(self, request: ExperimentRequest,
+                plotted: Mapping[int, Evaluated | None]) -> tuple[VariantResult, ...] | None:
+        """The request's variant table as its runs' files say now; None while no experiment is selected.
+
+        plotted: the evaluations of the jobs the plot has just read (on a group row, its first job's), which
+        their metrics.jsonl need not be read for a second time.
+        """
         if request.experiment is None:
             self.readers.clear()
             return None
-        self.readers = {job.id: self.readers.get(job.id) or EvaluationReader(job.run_dir) for job in request.jobs}
-        return tuple(variant_results(list(request.jobs), lambda job: self.readers[job.id].update()))
+        self.readers = {job.id: self.readers.get(job.id) or EvaluationReader(job.run_dir)
+                        for job in request.jobs if job.id not in plotted}
+
+        def evaluated(job: Job) -> Evaluated | None:
+            return plotted[job.id] if job.id in plotted else self.readers[job.id].update()
+
+        return tuple(variant_results(list(request.jobs), evaluated))
 
 
 def experiment_jobs(rows: tuple[JobRow, ...], experiment: str | None) -> tuple[Job, ...]:

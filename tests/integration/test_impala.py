@@ -21,57 +21,21 @@ from rlsup.checkpoint.manifest import latest_verified
 from rlsup.checkpoint.store import load_checkpoint
 from rlsup.jobstate import EXIT_PAUSED, State
 from rlsup_testing import (alive, final_fingerprint, metric_steps, pause_when, run_rlsup, start_in_own_session,
-                            start_rlsup, wait_for)
+                            start_rlsup, vtrace_text, wait_for)
 
 STEPS_PER_UPDATE = 10 * 8  # unroll_length × batch_size below
 
-SMALL_VTRACE = """
-[job]
-algo = "vtrace"
-seed = 5
-total_steps = {total_steps}
-device = "cpu"
-threads = 1
-
-[env]
-id = "CartPole-v1"
-
-[vtrace]
-actors = 2
-envs_per_actor = 2
-unroll_length = 10
-batch_size = 8
-lr = 2e-3
-lr_end_step = 1_000_000
-hidden_sizes = [32, 32]
-feature_size = 16
-serial = {serial}
-
-[[replay]]
-kind = "queue"
-capacity = 4
-ratio = 0.5
-
-[[replay]]
-kind = "elite"
-capacity = 64
-ratio = 0.5
-min_size = 16
-lambda_batch_multiplier = 3.0
-anneal_steps = 3_200  # environment steps: λ is 1 from update 80 (alfa 2)
-
-[checkpoint]
-every_steps = 0
-keep = 3
-
-[log]
-every_steps = 400
-"""
+# λ anneals over environment steps: it is 1 from update 80 (alfa 2).
+ELITE_REPLAY = {"kind": "elite", "capacity": 64, "ratio": 0.5, "min_size": 16, "lambda_batch_multiplier": 3.0,
+                "anneal_steps": 3_200}
 
 
 def vtrace_job(directory: Path, *, total_steps: int, serial: bool, name: str = "vtrace") -> Path:
     path = directory / f"{name}.toml"
-    path.write_text(SMALL_VTRACE.format(total_steps=total_steps, serial=str(serial).lower()))
+    path.write_text(vtrace_text(total_steps=total_steps, serial=serial, actors=2, envs_per_actor=2,
+                                unroll_length=10, batch_size=8, lr=2e-3, lr_end_step=1_000_000,
+                                hidden_sizes=[32, 32], feature_size=16,
+                                replays=({"kind": "queue", "capacity": 4, "ratio": 0.5}, ELITE_REPLAY)))
     return path
 
 

@@ -13,44 +13,15 @@ from rlsup import spec as specs
 from rlsup.algos.impala import VtraceTrainer
 from rlsup.checkpoint.manifest import latest_verified
 from rlsup.jobstate import EXIT_PAUSED
-from rlsup_testing import alive, group_killed_on_exit, metric_steps, run_rlsup, start_in_own_session, wait_for
-
-SMALL_BATCH_VTRACE = """
-[job]
-algo = "vtrace"
-seed = 3
-total_steps = {total_steps}
-device = "cpu"
-threads = 1
-
-[env]
-id = "CartPole-v1"
-
-[vtrace]
-actors = {actors}
-envs_per_actor = 8
-unroll_length = 5
-batch_size = 4
-hidden_sizes = [16]
-feature_size = 8
-serial = {serial}
-
-[[replay]]
-kind = "queue"
-capacity = 4
-
-[checkpoint]
-every_steps = 0
-
-[log]
-every_steps = 200
-"""
+from rlsup_testing import (alive, group_killed_on_exit, metric_steps, run_rlsup, start_in_own_session,
+                           vtrace_text, wait_for)
 
 
 def small_batch_job(directory: Path, *, total_steps: int, serial: bool, actors: int = 1) -> Path:
     """A round of 8 unrolls feeds two updates of 4 through a queue that holds only one batch."""
     path = directory / f"small-batch-{'serial' if serial else 'parallel'}.toml"
-    path.write_text(SMALL_BATCH_VTRACE.format(total_steps=total_steps, serial=str(serial).lower(), actors=actors))
+    path.write_text(vtrace_text(total_steps=total_steps, serial=serial, seed=3, log_every=200, actors=actors,
+                                envs_per_actor=8, unroll_length=5, batch_size=4, hidden_sizes=[16], feature_size=8))
     return path
 
 

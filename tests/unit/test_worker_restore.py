@@ -3,18 +3,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlsup import runfiles, worker
-from rlsup import spec as specs
+from rlsup import runfiles
+from rlsup.checkpoint.resume import best_evaluation_at
 
 
 def test_the_best_evaluation_comes_from_the_checkpoint_or_else_from_the_metrics(tmp_path: Path) -> None:
-    runfiles.write_run_spec(tmp_path, specs.JobSpec())
-    run = worker.TrainingRun(tmp_path)
-    assert run._best_evaluation_at({"extra": {"algo": "dqn", "best_evaluation": 7.5}}) == 7.5
-    assert run._best_evaluation_at({"extra": {"algo": "dqn", "best_evaluation": None}}) is None
+    assert best_evaluation_at(tmp_path, {"extra": {"algo": "dqn", "best_evaluation": 7.5}}) == 7.5
+    assert best_evaluation_at(tmp_path, {"extra": {"algo": "dqn", "best_evaluation": None}}) is None
     # A checkpoint written before its manifest recorded it: the metrics (already cut back to it) tell.
     metrics = runfiles.MetricsWriter(tmp_path)
     for step, mean in ((1000, 3.0), (2000, 5.0), (3000, 4.0)):
         metrics.write({"t": 0.0, "step": step, "kind": "eval", "mean": mean, "returns": [mean]})
     metrics.close()
-    assert run._best_evaluation_at({"extra": {"algo": "dqn"}}) == 5.0
+    assert best_evaluation_at(tmp_path, {"extra": {"algo": "dqn"}}) == 5.0

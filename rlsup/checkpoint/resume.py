@@ -1,0 +1,89 @@
+"""Where a worker's freshly built trainer continues from: its newest verified checkpoint, a fork's parent, or step 0."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlsup import lineage, runfiles, tensorboard_log
+from rlsup.algos.contract import Trainer
+from rlsup.checkpoint.manifest import Choice
+
+log = logging.getLogger("rlsup.worker")
+
+
+@dataclass
+class StartingPoint:
+    """What a run carries on from besides the trainer's own state, all of it as of one checkpoint."""
+
+    notice: str | None = None  # what a user must hear about the resume (status.json carries it)
+    checkpoint: str | None = None  # the checkpoint resumed from, for exit.json (a fork's inherited one is not)
+    checkpoint_step: int | None = None
+    best_evaluation: float | None = None  # of this trajectory so far; beating it writes a best checkpoint
+    training_wall_s: float = 0.0
+    # Envs that started fresh episodes on a resume of this trajectory (their saved episode did not replay
+    # exactly): every checkpoint after it says so in its manifest's extra.
+    env_restarts: list[str] = field(default_factory=list)
+    tensorboard_events: dict | None = None  # where the event file stood at the checkpoint (tensorboard_log.py)
+
+
+def restore(run_dir: Path, choice: Choice, trainer: Trainer) -> StartingPoint:
+    """Load the chosen checkpoint (or a fork's parent's) into trainer, cutting metrics back to its length."""
+    from rlsup.checkpoint.rng import restore_global_rng_state
+    from rlsup.checkpoint.store import load_checkpoint
+
+    entry, notice = choice.entry, choice.skipped_message()
+    if entry is None and (Path(run_dir) / lineage.PARENT_FILE).exists():
+        from rlsup.checkpoint.inherit import initialise_fork
+
+        return initialise_fork(run_dir, trainer)
+    if entry is None:
+        runfiles.truncate_metrics(run_dir, 0)
+        return StartingPoint()
+    if notice:
+        log.warning(notice)
+    # newest_usable has just checksummed every file: a second pass would read a large replay twice.
+    manifest, state = load_checkpoint(entry.path, verify=False)
+    trainer.load_state_dict(state["trainer"])
+    start = StartingPoint(notice=notice, checkpoint=str(entry.path), checkpoint_step=entry.step,
+                          training_wall_s=float(extra_of(manifest).get("training_wall_s", 0.0)),
+                          tensorboard_events=extra_of(manifest).get(tensorboard_log.EXTRA_KEY))
+    note_env_restarts(start, manifest, trainer, entry.path.name)
+    restore_global_rng_state(state["rng"])
+    runfiles.truncate_metrics(run_dir, int(manifest["metrics_bytes"]))
+    start.best_evaluation = best_evaluation_at(run_dir, manifest)
+    if "replay" not in state["trainer"]:
+        log.warning("checkpoint %s holds no replay ([checkpoint] replay = false): "
+                    "the resumed run refills it and will not match an uninterrupted one", entry.path.name)
+    log.info("resumed from %s (step %d, fingerprint %s)", entry.path.name, entry.step, entry.fingerprint[:12])
+    return start
+
+
+def note_env_restarts(start: StartingPoint, manifest: dict, trainer: Trainer, checkpoint: str) -> None:
+    """Log each env that resumed on a fresh episode, tell the TUI, and carry the note into later checkpoints."""
+    start.env_restarts = list(extra_of(manifest).get("env_restarts") or [])
+    restarts = list(getattr(trainer, "env_restarts", ()))  # a plugin's trainer may predate the attribute
+    for sentence in restarts:
+        log.warning("on resume from %s: %s", checkpoint, sentence)
+        start.env_restarts.append(f"resumed from {checkpoint}: {sentence}")
+    if restarts:
+        others = len(restarts) - 1
+        more = f" (and {others} more env{'s' if others > 1 else ''}, see worker.log)" if others else ""
+        start.notice = " ".join(filter(None, [start.notice, f"{restarts[0]}{more}."]))
+
+
+def best_evaluation_at(run_dir: Path, manifest: dict) -> float | None:
+    """The best evaluation mean of the trajectory up to a checkpoint, as its manifest's extra records it.
+
+    A checkpoint written before extra held it falls back to the metrics, already cut back to it, so
+    either way the evaluations of a discarded future do not count.
+    """
+    extra = extra_of(manifest)
+    if "best_evaluation" in extra:
+        return extra["best_evaluation"]
+    return max((record["mean"] for record in runfiles.read_metrics(run_dir) if record["kind"] == "eval"),
+               default=None)
+
+
+def extra_of(manifest: dict) -> dict:
+    return manifest.get("extra") or {}
