@@ -30,6 +30,16 @@ def straight_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     return runs
 
 
+@pytest.fixture(scope="module")
+def evaluated_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A straight run evaluated every 1,000 steps, with other log and checkpoint intervals than the job's."""
+    directory = tmp_path_factory.mktemp("evaluated")
+    job = cartpole_job(directory, total_steps=STEPS, eval_every=1_000, log_every=100, checkpoint_every=700)
+    result = run_rlsup("run", job, "--run-dir", directory / "run")
+    assert result.returncode == 0, result.stderr
+    return directory / "run"
+
+
 def test_run_prints_its_run_dir_and_writes_the_run_files(straight_runs: dict[int, Path]) -> None:
     run_dir = straight_runs[STEPS]
     for name in ("job.toml", "status.json", "metrics.jsonl", "worker.log", "exit.json", "spec-history/0001.toml"):
@@ -94,15 +104,11 @@ def test_a_reached_budget_exits_at_once_with_a_clear_message(tmp_path: Path, str
     assert checkpoint_reasons(run_dir) == checkpoint_reasons(straight_runs[STEPS // 2])
 
 
-def test_live_fields_never_bend_training(tmp_path: Path, straight_runs: dict[int, Path]) -> None:
+def test_live_fields_never_bend_training(evaluated_run: Path, straight_runs: dict[int, Path]) -> None:
     """Evaluation on, other log and checkpoint intervals: the same trajectory, bit for bit."""
-    job = cartpole_job(tmp_path, total_steps=STEPS, eval_every=1_000, log_every=100, checkpoint_every=700)
-    run_dir = tmp_path / "run"
-    result = run_rlsup("run", job, "--run-dir", run_dir)
-    assert result.returncode == 0, result.stderr
-    assert metric_steps(run_dir, "eval") == [1000, 2000, 3000, 4000, 5000, 6000]
-    assert final_fingerprint(run_dir) == final_fingerprint(straight_runs[STEPS])
-    assert_best_checkpoint_is_the_best_evaluation(run_dir)
+    assert metric_steps(evaluated_run, "eval") == [1000, 2000, 3000, 4000, 5000, 6000]
+    assert final_fingerprint(evaluated_run) == final_fingerprint(straight_runs[STEPS])
+    assert_best_checkpoint_is_the_best_evaluation(evaluated_run)
 
 
 def assert_best_checkpoint_is_the_best_evaluation(run_dir: Path) -> None:
@@ -120,11 +126,10 @@ def assert_best_checkpoint_is_the_best_evaluation(run_dir: Path) -> None:
     assert json.loads(played.stdout)["checkpoint"] == f"step-{best_step:012d}-best"
 
 
-def test_a_resumed_run_remembers_its_best_evaluation(tmp_path: Path) -> None:
+def test_a_resumed_run_remembers_its_best_evaluation(tmp_path: Path, evaluated_run: Path) -> None:
     """Only an evaluation that beats every earlier one, before the pause as well, writes a best checkpoint."""
-    straight, paused = tmp_path / "straight", tmp_path / "paused"
-    result = run_rlsup("run", cartpole_job(tmp_path, total_steps=STEPS, eval_every=1_000), "--run-dir", straight)
-    assert result.returncode == 0, result.stderr
+    # The straight run evaluates at the same steps; its other intervals never bend training (the test above).
+    straight, paused = evaluated_run, tmp_path / "paused"
     process = start_rlsup("run", cartpole_job(tmp_path, total_steps=STEPS, eval_every=1_000, name="again"),
                           "--run-dir", paused)
     pause_when(process, paused, train_step=1_250)
