@@ -6,7 +6,9 @@ number of agent steps and the final save are all in the figure. Both see the sam
 at 1e-4, Huber loss, gradient norm 10, batch 32, one gradient step per 4 transitions (at num_envs
 N: N/4 gradient steps every batch of N, or one every 4/N batches), and the same torch thread count.
 rlsup's final checkpoint holds the replay (its default, which makes the resume exact); SB3's save
-holds the model only (its default: saving its replay is a separate call).
+holds the model only (its default: saving its replay is a separate call). CPU seconds (user + system)
+are printed beside wall seconds: where other work shares the machine they are the steadier comparison.
+Each side's count of gradient steps is printed too, to show both did the same work.
 
     pip install -e '.[bench]'
     python bench/dqn_throughput.py [--game ALE/Pong-v5] [--steps 8000] [--envs 1 8] [--threads 1]
@@ -81,8 +83,11 @@ class Timing(NamedTuple):
 def rlsup_timing(arguments: argparse.Namespace, num_envs: int, directory: Path) -> Timing:
     cadence = training_cadence(num_envs)
     job = directory / f"rlsup-{num_envs}.toml"
+    # SB3 trains once its step count exceeds learning_starts, rlsup once it reaches it: one more step here
+    # gives both the same number of gradient steps.
     job.write_text(RLSUP_JOB.format(steps=arguments.steps, threads=arguments.threads, device=arguments.device,
-                                    game=arguments.game, num_envs=num_envs, learning_starts=arguments.learning_starts,
+                                    game=arguments.game, num_envs=num_envs,
+                                    learning_starts=arguments.learning_starts + 1,
                                     train_every=cadence["rlsup_train_every"],
                                     gradient_steps=cadence["gradient_steps"],
                                     epsilon_end_step=arguments.steps // 10, buffer=arguments.buffer,
