@@ -1,11 +1,43 @@
 """The worker's signal contract: SIGINT/SIGTERM ask for a pause (a second one, or one after a kill request,
-aborts), SIGHUP for a reload."""
+aborts), SIGHUP for a reload; until the worker listens, they wait, blocked."""
 from __future__ import annotations
 
 import contextlib
 import signal
-from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported at a program's first line, before anything else: kept to what it must load
+    from pathlib import Path
+    from typing import Iterator
+
+# The signals Signals answers. A program that will train (`rlsup run`, `python -m rlsup.worker`) blocks them
+# from its first line, and the daemon starts its workers with them blocked: one arriving meanwhile waits,
+# pending, and install() takes it once the worker listens. Raised as a KeyboardInterrupt instead, it could
+# land inside a C extension's import (numpy, ale_py, torch), leave a half-made module to the interpreter's
+# exit, or be swallowed by a library's catch-all; by default, SIGTERM and SIGHUP would kill the worker
+# outright. Threads started meanwhile (numpy's BLAS pool) inherit the mask, so they never take one either.
+LISTENED_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+
+
+def hold_signals() -> None:
+    """Keep LISTENED_SIGNALS pending, in this thread and the threads and processes it starts, until released."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, LISTENED_SIGNALS)
+
+
+def release_signals() -> None:
+    """Deliver what hold_signals() kept pending, to the handlers installed by now, and every later one."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, LISTENED_SIGNALS)
+
+
+@contextlib.contextmanager
+def starting_held() -> Iterator[None]:
+    """Processes started inside the block begin with LISTENED_SIGNALS held (a mask survives fork and exec),
+    from before their interpreter's first line: a worker stopped while it starts pauses, once it listens."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, LISTENED_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 # Interrupts that reached `rlsup run` before the worker installed its handlers. Their KeyboardInterrupt ends
@@ -45,6 +77,7 @@ class Signals:
         signal.signal(signal.SIGHUP, self._on_reload)
         if early_interrupts:
             self.pause_requested = True
+        release_signals()  # a signal held since the program's first line is handled here, as a pause
 
     def _on_stop(self, signum: int, frame) -> None:
         killed = self.kill_marker is not None and self.kill_marker.exists()

@@ -14,7 +14,7 @@ from rlsup.cli import checkpoints, completion, daemon_control, job_files, jobs, 
 from rlsup.cli.arguments import CliError
 from rlsup.lineage import ForkRefused
 from rlsup.jobstate import EXIT_SPEC
-from rlsup.worker_signals import interrupt_and_record
+from rlsup.worker_signals import interrupt_and_record, release_signals
 
 # What a shell reports for a command that a signal stopped (128 + its number): Ctrl-C, and SIGPIPE,
 # so that `rlsup … | head` ends as `cat` does.
@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command is None:
             args.handler = command_tui
+        if args.command != "run":  # `rlsup run` holds them until its worker listens, and pauses on them
+            release_signals()  # held since the first line (rlsup/cli/__init__.py): one that came raises here
         code = args.handler(args)
         sys.stdout.flush()  # here, not at exit: a reader gone by then would be reported with a traceback
         return code
