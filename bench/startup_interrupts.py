@@ -50,12 +50,13 @@ def classify(returncode: int, stderr: str, lost: bool) -> str:
     """One word for how a run ended; FAULTS are the ones a single Ctrl-C must never give."""
     if lost:
         return "lost"
-    if "Fatal Python error" in stderr or (returncode < 0 and returncode != -signal.SIGINT):
+    if returncode == -signal.SIGINT or stderr.startswith("Fatal Python error: init_import_site"):
+        # Before rlsup's first line: ended as any program is (rlsup itself never ends by SIGINT).
+        return "before rlsup's first line"
+    if "Fatal Python error" in stderr or returncode < 0:
         return "crash"
     if "Traceback" in stderr:
         return "traceback"
-    if returncode == -signal.SIGINT:
-        return "killed before Python ran"
     return {75: "paused (75)", 130: "interrupted (130)"}.get(returncode, f"exit {returncode}")
 
 
@@ -85,6 +86,9 @@ def main() -> int:
     parser.add_argument("--max-delay", type=float, default=1.5, help="delays are uniform in [0, this] seconds")
     parser.add_argument("--seed", type=int, default=0)
     arguments = parser.parse_args()
+    # Children start with SIGINT at its default, as a terminal's foreground job does, even when this bench
+    # runs as a script's background job (which ignores SIGINT, as its children then would, until their first line).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     chooser = random.Random(arguments.seed)
     directory = Path(tempfile.mkdtemp(prefix="rlsup-startup-interrupts-"))
     job = directory / "cartpole.toml"
