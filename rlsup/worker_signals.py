@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # imported at a program's first line, before anything else: kept to what it must load
+TYPE_CHECKING = False  # not typing's: imported at a program's first line, this module loads only what it must
+if TYPE_CHECKING:
     from pathlib import Path
     from typing import Iterator
 
