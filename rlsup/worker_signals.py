@@ -40,18 +40,6 @@ def starting_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-# Interrupts that reached `rlsup run` before the worker installed its handlers. Their KeyboardInterrupt ends
-# the command, unless code running meanwhile (a library's import that catches everything) swallows it: the
-# record still stands, and install() turns it into the pause it asked for, so a Ctrl-C is never lost.
-early_interrupts: list[int] = []
-
-
-def interrupt_and_record(signum: int, frame) -> None:
-    """The command's SIGINT handler until the worker's own: Python's default, remembered."""
-    early_interrupts.append(signum)
-    raise KeyboardInterrupt
-
-
 class Aborted(BaseException):
     """A second interrupt: stop at once, without a checkpoint (the previous one stays valid)."""
 
@@ -75,8 +63,6 @@ class Signals:
         signal.signal(signal.SIGINT, self._on_stop)
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGHUP, self._on_reload)
-        if early_interrupts:
-            self.pause_requested = True
         release_signals()  # a signal held since the program's first line is handled here, as a pause
 
     def _on_stop(self, signum: int, frame) -> None:
