@@ -1,6 +1,11 @@
 """The job process: a run directory in, training with pause, live edits and an exit contract out."""
 from __future__ import annotations
 
+from rlsup.worker_signals import hold_signals
+
+if __name__ == "__main__":  # `python -m rlsup.worker`: signals wait until it listens (worker_signals.py)
+    hold_signals()
+
 import errno
 import logging
 import os

@@ -1,23 +1,43 @@
 """The worker's signal contract: SIGINT/SIGTERM ask for a pause (a second one, or one after a kill request,
-aborts), SIGHUP for a reload."""
+aborts), SIGHUP for a reload; until the worker listens, they wait, blocked."""
 from __future__ import annotations
 
 import contextlib
 import signal
-from pathlib import Path
-from typing import Iterator
+
+TYPE_CHECKING = False  # not typing's: imported at a program's first line, this module loads only what it must
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Iterator
+
+# The signals Signals answers. A program that will train (`rlsup run`, `python -m rlsup.worker`) blocks them
+# from its first line, and the daemon starts its workers with them blocked: one arriving meanwhile waits,
+# pending, and install() takes it once the worker listens. Raised as a KeyboardInterrupt instead, it could
+# land inside a C extension's import (numpy, ale_py, torch), leave a half-made module to the interpreter's
+# exit, or be swallowed by a library's catch-all; by default, SIGTERM and SIGHUP would kill the worker
+# outright. Threads started meanwhile (numpy's BLAS pool) inherit the mask, so they never take one either.
+LISTENED_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
-# Interrupts that reached `rlsup run` before the worker installed its handlers. Their KeyboardInterrupt ends
-# the command, unless code running meanwhile (a library's import that catches everything) swallows it: the
-# record still stands, and install() turns it into the pause it asked for, so a Ctrl-C is never lost.
-early_interrupts: list[int] = []
+def hold_signals() -> None:
+    """Keep LISTENED_SIGNALS pending, in this thread and the threads and processes it starts, until released."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, LISTENED_SIGNALS)
 
 
-def interrupt_and_record(signum: int, frame) -> None:
-    """The command's SIGINT handler until the worker's own: Python's default, remembered."""
-    early_interrupts.append(signum)
-    raise KeyboardInterrupt
+def release_signals() -> None:
+    """Deliver what hold_signals() kept pending, to the handlers installed by now, and every later one."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, LISTENED_SIGNALS)
+
+
+@contextlib.contextmanager
+def starting_held() -> Iterator[None]:
+    """Processes started inside the block begin with LISTENED_SIGNALS held (a mask survives fork and exec),
+    from before their interpreter's first line: a worker stopped while it starts pauses, once it listens."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, LISTENED_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class Aborted(BaseException):
@@ -43,8 +63,7 @@ class Signals:
         signal.signal(signal.SIGINT, self._on_stop)
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGHUP, self._on_reload)
-        if early_interrupts:
-            self.pause_requested = True
+        release_signals()  # a signal held since the program's first line is handled here, as a pause
 
     def _on_stop(self, signum: int, frame) -> None:
         killed = self.kill_marker is not None and self.kill_marker.exists()

@@ -2,21 +2,16 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 
+from rlsup.worker_signals import hold_signals
 
-def leave_on_early_interrupt(signum: int, frame) -> None:
-    """Ctrl-C while Python is still importing rlsup: nothing has been written yet, so leave at once."""
-    os.write(2, b"rlsup: interrupted\n")
-    os._exit(128 + signal.SIGINT)
-
-
-# Before the imports below (a tenth of a second): a Ctrl-C during them would print a traceback. Only
-# when this is the program, never when a test or tool imports it: `rlsup` (the console script), or
-# `python -m rlsup.cli`, while which Python sets argv[0] to "-m" as it imports this package.
+# First, before the imports below: Ctrl-C (and SIGTERM, SIGHUP) wait, pending, until the command is ready
+# for them: main() releases them once its handler is in, or, for `rlsup run`, the worker once it listens
+# (worker_signals.py says why). Only when this is the program, never when a test or tool imports it:
+# `rlsup` (the console script), or `python -m rlsup.cli`, while which Python sets argv[0] to "-m".
 if os.path.basename(sys.argv[0] if sys.argv else "") == "rlsup" or sys.argv[:1] == ["-m"]:
-    signal.signal(signal.SIGINT, leave_on_early_interrupt)
+    hold_signals()
 
 from rlsup.cli.parser import build_parser, main  # noqa: E402
 

@@ -14,7 +14,7 @@ from rlsup.cli import checkpoints, completion, daemon_control, job_files, jobs, 
 from rlsup.cli.arguments import CliError
 from rlsup.lineage import ForkRefused
 from rlsup.jobstate import EXIT_SPEC
-from rlsup.worker_signals import interrupt_and_record
+from rlsup.worker_signals import release_signals
 
 # What a shell reports for a command that a signal stopped (128 + its number): Ctrl-C, and SIGPIPE,
 # so that `rlsup … | head` ends as `cat` does.
@@ -56,10 +56,13 @@ def leave_closed_stdout() -> int:
 def main(argv: list[str] | None = None) -> int:
     try:
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, interrupt_and_record)  # each command handles Ctrl-C itself
+            # Each command handles Ctrl-C itself, even started ignoring it (a script's background job).
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         args = build_parser().parse_args(argv)
         if args.command is None:
             args.handler = command_tui
+        if args.command != "run":  # `rlsup run` holds them until its worker listens, and pauses on them
+            release_signals()  # held since the first line (rlsup/cli/__init__.py): one that came raises here
         code = args.handler(args)
         sys.stdout.flush()  # here, not at exit: a reader gone by then would be reported with a traceback
         return code

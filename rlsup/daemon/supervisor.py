@@ -15,6 +15,7 @@ import psutil
 from rlsup import locks, paths, runfiles
 from rlsup.daemon.runner import Signal, WorkerHandle
 from rlsup.jobstate import Exit
+from rlsup.worker_signals import starting_held
 
 log = logging.getLogger("rlsup.daemon")
 
@@ -74,9 +75,10 @@ class LocalRunner:
         run_dir = Path(run_dir)
         descriptor = os.open(run_dir / paths.LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            popen = subprocess.Popen([*self.command, str(run_dir)], stdin=subprocess.DEVNULL,
-                                     stdout=descriptor, stderr=descriptor, start_new_session=True,
-                                     env=worker_environment(gpus), cwd=run_dir, close_fds=True)
+            with starting_held():  # a stop or reload sent while it starts waits until it listens
+                popen = subprocess.Popen([*self.command, str(run_dir)], stdin=subprocess.DEVNULL,
+                                         stdout=descriptor, stderr=descriptor, start_new_session=True,
+                                         env=worker_environment(gpus), cwd=run_dir, close_fds=True)
         finally:
             os.close(descriptor)
         start_time = process_start_time(popen.pid) or time.time()

@@ -31,7 +31,8 @@ def modules_under(relative: str = "") -> list[str]:
 CORE = ["rlsup.spec", "rlsup.lineage", "rlsup.paths", "rlsup.jobstate", "rlsup.store", "rlsup.runfiles",
         "rlsup.hardware", "rlsup.checkpoint.manifest", "rlsup.jobview", "rlsup.formatting", "rlsup.jobrecord",
         "rlsup.algos.registry", "rlsup.algos.contract", "rlsup.plotting", "rlsup.experiments", "rlsup.groups",
-        "rlsup.checkpoint.resume", "rlsup.progress", "rlsup.tensorboard_log"]
+        "rlsup.checkpoint.resume", "rlsup.progress", "rlsup.tensorboard_log",
+        "rlsup.worker_signals"]  # the last: imported at a program's first line, before anything else
 FRONT = modules_under("cli") + modules_under("daemon") + ["rlsup.client"]
 
 

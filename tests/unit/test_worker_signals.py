@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -107,16 +108,19 @@ def test_held_signals_abort_at_the_end_of_the_block(restored_handlers) -> None:
         pass
 
 
-def test_a_ctrl_c_swallowed_before_the_worker_listens_is_still_a_pause(restored_handlers, monkeypatch) -> None:
-    """rlsup run's first handler records the interrupt; code that swallows its KeyboardInterrupt (a library's
-    catch-all during import) cannot lose it: the worker's handlers, once installed, pause at once."""
-    monkeypatch.setattr(worker_signals, "early_interrupts", [])
-    signal.signal(signal.SIGINT, worker_signals.interrupt_and_record)
+@pytest.mark.parametrize("number, requested", [(signal.SIGINT, "pause_requested"),
+                                               (signal.SIGTERM, "pause_requested"),
+                                               (signal.SIGHUP, "reload_requested")])
+def test_a_signal_held_until_the_worker_listens_is_answered_then(restored_handlers, number: int,
+                                                                 requested: str) -> None:
+    """What `rlsup run` and a daemon's worker do from their first line: SIGTERM's and SIGHUP's default would
+    end the process, SIGINT's would raise wherever the program stands; held, each waits for its handler."""
+    worker_signals.hold_signals()
     try:
-        os.kill(os.getpid(), signal.SIGINT)
-    except KeyboardInterrupt:
-        pass  # swallowed, as a catch-all would
-    fresh = worker_signals.Signals()
-    assert not fresh.pause_requested
-    fresh.install()
-    assert fresh.pause_requested and not fresh.abort_requested
+        signal.pthread_kill(threading.get_ident(), number)  # this thread only: pytest's others do not hold it
+        signals = worker_signals.Signals()
+        assert not getattr(signals, requested)
+        signals.install()  # releases: the held signal is delivered here, to the worker's handler
+        assert getattr(signals, requested) and not signals.abort_requested
+    finally:
+        worker_signals.release_signals()
