@@ -17,33 +17,10 @@ import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rlsup.checkpoint import manifest as manifests
-from rlsup.checkpoint.manifest import (FORMAT_VERSION, CheckpointNotFound, latest_verified, list_checkpoints,
-                                       read_manifest, resolve, verify)
-from rlsup.checkpoint.directories import rotate
-from rlsup.checkpoint.store import CheckpointError, load_checkpoint, write_checkpoint
-
-
-def write(run_dir: Path, state: dict, step: int, *, keep: int = 10, reason: str = "interval", **extra):
-    return write_checkpoint(run_dir, state, step=step, episodes=step // 10, reason=reason, fingerprint=f"print-{step}",
-                            spec_sha256="spec", metrics_bytes=step * 3, keep=keep, extra=extra or None)
-
-
-def small_state(value: int) -> dict:
-    return {"counter": value, "weights": torch.full((3,), float(value)), "frames": np.full((4, 2), value, np.uint8)}
-
-
-def dot_entries(run_dir: Path) -> list[str]:
-    return sorted(name for name in os.listdir(run_dir / "checkpoints") if name.startswith("."))
-
-
-@pytest.fixture
-def dead_pid() -> int:
-    """The pid of a process that has exited and been reaped."""
-    process = subprocess.Popen([sys.executable, "-c", "pass"])
-    process.wait()
-    return process.pid
-
-
+from rlsup.checkpoint.manifest import (FORMAT_VERSION, latest_verified, list_checkpoints, read_manifest, resolve,
+                                       verify)
+from rlsup.checkpoint.store import CheckpointError, load_checkpoint
+from checkpoint_testing import dot_entries, flip_last_byte, small_state, write
 # ---------------------------------------------------------------------------------------------
 # Round trips
 
@@ -207,14 +184,6 @@ def test_files_load_without_running_code(tmp_path):
 # Verification and refusal
 
 
-def flip_last_byte(path: Path) -> None:
-    with open(path, "r+b") as handle:
-        handle.seek(-1, os.SEEK_END)
-        value = handle.read(1)[0]
-        handle.seek(-1, os.SEEK_END)
-        handle.write(bytes([value ^ 0xFF]))
-
-
 def test_flipped_byte_is_named_refused_and_skipped(tmp_path):
     first = write(tmp_path, small_state(1), 10)
     second = write(tmp_path, {"replay": {"frames": np.arange(5000, dtype=np.uint8)}}, 20)
@@ -265,164 +234,6 @@ def test_manifest_cannot_point_outside_the_checkpoint(tmp_path):
     files = {**read_manifest(entry.path)["files"], "../../secret": {"bytes": 1, "checksum": "00000000"}}
     rewrite_manifest(entry.path, files=files)
     assert verify(entry.path) == "../../secret: path leaves the checkpoint directory"
-
-
-# ---------------------------------------------------------------------------------------------
-# Listing, resolving, rotating and rewriting
-
-
-def test_listing_skips_temporary_and_manifestless_directories(tmp_path):
-    write(tmp_path, small_state(1), 5)
-    checkpoints = tmp_path / "checkpoints"
-    (checkpoints / "step-000000000009").mkdir()  # a crash before the manifest
-    (checkpoints / "step-000000000008").mkdir()
-    (checkpoints / "step-000000000008" / "manifest.json").write_text('{"step": 8, "fil')  # half-written
-    (checkpoints / ".tmp-step-000000000007-1-ab").mkdir()
-    assert read_manifest(checkpoints / "step-000000000008") is None
-    assert [entry.step for entry in list_checkpoints(tmp_path)] == [5]
-    assert list_checkpoints(tmp_path / "nowhere") == []
-
-
-def test_entry_describes_the_checkpoint(tmp_path):
-    entry = write(tmp_path, small_state(1), 40, updates=7)
-    listed = list_checkpoints(tmp_path)[0]
-    assert listed == entry
-    described = entry.to_json()
-    assert {key: described[key] for key in ("step", "reason", "path", "fingerprint", "episodes")} == {
-        "step": 40, "reason": "interval", "path": str(entry.path), "fingerprint": "print-40", "episodes": 4}
-    assert described["bytes"] == sum(path.stat().st_size for path in entry.path.rglob("*")
-                                     if path.is_file() and path.name != "manifest.json")
-    assert described["extra"] == {"updates": 7} and entry.metrics_bytes == 120
-
-
-def test_resolve_by_latest_step_and_path(tmp_path):
-    with pytest.raises(CheckpointNotFound, match="has no checkpoints"):
-        resolve(tmp_path, "latest")
-    write(tmp_path, small_state(1), 100)
-    second = write(tmp_path, small_state(2), 200)
-    assert resolve(tmp_path, "latest").path == second.path
-    assert resolve(tmp_path, "100").step == 100
-    assert resolve(tmp_path, str(second.path)).step == 200
-    assert resolve(tmp_path, second.path.name).step == 200
-    with pytest.raises(CheckpointNotFound, match=r"no checkpoint at step 150 \(steps available: 100, 200\)"):
-        resolve(tmp_path, "150")
-    with pytest.raises(CheckpointNotFound, match="not a checkpoint"):
-        resolve(tmp_path, str(tmp_path))
-    with pytest.raises(CheckpointNotFound, match="expected 'latest'"):
-        resolve(tmp_path, "nonsense")
-
-
-def test_rotation_keeps_the_newest(tmp_path):
-    for step in range(1, 6):
-        write(tmp_path, small_state(step), step, keep=10)
-    deleted = rotate(tmp_path, keep=2)
-    assert sorted(path.name for path in deleted) == [f"step-{step:012d}" for step in (1, 2, 3)]
-    assert [entry.step for entry in list_checkpoints(tmp_path)] == [4, 5]
-    assert dot_entries(tmp_path) == []
-    write(tmp_path, small_state(6), 6, keep=2)  # the write rotates too
-    assert [entry.step for entry in list_checkpoints(tmp_path)] == [5, 6]
-
-
-def test_rotation_keeps_everything_while_there_are_fewer_than_keep(tmp_path):
-    for step in range(1, 4):
-        write(tmp_path, small_state(step), step, keep=3)
-        assert [entry.step for entry in list_checkpoints(tmp_path)] == list(range(1, step + 1))
-    assert rotate(tmp_path, keep=5) == []
-
-
-def test_rotation_never_deletes_the_newest_verified(tmp_path):
-    for step in range(1, 5):
-        write(tmp_path, small_state(step), step, keep=10)
-    for step in (3, 4):
-        flip_last_byte(tmp_path / "checkpoints" / f"step-{step:012d}" / "arrays" / "frames.npy")
-    rotate(tmp_path, keep=1)
-    assert [entry.step for entry in list_checkpoints(tmp_path)] == [2, 4]
-    assert latest_verified(tmp_path).step == 2
-
-
-def test_write_after_a_fallback_protects_itself_not_a_newer_corrupt_one(tmp_path):
-    write(tmp_path, small_state(1), 100, keep=10)
-    write(tmp_path, small_state(2), 200, keep=10)
-    flip_last_byte(tmp_path / "checkpoints" / "step-000000000200" / "arrays" / "frames.npy")
-    write(tmp_path, small_state(3), 150, keep=1)  # resumed from 100 and went on
-    assert [entry.step for entry in list_checkpoints(tmp_path)] == [150, 200]
-    assert latest_verified(tmp_path).step == 150
-
-
-def write_best(run_dir: Path, step: int, mean: float, *, keep: int = 2):
-    return write(run_dir, small_state(step % 256), step, keep=keep, reason="best", evaluation_mean=mean)
-
-
-def test_best_checkpoints_live_beside_the_newest_and_never_serve_a_resume(tmp_path):
-    write(tmp_path, small_state(1), 100, keep=2)
-    first_best = write_best(tmp_path, 100, 20.0)  # same step as an interval checkpoint: both stay
-    write(tmp_path, small_state(2), 200, keep=2)
-    write_best(tmp_path, 250, 35.5)
-    write(tmp_path, small_state(3), 300, keep=2)
-    write(tmp_path, small_state(4), 400, keep=2)
-    names = [entry.path.name for entry in list_checkpoints(tmp_path)]
-    # keep = 2 counts resumable checkpoints only; of the bests only the newest (and highest) stays.
-    assert names == ["step-000000000250-best", "step-000000000300", "step-000000000400"]
-    assert not first_best.path.exists()
-    assert latest_verified(tmp_path).step == 400
-    assert resolve(tmp_path, "latest").step == 400
-    best = resolve(tmp_path, "best")
-    assert (best.step, best.reason, best.evaluation_mean, best.label) == (250, "best", 35.5, "best (eval 35.5)")
-    assert resolve(tmp_path, "250").reason == "best"
-
-
-def test_rotation_keeps_the_highest_best_even_beside_a_newer_one(tmp_path):
-    """After a resume from an older checkpoint, a new best may score below one of the discarded future."""
-    write_best(tmp_path, 500, 90.0)
-    write_best(tmp_path, 300, 80.0)
-    write_best(tmp_path, 400, 85.0)
-    assert [entry.step for entry in list_checkpoints(tmp_path)] == [400, 500]  # 400: the last written
-    assert resolve(tmp_path, "best").step == 500
-
-
-def test_resolve_best_says_why_there_is_none(tmp_path):
-    write(tmp_path, small_state(1), 100)
-    with pytest.raises(CheckpointNotFound, match="no best checkpoint yet"):
-        resolve(tmp_path, "best")
-    write_best(tmp_path, 300, 12.0)
-    write_best(tmp_path, 200, 10.0)  # written after a resume from step 100: both are kept
-    flip_last_byte(tmp_path / "checkpoints" / "step-000000000300-best" / "arrays" / "frames.npy")
-    assert resolve(tmp_path, "best").step == 200  # falls back to an older best that verifies
-    flip_last_byte(tmp_path / "checkpoints" / "step-000000000200-best" / "arrays" / "frames.npy")
-    with pytest.raises(CheckpointNotFound, match="no best checkpoint .* verifies"):
-        resolve(tmp_path, "best")
-
-
-def test_same_step_rewrite_replaces_the_old_checkpoint(tmp_path):
-    write(tmp_path, small_state(1), 50, reason="interval")
-    write(tmp_path, small_state(2), 50, reason="pause")
-    entries = list_checkpoints(tmp_path)
-    assert [(entry.step, entry.reason) for entry in entries] == [(50, "pause")]
-    assert load_checkpoint(entries[0].path)[1]["counter"] == 2
-    assert dot_entries(tmp_path) == []
-
-
-def test_checkpoint_moved_aside_by_a_crashed_rewrite_is_restored(tmp_path, dead_pid):
-    entry = write(tmp_path, small_state(1), 50)
-    # A crash between "rename the old aside" and "rename the new in": only the aside copy exists.
-    aside = entry.path.parent / f".old-{entry.path.name}-{dead_pid}-0abc"
-    os.rename(entry.path, aside)
-    (entry.path.parent / f".tmp-{entry.path.name}-{dead_pid}-0def").mkdir()
-    assert list_checkpoints(tmp_path) == []
-    rotate(tmp_path, keep=5)
-    assert [entry.step for entry in list_checkpoints(tmp_path)] == [50]
-    assert verify(entry.path) is None and dot_entries(tmp_path) == []
-
-
-def test_leftovers_of_live_writers_are_left_alone(tmp_path, dead_pid):
-    write(tmp_path, small_state(1), 1)
-    checkpoints = tmp_path / "checkpoints"
-    alive = checkpoints / f".tmp-step-000000000002-{os.getppid()}-00aa"
-    dead = checkpoints / f".deleting-step-000000000000-{dead_pid}-00bb"
-    alive.mkdir()
-    dead.mkdir()
-    rotate(tmp_path, keep=5)
-    assert dot_entries(tmp_path) == [alive.name]
 
 
 # ---------------------------------------------------------------------------------------------
