@@ -16,6 +16,7 @@ double DQN either, so compare jobs with double = false).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -215,6 +216,9 @@ def changed_job(job: Path, steps: int | None, settings: list[str], directory: Pa
     for setting in settings:
         name, _, text = setting.partition("=")
         table, _, field_name = name.partition(".")
+        if not dataclasses.is_dataclass(getattr(spec, table, None)):
+            raise SystemExit(f"--set {name}: [{table}] is not a table --set can change (an array of tables such as "
+                             "[[replay]] is changed in a copy of the job file)")
         spec = spec.replace(table, **{field_name: tomllib.loads(f"value = {text}")["value"]})  # TOML's syntax
     changed = directory / job.name
     changed.write_text(spec.to_toml())
