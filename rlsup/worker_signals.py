@@ -40,6 +40,31 @@ def starting_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+# Said when a second stop comes before the worker listens: the user wants out of a start-up that hangs.
+LEFT_WHILE_STARTING = "rlsup: interrupted twice while starting; nothing was trained and the run is as it was\n"
+_stopped_while_starting: list[int] = []  # the first stop signal taken by listen_while_starting()'s handler
+
+
+def listen_while_starting() -> None:
+    """Once the imports that an exception could break are done: note a first SIGINT/SIGTERM (install() makes
+    it a pause), and leave at once on a second, so a start-up that hangs (a user's env package, a large
+    checkpoint) still answers Ctrl-C. The handler never raises, so no library's catch-all can swallow it.
+    SIGHUP stays held: a reload means nothing before the worker listens."""
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, _on_stop_while_starting)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def _on_stop_while_starting(signum: int, frame) -> None:
+    if not _stopped_while_starting:
+        _stopped_while_starting.append(signum)
+        return
+    import os  # here: this module loads at a program's first line, and os is loaded by then anyway
+
+    os.write(2, LEFT_WHILE_STARTING.encode())
+    os._exit(128 + signum)  # a shell's convention: 130 for SIGINT (EXIT_ABORTED), 143 for SIGTERM
+
+
 class Aborted(BaseException):
     """A second interrupt: stop at once, without a checkpoint (the previous one stays valid)."""
 
@@ -60,6 +85,7 @@ class Signals:
         self.abort_raises = True
 
     def install(self) -> None:
+        self.pause_requested = bool(_stopped_while_starting)  # one taken while starting is a pause
         signal.signal(signal.SIGINT, self._on_stop)
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGHUP, self._on_reload)

@@ -56,6 +56,9 @@ def command_run(args: argparse.Namespace) -> int:
         if not args.job:
             raise CliError("rlsup run needs JOB.toml, or --resume RUN")
         from rlsup.env_check import check_env_file  # imports gymnasium, as the worker will anyway
+        from rlsup.worker_signals import listen_while_starting
+
+        listen_while_starting()  # past gymnasium's import: a hang in the user's env package can be left
 
         run_dir = start_run(check_env_file(loaded(args.job), args.job).spec, args.run_dir)
     print(run_dir, flush=True)
