@@ -13,6 +13,7 @@ from rlsup.algos.env_capture import EnvRestart
 from rlsup.algos.envs import probe_env
 from rlsup.algos.episodes import EpisodeReturns
 from rlsup.algos.nets import build_q_network, fingerprint, gradient_step, greedy_actions_module, numpy_policy
+from rlsup.algos.optimizers import FusedAdam
 from rlsup.algos.schedules import LinearSchedule, crossed
 from rlsup.algos.vector import VectorEnv, VectorStep, env_seeds, make_vector_env
 from rlsup.checkpoint.rng import generator_state, restore_generator
@@ -41,7 +42,7 @@ class DqnLearner:
         self.online = network.to(device)
         self.target = copy.deepcopy(self.online).requires_grad_(False)
         # The fused kernel is about twice as fast per step as the default loop over tensors.
-        self.optimizer = torch.optim.Adam(self.online.parameters(), lr=settings.lr, fused=True)
+        self.optimizer = FusedAdam(self.online.parameters(), lr=settings.lr)
         # Absolute steps: a raised budget leaves the learning rate of the steps already taken alone.
         self.learning_rate = (LinearSchedule(settings.lr, settings.lr_end, settings.lr_end_step)
                               if settings.lr_end_step > 0 else LinearSchedule.constant(settings.lr))

@@ -12,6 +12,7 @@ from rlsup.algos.actors import ActorProcesses, Delivery, SerialActors
 from rlsup.algos.contract import LearnerTrainer, Policy
 from rlsup.algos.envs import probe_env
 from rlsup.algos.episodes import EpisodeReturns
+from rlsup.algos.optimizers import RMSprop
 from rlsup.algos.nets import (PolicyValueNetwork, build_policy_value_network, fingerprint, gradient_step,
                               greedy_actions_module, numpy_policy)
 from rlsup.algos.schedules import LinearSchedule
@@ -34,8 +35,8 @@ class VtraceLearner:
         self.settings = settings
         self.device = device
         self.network = network.to(device)
-        self.optimizer = torch.optim.RMSprop(self.network.parameters(), lr=settings.lr, alpha=settings.rmsprop_alpha,
-                                             eps=settings.rmsprop_eps, momentum=settings.rmsprop_momentum)
+        self.optimizer = RMSprop(self.network.parameters(), lr=settings.lr, alpha=settings.rmsprop_alpha,
+                                 eps=settings.rmsprop_eps, momentum=settings.rmsprop_momentum)
         # Absolute steps: a raised budget leaves the learning rate of the steps already taken alone.
         self.learning_rate = LinearSchedule(settings.lr, settings.lr_end, settings.lr_end_step)
         self.updates = 0

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from rlsup.algos.observations import INTENSITY_MAX, network_for
+from rlsup.algos.optimizers import EagerOptimizer
 
 
 class MlpTorso(nn.Module):
@@ -157,8 +158,8 @@ def fingerprint(module: nn.Module) -> str:
     return digest.hexdigest()
 
 
-def gradient_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters: Iterable[nn.Parameter], *,
-                  learning_rate: float, max_grad_norm: float) -> None:
+def gradient_step(optimizer: torch.optim.Optimizer | EagerOptimizer, loss: torch.Tensor,
+                  parameters: Iterable[nn.Parameter], *, learning_rate: float, max_grad_norm: float) -> None:
     """One optimizer step on loss at a scheduled learning rate, gradients clipped to max_grad_norm when above 0."""
     for group in optimizer.param_groups:
         group["lr"] = learning_rate
