@@ -79,7 +79,7 @@ def pipeline_rates(spec: specs.JobSpec, seconds: float, *, train: bool) -> tuple
     """
     trainer = VtraceTrainer(spec, torch.device(spec.job.device))
     if not train:
-        trainer.learner.update = lambda batch, step: dict.fromkeys(LOSS_NAMES, 0.0)
+        trainer.learner.update = lambda batch, step: dict.fromkeys(LOSS_NAMES, torch.zeros(()))
     try:
         warm_up_unrolls = spec.vtrace.actors * spec.vtrace.envs_per_actor * WARM_UP_ROUNDS
         while trainer.unrolls < warm_up_unrolls or trainer.step == 0:

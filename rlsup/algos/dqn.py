@@ -12,6 +12,7 @@ from rlsup.algos.contract import LearnerTrainer, Policy
 from rlsup.algos.env_capture import EnvRestart
 from rlsup.algos.envs import probe_env
 from rlsup.algos.episodes import EpisodeReturns
+from rlsup.algos.loss_sums import LossSums
 from rlsup.algos.nets import build_q_network, fingerprint, gradient_step, greedy_actions_module, numpy_policy
 from rlsup.algos.optimizers import FusedAdam
 from rlsup.algos.schedules import LinearSchedule, crossed
@@ -23,6 +24,9 @@ from rlsup.spec import DqnSection, JobSpec, ReplaySection
 
 # Replay kinds that score items with the Q-network's penultimate features.
 SCORED_KINDS = ("elite", "attentive")
+# The scalars each gradient step reports, and the keys their sums have in a checkpoint.
+LOSS_NAMES = ("loss", "q_mean")
+SAVED_NAMES = {"loss": "loss_sum", "q_mean": "q_sum"}
 
 
 def td_targets(returns: torch.Tensor, discounts: torch.Tensor, next_target_q: torch.Tensor,
@@ -60,8 +64,8 @@ class DqnLearner:
         values = self.online.head(features)
         return features.float().cpu().numpy(), values.float().cpu().numpy()
 
-    def update(self, batch: TransitionBatch, step: int) -> dict[str, float]:
-        """One gradient step at the learning rate of absolute env step `step`."""
+    def update(self, batch: TransitionBatch, step: int) -> dict[str, torch.Tensor]:
+        """One gradient step at the learning rate of absolute env step `step`; its loss and mean Q on the device."""
         observations = self._tensor(batch.observations)
         next_observations = self._tensor(batch.next_observations)
         actions = self._tensor(batch.actions).long().unsqueeze(1)
@@ -79,7 +83,7 @@ class DqnLearner:
         gradient_step(self.optimizer, loss, self.online.parameters(), learning_rate=self.learning_rate(step),
                       max_grad_norm=self.settings.max_grad_norm)
         self.updates += 1
-        return {"loss": loss.item(), "q_mean": chosen.mean().item()}
+        return {"loss": loss.detach(), "q_mean": chosen.detach().mean()}
 
     def _loss(self, predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         if self.settings.loss == "huber":
@@ -175,7 +179,7 @@ class DqnTrainer(LearnerTrainer):
         self.epsilon = LinearSchedule(settings.epsilon_start, settings.epsilon_end, settings.epsilon_end_step)
         self.step = 0
         self.returns = EpisodeReturns()
-        self.loss_sum, self.q_sum, self.loss_count = 0.0, 0.0, 0
+        self.loss_sums = LossSums(LOSS_NAMES)
         self.observations = self.envs.reset()
         self.first = [True] * self.envs.num_envs
 
@@ -237,10 +241,7 @@ class DqnTrainer(LearnerTrainer):
             for _ in range(settings.gradient_steps):
                 batch = self.replays.sample(settings.batch_size, settings.n_step, settings.gamma,
                                             self.feature_source, self.step)
-                result = self.learner.update(batch, self.step)
-                self.loss_sum += result["loss"]
-                self.q_sum += result["q_mean"]
-                self.loss_count += 1
+                self.loss_sums.add(self.learner.update(batch, self.step))
         if crossed(previous_step, self.step, settings.target_update_every):
             self.learner.update_target()
 
@@ -248,10 +249,7 @@ class DqnTrainer(LearnerTrainer):
         """Averages since the previous call, for a `train` line of metrics.jsonl."""
         metrics = {"epsilon": self.epsilon(self.step), "lr": self.learner.learning_rate(self.step),
                    "updates": self.learner.updates, "episodes": self.episodes, "mean_return": self.mean_return()}
-        if self.loss_count:
-            metrics["loss"] = self.loss_sum / self.loss_count
-            metrics["q_mean"] = self.q_sum / self.loss_count
-        self.loss_sum, self.q_sum, self.loss_count = 0.0, 0.0, 0
+        metrics.update(self.loss_sums.means())
         return metrics
 
     def state_dict(self, *, include_replay: bool = True) -> dict:
@@ -260,8 +258,8 @@ class DqnTrainer(LearnerTrainer):
             "exploration": generator_state(self.exploration),
             "counters": {"step": self.step},
             "episodes": self.returns.state_dict(),
-            "metrics": {"loss_sum": self.loss_sum,
-                        "q_sum": self.q_sum, "loss_count": self.loss_count},
+            "metrics": {SAVED_NAMES[name]: total for name, total in self.loss_sums.totals().items()}
+            | {"loss_count": self.loss_sums.count},
             "envs": self.envs.state_dict(),
             "observations": self.observations.copy(),
             "first": list(self.first),
@@ -276,8 +274,7 @@ class DqnTrainer(LearnerTrainer):
         self.step = int(state["counters"]["step"])
         self.returns.load_state_dict(state["episodes"])
         metrics = state["metrics"]
-        self.loss_sum, self.q_sum = float(metrics["loss_sum"]), float(metrics["q_sum"])
-        self.loss_count = int(metrics["loss_count"])
+        self.loss_sums.load({name: metrics[saved] for name, saved in SAVED_NAMES.items()}, metrics["loss_count"])
         restarts = self.envs.load_state_dict(state["envs"])
         self.observations = np.array(state["observations"], dtype=self.envs.observation_dtype)
         self.first = [bool(flag) for flag in state["first"]]

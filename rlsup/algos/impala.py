@@ -12,6 +12,7 @@ from rlsup.algos.actors import ActorProcesses, Delivery, SerialActors
 from rlsup.algos.contract import LearnerTrainer, Policy
 from rlsup.algos.envs import probe_env
 from rlsup.algos.episodes import EpisodeReturns
+from rlsup.algos.loss_sums import LossSums
 from rlsup.algos.optimizers import RMSprop
 from rlsup.algos.nets import (PolicyValueNetwork, build_policy_value_network, fingerprint, gradient_step,
                               greedy_actions_module, numpy_policy)
@@ -41,8 +42,9 @@ class VtraceLearner:
         self.learning_rate = LinearSchedule(settings.lr, settings.lr_end, settings.lr_end_step)
         self.updates = 0
 
-    def update(self, batch: UnrollBatch, step: int) -> dict[str, float]:
-        """One gradient step on a time-major batch, at the learning rate of absolute step `step`."""
+    def update(self, batch: UnrollBatch, step: int) -> dict[str, torch.Tensor]:
+        """One gradient step on a time-major batch, at the learning rate of absolute step `step`; its losses and
+        statistics as scalars on the device (read by LossSums, once per metrics line)."""
         settings = self.settings
         length, size = batch.actions.shape
         output = self.network(self.as_tensor(batch.observations).flatten(0, 1))
@@ -64,8 +66,8 @@ class VtraceLearner:
         self.updates += 1
         with torch.no_grad():
             entropy = -vtrace.entropy_loss(logits) / (length * size)
-        return {"total_loss": total_loss.item(), **{name: loss.item() for name, loss in losses.items()},
-                "entropy": entropy.item(), "mean_value": values.mean().item(), "mean_rho": log_rhos.exp().mean().item()}
+            return {"total_loss": total_loss.detach(), **{name: loss.detach() for name, loss in losses.items()},
+                    "entropy": entropy, "mean_value": values.mean(), "mean_rho": log_rhos.exp().mean()}
 
     @torch.no_grad()
     def greedy_actions(self, observations: np.ndarray) -> np.ndarray:
@@ -145,8 +147,7 @@ class VtraceTrainer(LearnerTrainer):
         self.step = 0
         self.returns = EpisodeReturns()
         self.unrolls = 0
-        self.loss_sums = dict.fromkeys(LOSS_NAMES, 0.0)
-        self.loss_count = 0
+        self.loss_sums = LossSums(LOSS_NAMES)
         # Rounds received but not yet all in the replays (a full queue), and how far into the first one.
         self.pending: deque[Delivery] = deque()
         self.pending_position = 0
@@ -210,12 +211,9 @@ class VtraceTrainer(LearnerTrainer):
     def _update(self) -> None:
         settings = self.spec.vtrace
         batch = self.replays.sample(settings.batch_size, features=self.feature_source, step=self.step)
-        metrics = self.learner.update(batch, self.step)
+        self.loss_sums.add(self.learner.update(batch, self.step))
         self.step += settings.unroll_length * settings.batch_size
         self.actors.weights.publish(self.learner.network)
-        for name in LOSS_NAMES:
-            self.loss_sums[name] += metrics[name]
-        self.loss_count += 1
 
     # -- the rest of the Trainer contract (algos/contract.py) --------------------------------
 
@@ -226,9 +224,7 @@ class VtraceTrainer(LearnerTrainer):
         for number, replay in enumerate(self.replays.replays):
             metrics[f"replay{number}_size"] = len(replay.storage)
             metrics.update({f"replay{number}_{name}": value for name, value in replay.sampler.metrics().items()})
-        if self.loss_count:
-            metrics.update({name: total / self.loss_count for name, total in self.loss_sums.items()})
-        self.loss_sums, self.loss_count = dict.fromkeys(LOSS_NAMES, 0.0), 0
+        metrics.update(self.loss_sums.means())
         return metrics
 
     def state_dict(self, *, include_replay: bool = True) -> dict:
@@ -241,8 +237,7 @@ class VtraceTrainer(LearnerTrainer):
             "learner": self.learner.state_dict(),
             "counters": {"step": self.step, "unrolls": self.unrolls},
             "episodes": self.returns.state_dict(),
-            "metrics": {"loss_sums": dict(self.loss_sums),
-                        "loss_count": self.loss_count},
+            "metrics": {"loss_sums": self.loss_sums.totals(), "loss_count": self.loss_sums.count},
         }
         if include_replay:
             state["replay"] = self.replays.state_dict()
@@ -255,8 +250,7 @@ class VtraceTrainer(LearnerTrainer):
         counters, metrics = state["counters"], state["metrics"]
         self.step, self.unrolls = int(counters["step"]), int(counters["unrolls"])
         self.returns.load_state_dict(state["episodes"])
-        self.loss_sums = {name: float(metrics["loss_sums"][name]) for name in LOSS_NAMES}
-        self.loss_count = int(metrics["loss_count"])
+        self.loss_sums.load(metrics["loss_sums"], metrics["loss_count"])
         if "replay" in state:
             self.replays.load_state_dict(state["replay"])
         if isinstance(self.actors, SerialActors):
