@@ -363,9 +363,19 @@ def exit_now(code: int) -> None:
     """Leave at once: every file is written and fsynced by now, and torch's interpreter teardown
     takes over a second, which would be most of a pause's latency."""
     logging.shutdown()
+    release_multiprocessing_resources()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def release_multiprocessing_resources() -> None:
+    """Unlink the named semaphores of multiprocessing's locks, queues and events (V-trace's actors), as
+    interpreter exit would: os._exit skips that, and Python's resource tracker then printed a "leaked
+    semaphore objects" warning after the pause sentence whenever one of them was still referenced."""
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:
+        util._run_finalizers(0)  # the at-exit finalizers first run by multiprocessing's own exit handler
 
 
 def main(argv: list[str] | None = None) -> int:
