@@ -1,6 +1,7 @@
 """CPU, memory and GPU sampling (psutil + NVML) behind one interface, with a fake for tests."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import threading
@@ -183,3 +184,29 @@ def _try(read, default):
         return read()
     except Exception:  # an unsupported reading on this GPU model is not an error
         return default
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the platform tells it)."""
+    affinity = _affinity()
+    return len(affinity) if affinity is not None else os.cpu_count() or 1
+
+
+def idle_cpus(sample_s: float = 0.1) -> float:
+    """How many of this process's usable CPUs the machine leaves idle over the next sample_s seconds.
+
+    Sampled, not read from the load average, which lags by a minute: right after a run ended (a user's
+    previous job, a bench's previous column) it still counts that run's core as busy."""
+    try:
+        per_cpu = psutil.cpu_percent(interval=sample_s, percpu=True)
+    except Exception:  # no CPU times on this platform: count every usable CPU idle
+        return float(usable_cpus())
+    affinity = _affinity()
+    return sum(100.0 - percent for index, percent in enumerate(per_cpu)
+               if affinity is None or index in affinity) / 100.0
+
+
+def _affinity() -> set[int] | None:
+    with contextlib.suppress(AttributeError):
+        return os.sched_getaffinity(0)
+    return None

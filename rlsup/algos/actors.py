@@ -20,7 +20,7 @@ from torch import nn
 
 from rlsup.algos.nets import PolicyValueNetwork, build_policy_value_network
 from rlsup.algos.shared_memory import UnrollArrays, UnrollGroups, UnrollLayout, WeightsBuffer
-from rlsup.algos.vector import VectorStep, env_seeds, make_vector_env, spare_cpus
+from rlsup.algos.vector import VectorStep, env_seeds, make_vector_env
 from rlsup.checkpoint.rng import generator_state, restore_generator
 from rlsup.spec import JobSpec
 
@@ -76,7 +76,7 @@ class Actor:
         self.unroll_length = settings.unroll_length
         self.discount = settings.gamma
         # Actor processes share the machine: each vector may use its share of the CPUs (see choose_vectoriser).
-        self.envs = make_vector_env(spec.env, seeds, spare_cpus(1 if settings.serial else settings.actors))
+        self.envs = make_vector_env(spec.env, seeds, sharers=1 if settings.serial else settings.actors)
         self.network = build_actor_network(spec, self.envs.observation_shape, self.envs.num_actions)
         self.sampling = np.random.Generator(np.random.PCG64(sampling_seed))
         self.weights_version = -1

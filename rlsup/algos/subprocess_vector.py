@@ -15,7 +15,8 @@ import numpy as np
 from rlsup.algos.env_capture import EnvRestart
 from rlsup.algos.env_process import WORKER_SIGNALS, LocalSlice
 from rlsup.algos.env_sources import EnvError
-from rlsup.algos.vector import VectorStep, check_env_count, usable_cpus
+from rlsup.algos.vector import VectorStep, check_env_count
+from rlsup.hardware import usable_cpus
 from rlsup.spec import EnvSection
 
 # The program an env process runs: the socket's descriptor is its one argument.

@@ -1,10 +1,8 @@
 """Vectorisers: N training envs stepped as one batch, so the policy runs once per batch, each env's state captured."""
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-import os
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -12,6 +10,7 @@ import numpy as np
 
 from rlsup.algos.env_capture import EnvRestart, load_env_states
 from rlsup.algos.envs import EpisodeResult, TrainingEnv, make_env
+from rlsup.hardware import idle_cpus
 from rlsup.spec import EnvSection
 
 log = logging.getLogger("rlsup.envs")
@@ -137,9 +136,10 @@ class SerialVectorEnv:
             env.close()
 
 
-def make_vector_env(env: EnvSection, seeds: list[int], cpus: int | None = None) -> VectorEnv:
+def make_vector_env(env: EnvSection, seeds: list[int], cpus: int | None = None, sharers: int = 1) -> VectorEnv:
     """One env per seed, stepped as a batch by the vectoriser [env] vectoriser names (see choose_vectoriser);
-    cpus: the CPUs this vector may count on (default: spare_cpus(); a V-trace actor gets its share).
+    cpus: the CPUs this vector may count on (default: spare_cpus(sharers), read only where the choice
+    depends on it; V-trace's actors share them).
 
     Both vectorisers resume exactly and give the same trajectory: each env is a TrainingEnv whose state
     is captured on its own. The ALE vector env (ale-py 0.12: reset, send and recv, no per-env cloneState)
@@ -147,7 +147,9 @@ def make_vector_env(env: EnvSection, seeds: list[int], cpus: int | None = None) 
     replay would have to start from the first reset; they also preprocess frames in C++, so their runs
     would differ from today's. bench/env_throughput.py measures what each would gain.
     """
-    choice = choose_vectoriser(env, len(seeds), spare_cpus() if cpus is None else cpus)
+    if cpus is None:
+        cpus = spare_cpus(sharers) if counts_cpus(env, len(seeds)) else 1
+    choice = choose_vectoriser(env, len(seeds), cpus)
     log.info("[env] vectoriser %s: %s", env.vectoriser, choice.reason)
     if choice.name == "subprocess":
         from rlsup.algos.subprocess_vector import SubprocessVectorEnv  # it imports this module
@@ -166,10 +168,15 @@ class VectoriserChoice:
 
 
 # Envs per slice below which "auto" keeps a vector serial. Measured with bench/env_throughput.py on Pong
-# (2 shared x86-64 cores): two slices of 4 envs stepped 1.3x the serial rate while the second core was
-# mostly free, two of 2 envs 0.77-0.88x, as each slice's batch pays a round trip to its process beside
-# ~330 us of CPU per env step.
-AUTO_ENVS_PER_SLICE = 4
+# (2 x86-64 cores, the second idle): two slices of 2 envs stepped 1.20x the serial rate (1874 against 1562
+# agent steps/s), two of 1 only 1.06x, as each slice's batch pays a round trip to its process beside ~330 us
+# of CPU per env step. With the second core busy, slices of 2 lose (0.77-0.88x): hence spare_cpus.
+AUTO_ENVS_PER_SLICE = 2
+
+
+def counts_cpus(env: EnvSection, num_envs: int) -> bool:
+    """Whether choose_vectoriser's answer depends on the spare CPUs (reading them takes spare_cpus 0.1 s)."""
+    return env.vectoriser == "auto" and env.preset == "atari" and num_envs >= 2 * AUTO_ENVS_PER_SLICE
 
 
 def choose_vectoriser(env: EnvSection, num_envs: int, cpus: int) -> VectoriserChoice:
@@ -189,21 +196,9 @@ def choose_vectoriser(env: EnvSection, num_envs: int, cpus: int) -> VectoriserCh
                                                   f"spare CPUs")
 
 
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity where the platform tells it)."""
-    with contextlib.suppress(AttributeError):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def spare_cpus(sharers: int = 1) -> int:
-    """The CPUs a vector can count on: the usable ones that were idle over the last minute (load average),
-    and the one its owner runs on, split among the vectors made side by side (V-trace actors). On a machine
-    whose cores other work keeps busy, env processes only wait for a core: Pong at 8 envs then stepped at
-    0.76 times the serial rate (bench/env_throughput.py, 2 cores under a load of 3.6)."""
-    usable = usable_cpus()
-    load = 0.0
-    with contextlib.suppress(AttributeError, OSError):  # no load average on this platform: assume none
-        load = os.getloadavg()[0]
-    idle = math.floor(usable - load) + 1
-    return max(1, min(usable, idle) // sharers)
+    """The CPUs a vector can count on: those the machine leaves idle (sampled while this process sleeps, so
+    its own core counts), split among the vectors made side by side (V-trace actors). On a machine whose
+    cores other work keeps busy, env processes only wait for a core: Pong at 8 envs then stepped at 0.76
+    times the serial rate (bench/env_throughput.py, 2 cores under a load of 3.6)."""
+    return max(1, math.floor(idle_cpus() + 0.5) // sharers)

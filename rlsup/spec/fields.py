@@ -86,8 +86,8 @@ class EnvSection:
                            maximum=COUNT_MAX)
     vectoriser: Literal["auto", "serial", "subprocess"] = setting(
         "auto", "How the envs of a vector are stepped: serial (in turn, in the worker), subprocess (slices of "
-                "them in processes of their own, at once), auto (subprocess for an ALE game with 4+ envs a CPU "
-                "on 2+ CPUs, else serial; see README). Same trajectory with each.",
+                "them in processes of their own, at once), auto (subprocess for an ALE game with 2+ envs a CPU "
+                "on 2+ idle CPUs, else serial; see README). Same trajectory with each.",
         RESUME)
     sticky_actions: float = setting(0.0, "Atari repeat_action_probability (0.25 for sticky actions).",
                                     IDENTITY, minimum=0.0, maximum=1.0, env_state=True)

@@ -21,7 +21,9 @@ from test_vector import assert_same_vector_step, random_actions
 from rlsup.algos.env_replay import stable_digest
 from rlsup.algos.env_sources import EnvError
 from rlsup.algos.subprocess_vector import EnvProcessError, SubprocessVectorEnv, slice_bounds
-from rlsup.algos.vector import AUTO_ENVS_PER_SLICE, SerialVectorEnv, choose_vectoriser, make_vector_env, spare_cpus
+from rlsup.algos.vector import (AUTO_ENVS_PER_SLICE, SerialVectorEnv, choose_vectoriser, counts_cpus, make_vector_env,
+                                spare_cpus)
+from rlsup.hardware import idle_cpus
 from rlsup import spec as specs
 from rlsup.spec import EnvSection
 
@@ -181,7 +183,8 @@ PONG = EnvSection(id="ALE/Pong-v5", preset="atari", clip_rewards=True)
 
 @pytest.mark.parametrize(("env", "num_envs", "cpus", "expected"), [
     (PONG, 8, 2, ("subprocess", 2)),     # two slices of 4 ALE envs
-    (PONG, 7, 2, ("serial", None)),      # a slice of 3 would not pay its round trip
+    (PONG, 4, 2, ("subprocess", 2)),     # two slices of 2
+    (PONG, 3, 2, ("serial", None)),      # a slice of 1 would not pay its round trip
     (PONG, 64, 4, ("subprocess", 4)),    # no more slices than CPUs
     (PONG, 16, 1, ("serial", None)),     # one spare CPU (or a busy machine): nothing to step at once
     (dataclasses.replace(PONG, vectoriser="serial"), 8, 2, ("serial", None)),
@@ -208,3 +211,19 @@ def test_spare_cpus_are_usable_ones_split_among_the_vectors_made_side_by_side() 
     usable = len(os.sched_getaffinity(0))
     assert 1 <= spare_cpus() <= usable
     assert spare_cpus(sharers=usable + 1) == 1
+
+
+def test_idle_cpus_are_sampled_among_the_usable_ones() -> None:
+    usable = len(os.sched_getaffinity(0))
+    assert 0.0 <= idle_cpus(0.05) <= usable + 1e-6
+
+
+@pytest.mark.parametrize(("env", "num_envs", "counts"), [
+    (PONG, 4, True), (PONG, 3, False), (dataclasses.replace(PONG, vectoriser="serial"), 8, False),
+    (EnvSection(id="MinAtar/Breakout-v1"), 64, False)])
+def test_spare_cpus_are_read_only_where_the_choice_depends_on_them(env: EnvSection, num_envs: int,
+                                                                 counts: bool) -> None:
+    assert counts_cpus(env, num_envs) is counts
+    # Where it does not, every CPU count gives the same choice: skipping the 0.1 s sample changes nothing.
+    if not counts:
+        assert len({choose_vectoriser(env, num_envs, cpus).name for cpus in (1, 2, 64)}) == 1
