@@ -162,11 +162,12 @@ def pid_of(job: Job) -> int | None:
     return -job.id if is_foreground(job) else job.pid
 
 
-def where(job: Job) -> str:
-    """The WHERE cell: GPUs of a local job ("gpu 0,1", "-" for none), or its cluster and node ("lab:10.0.0.7")."""
+def where(job: Job, *, gpu_label: str = "gpu ", separator: str = ",", blank: str = "-") -> str:
+    """The WHERE cell: GPUs of a local job ("gpu 0,1", blank for none), or its cluster and node ("lab:10.0.0.7");
+    the TUI's narrow column drops the label and spaces the GPUs ("0 1")."""
     if job.cluster:
         return job.where
-    return f"gpu {job.gpus}" if job.gpus else "-"
+    return f"{gpu_label}{job.gpus.replace(',', separator)}" if job.gpus else blank
 
 
 # What to do instead of asking the daemon to act on a foreground run, which lives in its terminal.

@@ -9,7 +9,7 @@ from textual.widgets import DataTable
 from rlsup.formatting import decimal, duration, short_count, speed
 from rlsup.groups import GroupRow, grouped, shown
 from rlsup.jobstate import State
-from rlsup.jobview import JobRow, job_label
+from rlsup.jobview import JobRow, job_label, where
 from rlsup.tui.overlay import experiment_of_key, group_key
 from rlsup.tui.widgets import state_text
 
@@ -52,7 +52,7 @@ def job_cells(row: JobRow, bar_width: int = BAR_WIDTH, indent: str = "", marked:
             cut(job.env), state_cell(row),
             progress(row.step, job.total_steps, bar_width),
             Text(speed(row.steps_per_second), justify="right"), Text(decimal(row.mean_return, 1), justify="right"),
-            Text(duration(row.eta_s), justify="right"), job.where if job.cluster else job.gpus.replace(",", " ") or "–")
+            Text(duration(row.eta_s), justify="right"), where(job, gpu_label="", separator=" ", blank="–"))
 
 
 MEMBER_INDENT = "  "
