@@ -145,6 +145,7 @@ class TrainingRun:
         """Continue from the newest checkpoint that verifies, or a fork's parent's (rlsup/checkpoint/resume.py)."""
         from rlsup.checkpoint.resume import restore
 
+        self.notice = self.choice.skipped_message()  # status.json says so even if the older one fails to load
         start = restore(self.run_dir, self.choice, trainer)
         self.notice, self.best_evaluation = start.notice, start.best_evaluation
         self.env_restarts = start.env_restarts

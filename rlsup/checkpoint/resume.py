@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rlsup import lineage, runfiles, tensorboard_log
 from rlsup.algos.contract import Trainer
-from rlsup.checkpoint.manifest import Choice
+from rlsup.checkpoint.manifest import CheckpointProblem, Choice
 
 log = logging.getLogger("rlsup.worker")
 
@@ -44,7 +44,7 @@ def restore(run_dir: Path, choice: Choice, trainer: Trainer) -> StartingPoint:
         log.warning(notice)
     # newest_usable has just checksummed every file: a second pass would read a large replay twice.
     manifest, state = load_checkpoint(entry.path, verify=False)
-    trainer.load_state_dict(state["trainer"])
+    load_trainer_state(trainer, state["trainer"], entry.path.name)
     start = StartingPoint(notice=notice, checkpoint=str(entry.path), checkpoint_step=entry.step,
                           training_wall_s=float(extra_of(manifest).get("training_wall_s", 0.0)),
                           tensorboard_events=extra_of(manifest).get(tensorboard_log.EXTRA_KEY))
@@ -57,6 +57,22 @@ def restore(run_dir: Path, choice: Choice, trainer: Trainer) -> StartingPoint:
                     "the resumed run refills it and will not match an uninterrupted one", entry.path.name)
     log.info("resumed from %s (step %d, fingerprint %s)", entry.path.name, entry.step, entry.fingerprint[:12])
     return start
+
+
+def load_trainer_state(trainer: Trainer, state: dict, checkpoint: str) -> None:
+    """The checkpoint into the trainer this job file builds, or one sentence on why it does not fit.
+
+    A checkpoint that verified yet does not load was written for other networks: most often the env's
+    spaces changed under the run (its package upgraded between pause and resume). Retrying cannot help,
+    so it is the user's to decide (exit 2, which the daemon never retries); torch's own words end the sentence."""
+    try:
+        trainer.load_state_dict(state)
+    except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as error:
+        detail = " ".join(str(error).split())
+        raise CheckpointProblem(f"{checkpoint} does not fit the trainer this job builds ({detail[:300]}): did the "
+                                f"env's observation or action space change since it was written (its package "
+                                f"upgraded, say)? Nothing was changed; resume with the env as it was, or start a "
+                                f"new run") from None
 
 
 def note_env_restarts(start: StartingPoint, manifest: dict, trainer: Trainer, checkpoint: str) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from checkpoint_testing import flip_last_byte
 from rlsup_testing import assert_one_line_error, run_rlsup
 from user_envs import DICT_ID, PACKAGE, WALK_ID, with_python_path, write_package
 
@@ -126,3 +127,29 @@ def shrunk(spec: specs.JobSpec) -> specs.JobSpec:
     spec = spec.replace("dqn", learning_starts=min(spec.dqn.learning_starts, 100),
                         epsilon_end_step=min(spec.dqn.epsilon_end_step, 200), train_every=4, gradient_steps=1)
     return spec.replace("vtrace", serial=True, envs_per_actor=2, unroll_length=10, batch_size=4)
+
+
+def test_a_resume_after_the_users_env_changed_its_space_is_one_sentence(user_envs, tmp_path):
+    """A package upgraded between pause and resume gives observations the checkpoint's networks do not take:
+    refused in one sentence naming the checkpoint (exit 2, never retried), no traceback, no checkpoint lost."""
+    run_dir = tmp_path / "run"
+    job = job_file(tmp_path, WALK_ID)
+    job.write_text(job.read_text().replace("every_steps = 0", "every_steps = 300", 1))
+    assert run_rlsup("run", job, "--run-dir", run_dir).returncode == 0
+    checkpoints = sorted(path.name for path in (run_dir / "checkpoints").iterdir())
+    source = user_envs / PACKAGE / "__init__.py"
+    source.write_text(source.read_text().replace('observation_space = Box(0.0, 1.0, (2,), np.float32)',
+                                                 'observation_space = Box(0.0, 1.0, (3,), np.float32)', 1)
+                      .replace("1.0], np.float32)", "1.0, 0.0], np.float32)", 1))
+    job.write_text(job.read_text().replace("total_steps = 600", "total_steps = 900"))
+    flip_last_byte(run_dir / "checkpoints" / "step-000000000600" / "tensors.pt")  # the newest is skipped too
+    result = run_rlsup("run", "--resume", run_dir, job)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 2, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert "step-000000000300" in last and "torso.layers.0.weight" in last and "observation or action space" in last
+    assert sorted(path.name for path in (run_dir / "checkpoints").iterdir()) == checkpoints
+    assert runfiles.read_exit(run_dir)["code"] == 2
+    # Both facts stay where `rlsup status` and the TUI read them: the skipped newer checkpoint and the failure.
+    status = runfiles.read_status(run_dir)
+    assert status["phase"] == "failed" and "step-000000000600" in status["notice"]
