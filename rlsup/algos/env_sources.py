@@ -16,6 +16,7 @@ from gymnasium.spaces import Box, Discrete
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
 from rlsup.algos.fire_reset import FireReset, needs_fire
+from rlsup.algos.minatar_seeding import ReseedInPlace, is_minatar
 from rlsup.algos.observations import NetworkError, ObservationLayout, layout_of
 from rlsup.spec import EnvSection
 
@@ -167,7 +168,8 @@ def _make_as_registered(env: EnvSection, render_mode: str | None) -> gym.Env:
         options["max_episode_steps"] = env.max_episode_steps
     # The passive checker only warns, yet it keeps check-once flags and the previous step's data,
     # state that would have to be captured too.
-    return gym.make(env.id, disable_env_checker=True, **options)
+    stack = gym.make(env.id, disable_env_checker=True, **options)
+    return ReseedInPlace(stack) if is_minatar(stack) else stack
 
 
 def _make_atari(env: EnvSection, render_mode: str | None) -> gym.Env:
