@@ -286,6 +286,15 @@ class JobSpec:
         return dataclasses.replace(self, **{section: dataclasses.replace(getattr(self, section), **changes)})
 
 
+def default_replays(spec: JobSpec) -> tuple[ReplaySection, ...]:
+    """[[replay]] for a job file that has none: for dqn, a uniform replay of 100,000 transitions; for vtrace, plain
+    on-policy IMPALA, a queue of one batch whose unrolls are each used once. A uniform replay of 100,000 unrolls
+    would learn from stale unrolls, and wait for 20,000 of them (400,000 actor steps) before its first update."""
+    if spec.job.algo == "vtrace":
+        return (ReplaySection(kind="queue", capacity=spec.vtrace.batch_size),)
+    return (ReplaySection(),)
+
+
 TABLES: dict[str, type] = {f.name: f.default_factory().__class__ for f in dataclasses.fields(JobSpec)
                            if f.name != "replay"}
 ARRAY_TABLES: dict[str, type] = {"replay": ReplaySection}

@@ -1,6 +1,7 @@
 """Loading job files: TOML checked field by field and rule by rule, every problem located at its line."""
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rlsup.fieldcheck import check_value
-from rlsup.spec.fields import ARRAY_TABLES, TABLES, JobSpec, former_names, section_field
+from rlsup.spec.fields import ARRAY_TABLES, TABLES, JobSpec, default_replays, former_names, section_field
 from rlsup.spec.locating import Located, Problem, SpecError
 from rlsup.spec.rules import job_violations
 from rlsup.spec.sweep import SWEEP_TABLE, Sweep, read_sweep
@@ -111,7 +112,8 @@ class _Loading(Located):
                 self.problems.append(self.problem((key,), "unknown table" + _suggestion(key, known + [SWEEP_TABLE])))
         if self.problems:
             return None
-        return JobSpec(**sections)
+        spec = JobSpec(**sections)
+        return spec if "replay" in sections else dataclasses.replace(spec, replay=default_replays(spec))
 
     def build_section(self, cls: type, data: dict, path: tuple) -> Any:
         hints = typing.get_type_hints(cls)

@@ -134,3 +134,17 @@ def test_share_rules_are_one_function_for_files_and_for_built_replays() -> None:
     assert specs.whole_shares(replays, 16) == [8, 8]
     tiny = [specs.ReplaySection(ratio=1e-12), specs.ReplaySection(ratio=1 - 1e-12)]
     assert any("at least 1" in violation.message for violation in specs.share_violations(tiny, 8))
+
+
+@pytest.mark.parametrize(("algo", "expected"), [
+    ("vtrace", specs.ReplaySection(kind="queue", capacity=12)),  # plain IMPALA: one batch of fresh unrolls
+    ("dqn", specs.ReplaySection()),                             # a uniform replay of 100,000 transitions
+])
+def test_a_job_without_replays_gets_its_algorithms_default(tmp_path: Path, algo: str, expected) -> None:
+    path = write(tmp_path, f'[job]\nalgo = "{algo}"\n[env]\nid = "CartPole-v1"\n[vtrace]\nbatch_size = 12\n'
+                           f'[dqn]\nbatch_size = 12\n')
+    spec = specs.load(path)
+    assert spec.replay == (expected,)
+    # The run's resolved job.toml holds it, so a later change of the default cannot change a run.
+    resolved = write(tmp_path, spec.to_toml())
+    assert "[[replay]]" in resolved.read_text() and specs.load(resolved) == spec
