@@ -198,7 +198,7 @@ def runs_root(spec: specs.JobSpec, home: Path) -> Path | None:
     """Where the job's run directory goes: its cluster's run_root, which the cluster's nodes see (None: this home)."""
     from rlsup.daemon.clusters import UnknownCluster, cluster_named
     from rlsup.daemon.scheduler import SettingsError
-    from rlsup.daemon.startup import load_settings
+    from rlsup.daemon.settings_file import load_settings
 
     if not spec.job.cluster:
         return None

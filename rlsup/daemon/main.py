@@ -15,7 +15,7 @@ from rlsup.daemon import edits, hooks, moves, scheduler
 from rlsup.daemon.runner import JobRunner, RunnerUnavailable, Signal, WorkerHandle
 from rlsup.daemon.runners import Runners
 from rlsup.daemon.supervisor import LocalRunner
-from rlsup.daemon.startup import load_settings
+from rlsup.daemon.settings_file import load_settings
 from rlsup.daemon.watcher import SpecWatcher
 from rlsup.jobstate import ACTIVE, Desired, EditAction, Exit, State
 from rlsup.jobview import WorkerStatus, jobs_following, read_worker_status

@@ -12,7 +12,8 @@ from rlsup import hardware as hardware_module, paths
 from rlsup.daemon import scheduler
 from rlsup.daemon.main import Daemon
 from rlsup.daemon.runner import JobRunner
-from rlsup.daemon.startup import AlreadyRunning, detach_output, load_settings, setup_logging, take_lock
+from rlsup.daemon.settings_file import load_settings
+from rlsup.daemon.startup import AlreadyRunning, detach_output, setup_logging, take_lock
 
 log = logging.getLogger("rlsup.daemon")
 

@@ -1,4 +1,4 @@
-"""The daemon process around its loop: daemon.toml, the home's lock, logging, detaching from the terminal."""
+"""The daemon process around its loop: the home's lock, logging, detaching from the terminal."""
 from __future__ import annotations
 
 import logging
@@ -11,27 +11,11 @@ from pathlib import Path
 from rlsup import locks, paths
 from rlsup.daemon import scheduler
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 log = logging.getLogger("rlsup.daemon")
 
 
 class AlreadyRunning(RuntimeError):
     """Another daemon holds this home's lock."""
-
-
-def load_settings(home: Path) -> scheduler.Settings:
-    path = Path(home) / paths.DAEMON_SETTINGS
-    if not path.exists():
-        return scheduler.Settings()
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise scheduler.SettingsError(f"{path}: {error}") from None
-    return scheduler.settings_from_mapping(data, source=str(path))
 
 
 def take_lock(home: Path, *, wait_s: float = 1.0) -> int:
