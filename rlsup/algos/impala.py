@@ -13,9 +13,9 @@ from rlsup.algos.contract import LearnerTrainer, Policy
 from rlsup.algos.envs import probe_env
 from rlsup.algos.episodes import EpisodeReturns
 from rlsup.algos.loss_sums import LossSums
-from rlsup.algos.optimizers import RMSprop
 from rlsup.algos.nets import (PolicyValueNetwork, build_policy_value_network, fingerprint, gradient_step,
                               greedy_actions_module, numpy_policy)
+from rlsup.algos.optimizers import RMSprop
 from rlsup.algos.schedules import LinearSchedule
 from rlsup.algos.shared_memory import UnrollLayout
 from rlsup.replay.mixer import ReplayMixer, replay_from_settings

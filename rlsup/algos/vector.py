@@ -175,7 +175,7 @@ AUTO_ENVS_PER_SLICE = 2
 
 
 def counts_cpus(env: EnvSection, num_envs: int) -> bool:
-    """Whether choose_vectoriser's answer depends on the spare CPUs (reading them takes spare_cpus 0.1 s)."""
+    """Whether choose_vectoriser's answer depends on the spare CPUs, which spare_cpus samples for 0.1 s."""
     return env.vectoriser == "auto" and env.preset == "atari" and num_envs >= 2 * AUTO_ENVS_PER_SLICE
 
 

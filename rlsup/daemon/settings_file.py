@@ -1,4 +1,4 @@
-"""$RLSUP_HOME/daemon.toml read into the daemon's Settings: by the daemon, and by submit to find a cluster's run_root."""
+"""$RLSUP_HOME/daemon.toml read into Settings: by the daemon, and by submit to find a cluster's run_root."""
 from __future__ import annotations
 
 import sys

@@ -64,7 +64,8 @@ def group_cells(group: GroupRow, opened: bool, bar_width: int = BAR_WIDTH, marke
     algos = ",".join(sorted({row.job.algo for row in group.rows}))
     envs = ",".join(sorted({row.job.env for row in group.rows}))
     name = cut(f"{group.experiment} ({len(group.rows)} jobs)")
-    return (MARK if marked else "", Text("▾" if opened else "▸", justify="right"), name, algos, cut(envs), Text(group.counts, style="bold", no_wrap=True, overflow="ellipsis"),
+    return (MARK if marked else "", Text("▾" if opened else "▸", justify="right"), name, algos, cut(envs),
+            Text(group.counts, style="bold", no_wrap=True, overflow="ellipsis"),
             progress(group.step, group.total_steps, bar_width),
             Text(speed(sum(speeds) if speeds else None), justify="right"),
             Text(shown(group.mean_return), justify="right"), Text(duration(group.eta_s), justify="right"), "–")

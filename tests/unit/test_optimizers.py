@@ -1,4 +1,4 @@
-"""rlsup's eager Adam and RMSprop step bit-identically to torch.optim's, share its state format, and skip torch._dynamo."""
+"""rlsup's Adam and RMSprop step bit-identically to torch.optim's, share its state format, skip torch._dynamo."""
 from __future__ import annotations
 
 import subprocess

@@ -1,4 +1,4 @@
-"""A worker's os._exit still unlinks multiprocessing's named semaphores, so no resource-tracker warning follows its last sentence."""
+"""A worker's os._exit still unlinks multiprocessing's semaphores: no resource-tracker warning after its last line."""
 from __future__ import annotations
 
 import os
