@@ -57,8 +57,9 @@ class TerminalPlayer:
         if frame is None:
             return
         if self.next_time is None:
-            self.stream.write(HIDE_CURSOR + CLEAR)
+            # Set first: a Ctrl-C that lands as the write returns must still find close() restoring.
             self.next_time = time.monotonic()
+            self.stream.write(HIDE_CURSOR + CLEAR)
         columns, lines = self.terminal_size()
         drawn = frame_lines(frame, columns, max(1, lines - SPARE_LINES))
         self.stream.write(HOME + "\n".join(drawn) + "\n")

@@ -9,6 +9,7 @@ from rlsup import client, lineage, paths, runfiles
 from rlsup import spec as specs
 from rlsup.cli.arguments import CliError, resolve_run
 from rlsup.cli.jobs import say_who_follows, warn_if_gpus_missing
+from rlsup.cli.program import finished
 from rlsup.jobview import jobs_following
 from rlsup.store import Job, Store
 
@@ -108,6 +109,7 @@ def command_export(args: argparse.Namespace) -> int:
                                   report=lambda line: print(line, file=sys.stderr))
     except ExportUnavailable as error:
         raise CliError(str(error)) from None
+    finished()  # the file is in place: a Ctrl-C now would report a failure that did not happen
     print(out)
     print(f"wrote {out} ({args.format}) and {described}", file=sys.stderr)
     return 0

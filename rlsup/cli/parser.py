@@ -5,20 +5,21 @@ import argparse
 import os
 import signal
 import sys
-import threading
 
 from rlsup import __version__
 from rlsup import spec as specs
 from rlsup.checkpoint.manifest import CheckpointProblem
 from rlsup.cli import checkpoints, completion, daemon_control, job_files, jobs, lineage, plot, status, training
 from rlsup.cli.arguments import CliError
+from rlsup.cli.program import Terminated, answer_stop_signals, finished
 from rlsup.lineage import ForkRefused
 from rlsup.jobstate import EXIT_SPEC
 from rlsup.worker_signals import release_signals
 
-# What a shell reports for a command that a signal stopped (128 + its number): Ctrl-C, and SIGPIPE,
+# What a shell reports for a command that a signal stopped (128 + its number): Ctrl-C, SIGTERM, and SIGPIPE,
 # so that `rlsup … | head` ends as `cat` does.
 INTERRUPTED = 128 + signal.SIGINT
+TERMINATED = 128 + signal.SIGTERM
 CLOSED_STDOUT = 128 + signal.SIGPIPE
 
 
@@ -55,15 +56,14 @@ def leave_closed_stdout() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        if threading.current_thread() is threading.main_thread():
-            # Each command handles Ctrl-C itself, even started ignoring it (a script's background job).
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+        answer_stop_signals()
         args = build_parser().parse_args(argv)
         if args.command is None:
             args.handler = command_tui
         if args.command != "run":  # `rlsup run` holds them until its worker listens, and pauses on them
             release_signals()  # held since the first line (rlsup/cli/__init__.py): one that came raises here
         code = args.handler(args)
+        finished()
         sys.stdout.flush()  # here, not at exit: a reader gone by then would be reported with a traceback
         return code
     except BrokenPipeError:
@@ -74,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     except (CliError, CheckpointProblem, ForkRefused) as error:
         print(f"rlsup: {error}", file=sys.stderr)
         return EXIT_SPEC
+    except Terminated:
+        print("rlsup: terminated", file=sys.stderr)
+        return TERMINATED
     except KeyboardInterrupt:
         print("rlsup: interrupted", file=sys.stderr)
         return INTERRUPTED

@@ -10,6 +10,7 @@ from pathlib import Path
 from rlsup import experiments, paths, runfiles
 from rlsup import spec as specs
 from rlsup.cli.arguments import CliError, resolve_run
+from rlsup.cli.program import finished
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -124,6 +125,7 @@ def command_enjoy(args: argparse.Namespace) -> int:
     except RenderUnavailable as error:
         print(f"rlsup: {error}", file=sys.stderr)
         return 1
+    finished()  # played, and the video (if any) closed: a Ctrl-C now would report a failure that did not happen
     mean = sum(returns) / len(returns)
     if args.json:
         print(json.dumps({"returns": returns, "mean": mean, "checkpoint": entry.path.name, "step": entry.step}))

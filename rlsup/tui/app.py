@@ -26,6 +26,7 @@ from rlsup.tui.data import MetricsView
 from rlsup.tui.experiment import experiment_group, experiment_jobs
 from rlsup.tui.jobstable import JobsTable
 from rlsup.tui.screens import ConfirmScreen, DetailScreen, HelpScreen, JobView, MainScreen, SubmitScreen
+from rlsup.tui.stop_signals import StopRequest, stop_signals_close
 
 POLL_INTERVAL_S = 0.5
 VERIFY_LOCK = threading.Lock()
@@ -87,6 +88,7 @@ class RlsupApp(App):
         self.poll_interval_s = poll_interval_s
         self.wake, self.metrics_wake = threading.Event(), threading.Event()
         self.stopping = False
+        self.stop_request: StopRequest | None = None
         self.model = Model()
         self.selected_job_id: int | None = None
         self.marks = overlay.Marks()
@@ -103,6 +105,10 @@ class RlsupApp(App):
         else:
             self.poll_forever(self.poller, self.wake)
             self.poll_forever(self.metrics_poller, self.metrics_wake)
+
+    def on_ready(self) -> None:
+        if self.stop_request is not None:
+            self.stop_request.app_ready()
 
     # -- polling -----------------------------------------------------------------------------
 
@@ -444,5 +450,7 @@ def editor_command() -> str:
 def run(home: Path | None = None) -> int:
     """Open the TUI on RLSUP_HOME (or home) until the user quits; the exit code for the shell."""
     app = RlsupApp(home)
-    app.run()
+    with stop_signals_close(app) as app.stop_request:
+        app.run()
+    app.stop_request.raise_if_received()
     return app.return_code or 0

@@ -1,23 +1,20 @@
 """`rlsup run`, `checkpoints` and `enjoy` under attack (issue 9): bad checkpoints, two workers, signals, a full disk."""
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import signal
-import threading
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from rlsup import runfiles
 from rlsup.checkpoint.manifest import list_checkpoints, read_manifest
 from rlsup.jobstate import EXIT_ABORTED, EXIT_NO_SPACE, EXIT_PAUSED
-from rlsup_testing import (cartpole_job, checkpoint_reasons, metric_steps, run_rlsup,
-                           small_filesystem, start_rlsup, wait_for)
+from rlsup_testing import (cartpole_job, checkpoint_reasons, interrupted_before_python_ran, interrupts_at_their_default,
+                           metric_steps, run_rlsup, small_filesystem, start_rlsup, wait_for)
 
 STEPS = 2_000
 
@@ -151,36 +148,6 @@ def test_a_second_worker_on_a_run_leaves_it_alone(tmp_path: Path) -> None:
         first.communicate(timeout=60)
     assert first.returncode == EXIT_PAUSED
     assert runfiles.read_exit(run_dir)["code"] == EXIT_PAUSED
-
-
-# What CPython itself prints when SIGINT lands while it imports `site`, before the `rlsup` script runs;
-# seen under load at 50 ms. No program can install a handler that early.
-INTERPRETER_START_UP_INTERRUPTED = "Fatal Python error: init_import_site"
-
-
-@contextlib.contextmanager
-def interrupts_at_their_default() -> Iterator[None]:
-    """Children started inside begin with SIGINT at its default, as a terminal's foreground job does.
-
-    A test run that is itself a script's background job ignores SIGINT, and its children inherit that: a
-    SIGINT that reaches one before its first line (CPython's own start-up) is then discarded by the kernel,
-    which no program can prevent (the loss CI saw at 0.0 s). A handler of ours is reset to the default in
-    the child, where an inherited SIG_IGN is kept.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def interrupted_before_python_ran(returncode: int, stderr: str) -> bool:
-    """The signal came before rlsup's first line, and ended the process as it ends any program: killed by
-    its default action, or CPython's own start-up cut. rlsup itself never ends by SIGINT (75 or 130)."""
-    return returncode == -signal.SIGINT or stderr.startswith(INTERPRETER_START_UP_INTERRUPTED)
 
 
 @pytest.mark.parametrize("delay_s", [0.0, 0.05, 0.15, 0.3, 0.6])
