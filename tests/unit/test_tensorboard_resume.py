@@ -2,6 +2,10 @@
 as TensorBoard's own reader sees it."""
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,3 +107,41 @@ def test_an_event_file_not_as_the_checkpoint_recorded_it_is_rebuilt(tmp_path: Pa
     second.close()
     assert loss_steps(fresh_reader(tmp_path)) == list(range(1, 16))
     assert [path.name for path in event_file.parent.glob(EVENT_FILES)] != [point["file"]]
+
+
+# A worker SIGKILLed between checkpoints: it checkpoints at step 10, logs `lost` more steps, and dies.
+CRASHING_WORKER = """
+import json, os, signal, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from test_tensorboard_resume import Session
+
+run_dir, lost = Path(sys.argv[2]), int(sys.argv[3])
+session = Session(run_dir, None)
+session.write(range(1, 11))
+metrics_bytes, point = session.checkpoint()
+print(json.dumps({"metrics_bytes": metrics_bytes, "point": point}), flush=True)
+session.write(range(11, 11 + lost))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("lost_steps", [0, 3], ids=["killed-at-its-checkpoint", "killed-after-logging-more"])
+def test_a_worker_killed_between_checkpoints_resumes_with_every_step_once(tmp_path: Path, lost_steps: int) -> None:
+    """A real SIGKILL, so that only what reached the OS survives: every logged record did (a live TensorBoard
+    saw them), and the resume copies the file up to its checkpoint, or appends in place where it ends there."""
+    crashed = subprocess.run([sys.executable, "-c", CRASHING_WORKER, str(Path(__file__).parent), str(tmp_path),
+                              str(lost_steps)], capture_output=True, text=True, timeout=120)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    written = json.loads(crashed.stdout)
+    point = written["point"]
+    assert loss_steps(fresh_reader(tmp_path)) == list(range(1, 11 + lost_steps))  # each record as logged
+
+    runfiles.truncate_metrics(tmp_path, written["metrics_bytes"])  # as a resume does
+    second = Session(tmp_path, point)
+    second.write(range(11, 21))
+    second.checkpoint()
+    second.close()
+    assert loss_steps(fresh_reader(tmp_path)) == list(range(1, 21))
+    files = list((tmp_path / paths.TENSORBOARD).glob(EVENT_FILES))
+    assert len(files) == 1 and (files[0].name == point["file"]) == (lost_steps == 0), (files, point)
