@@ -112,10 +112,12 @@ def frame_sink(spec, video: Path | None, terminal: bool, fps: float | None):
 
 def enjoy(run_dir: Path, *, which: str = "latest", episodes: int = 5, seed: int | None = None,
           video: Path | None = None, terminal: bool = False, fps: float | None = None,
-          report: Callable[[str], None] = print) -> tuple[list[float], object]:
+          report: Callable[[str], None] = print,
+          started: Callable[[], None] = lambda: None) -> tuple[list[float], object]:
     """Play episodes and report each return; returns the unclipped scores and the checkpoint played.
 
     video writes the frames to an mp4 file; terminal draws them in place (fps: None is the env's own).
+    started is called once everything is loaded and the env made, as the first episode begins.
     """
     import torch
 
@@ -137,7 +139,7 @@ def enjoy(run_dir: Path, *, which: str = "latest", episodes: int = 5, seed: int 
 
     try:
         returns = play_episodes(policy, spec.env, seed=spec.job.seed if seed is None else seed,
-                                episodes=episodes, on_episode=on_episode, on_frame=sink)
+                                episodes=episodes, on_episode=on_episode, on_frame=sink, started=started)
         return returns, entry
     finally:
         if sink:

@@ -17,13 +17,16 @@ def evaluation_seed(job_seed: int, step: int) -> int:
 
 def play_episodes(policy: Policy, env_settings: EnvSection, *, seed: int, episodes: int,
                   epsilon: float = 0.0, on_episode: Callable[[int, float, int], None] | None = None,
-                  on_frame: Callable[[np.ndarray], None] | None = None) -> list[float]:
-    """Play whole games (every life) and return their unclipped scores."""
+                  on_frame: Callable[[np.ndarray], None] | None = None,
+                  started: Callable[[], None] | None = None) -> list[float]:
+    """Play whole games (every life) and return their unclipped scores; started: called once the env is made."""
     env = make_env(env_settings, seed=seed, render_mode="rgb_array" if on_frame else None)
     random = np.random.default_rng(seed)
     returns: list[float] = []
     try:
         observation = env.reset()
+        if started:
+            started()
         while len(returns) < episodes:
             if on_frame:
                 on_frame(env.render())

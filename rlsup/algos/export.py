@@ -35,8 +35,11 @@ def metadata_path(out: Path) -> Path:
 
 
 def export_policy(run_dir: Path, *, which: str, format: str, out: Path,
-                  report: Callable[[str], None] = lambda line: None) -> Path:
-    """Write the checkpoint's greedy policy to out and its description beside it; returns the JSON's path."""
+                  report: Callable[[str], None] = lambda line: None,
+                  started: Callable[[], None] = lambda: None) -> Path:
+    """Write the checkpoint's greedy policy to out and its description beside it; returns the JSON's path.
+
+    started is called once the checkpoint is loaded and the env described, before anything is written."""
     from rlsup.enjoy import load_trainer_state
 
     if format not in FORMATS:
@@ -50,10 +53,15 @@ def export_policy(run_dir: Path, *, which: str, format: str, out: Path,
         raise ExportUnavailable(str(error)) from None
     layout, action_count, action_meanings = describe_observations(spec.env)
     example = torch.as_tensor(np.zeros((1, *layout.shape), dtype=layout.dtype))
+    started()
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(f".{out.name}.partial")  # renamed into place: a failed export leaves no half file
-    (write_torchscript if format == "torchscript" else write_onnx)(module, example, partial)
-    os.replace(partial, out)
+    try:
+        (write_torchscript if format == "torchscript" else write_onnx)(module, example, partial)
+        os.replace(partial, out)
+    except BaseException:  # Ctrl-C included: nor a half file beside it
+        partial.unlink(missing_ok=True)
+        raise
     target = metadata_path(out)
     runfiles.atomic_write_json(target, {
         "format": format, "model": out.name, "rlsup_version": rlsup.__version__,

@@ -9,7 +9,7 @@ from rlsup import client, lineage, paths, runfiles
 from rlsup import spec as specs
 from rlsup.cli.arguments import CliError, resolve_run
 from rlsup.cli.jobs import say_who_follows, warn_if_gpus_missing
-from rlsup.cli.program import finished
+from rlsup.cli.program import answer_stops, finished, note_stops
 from rlsup.jobview import jobs_following
 from rlsup.store import Job, Store
 
@@ -100,13 +100,14 @@ def lineage_lines(run_dir: Path) -> list[str]:
 
 
 def command_export(args: argparse.Namespace) -> int:
+    note_stops()  # until the policy is loaded (export_policy calls answer_stops)
     from rlsup.algos.export import ExportUnavailable, export_policy  # torch: only an export pays for it
 
     run_dir = resolve_run(args.run)
     out = Path(args.out).expanduser()
     try:
         described = export_policy(run_dir, which=args.checkpoint, format=args.format, out=out,
-                                  report=lambda line: print(line, file=sys.stderr))
+                                  report=lambda line: print(line, file=sys.stderr), started=answer_stops)
     except ExportUnavailable as error:
         raise CliError(str(error)) from None
     finished()  # the file is in place: a Ctrl-C now would report a failure that did not happen

@@ -11,15 +11,14 @@ from rlsup import spec as specs
 from rlsup.checkpoint.manifest import CheckpointProblem
 from rlsup.cli import checkpoints, completion, daemon_control, job_files, jobs, lineage, plot, status, training
 from rlsup.cli.arguments import CliError
-from rlsup.cli.program import Terminated, answer_stop_signals, finished
+from rlsup.cli.program import answer_stop_signals, answer_stops, finished, note_stops
 from rlsup.lineage import ForkRefused
 from rlsup.jobstate import EXIT_SPEC
+from rlsup.stopping import SAID, signal_number
 from rlsup.worker_signals import release_signals
 
-# What a shell reports for a command that a signal stopped (128 + its number): Ctrl-C, SIGTERM, and SIGPIPE,
-# so that `rlsup … | head` ends as `cat` does.
-INTERRUPTED = 128 + signal.SIGINT
-TERMINATED = 128 + signal.SIGTERM
+# What a shell reports for a command that SIGPIPE stopped (128 + its number), so that `rlsup … | head` ends as
+# `cat` does.
 CLOSED_STDOUT = 128 + signal.SIGPIPE
 
 
@@ -41,8 +40,10 @@ def register_tui(subparsers: argparse._SubParsersAction) -> None:
 
 
 def command_tui(args: argparse.Namespace) -> int:
+    note_stops()
     from rlsup.tui.app import run  # imported here so other commands never load Textual
 
+    answer_stops()  # the app answers them itself from here (rlsup/tui/stop_signals.py)
     return run()
 
 
@@ -74,9 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     except (CliError, CheckpointProblem, ForkRefused) as error:
         print(f"rlsup: {error}", file=sys.stderr)
         return EXIT_SPEC
-    except Terminated:
-        print("rlsup: terminated", file=sys.stderr)
-        return TERMINATED
-    except KeyboardInterrupt:
-        print("rlsup: interrupted", file=sys.stderr)
-        return INTERRUPTED
+    except KeyboardInterrupt as stop:
+        finished()  # a second Ctrl-C must not cut the sentence short with a traceback
+        number = signal_number(stop)
+        print(SAID[number], file=sys.stderr)
+        return 128 + number  # what a shell reports for a command that the signal stopped: 130, 143

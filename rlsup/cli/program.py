@@ -6,14 +6,12 @@ import signal
 import sys
 import threading
 
+from rlsup.stopping import SAID, Terminated, raise_stop
+
 # `rlsup` (the console script), or `python -m rlsup.cli`, while which Python sets argv[0] to "-m"; never a
 # test or tool that imports the package, whose signals are its own.
 AS_PROGRAM = os.path.basename(sys.argv[0] if sys.argv else "") == "rlsup" or sys.argv[:1] == ["-m"]
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where Ctrl-C's KeyboardInterrupt would be, so that every cleanup that answers one (a
-    half-written export removed, the terminal's cursor given back) answers both."""
+_noted: list[int] = []  # the stop signal that came while a command started (note_stops), if any
 
 
 def _raise_terminated(signum: int, frame) -> None:
@@ -26,6 +24,34 @@ def answer_stop_signals() -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def note_stops() -> None:
+    """Until answer_stops(): a first Ctrl-C or SIGTERM is noted, not raised, and a second leaves at once.
+
+    For a command's start-up: torch's, gymnasium's and ale_py's imports, a checkpoint's load, an env's
+    making. A KeyboardInterrupt raised in there can break the interpreter: measured over 210 Ctrl-Cs at
+    random moments of `rlsup enjoy`'s start, one SIGSEGV, one SIGABRT, one RuntimeError traceback out of a
+    dataclass's __set_name__, and one swallowed, so that enjoy played on for 20 minutes.
+    """
+    if threading.current_thread() is threading.main_thread():
+        _noted.clear()
+        for number in SAID:
+            signal.signal(number, _note)
+
+
+def _note(signum: int, frame) -> None:
+    if _noted:  # the second: the user wants out of a start-up that takes too long
+        os.write(2, f"{SAID[signum]}\n".encode())
+        os._exit(128 + signum)
+    _noted.append(signum)
+
+
+def answer_stops() -> None:
+    """The start-up is done: stop signals raise again (answer_stop_signals), and one noted meanwhile now."""
+    answer_stop_signals()
+    if _noted:
+        raise_stop(_noted.pop())
 
 
 def finished() -> None:

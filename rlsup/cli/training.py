@@ -10,7 +10,7 @@ from pathlib import Path
 from rlsup import experiments, paths, runfiles
 from rlsup import spec as specs
 from rlsup.cli.arguments import CliError, resolve_run
-from rlsup.cli.program import finished
+from rlsup.cli.program import answer_stops, finished, note_stops
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -114,6 +114,7 @@ def apply_resume_edit(run_dir: Path, edited: specs.JobSpec) -> None:
 
 
 def command_enjoy(args: argparse.Namespace) -> int:
+    note_stops()  # until its first episode begins (enjoy calls answer_stops)
     from rlsup.enjoy import RenderUnavailable, enjoy
 
     run_dir = resolve_run(args.run)
@@ -121,7 +122,8 @@ def command_enjoy(args: argparse.Namespace) -> int:
     video = video_path(args, run_dir)
     try:
         returns, entry = enjoy(run_dir, which=args.checkpoint, episodes=args.episodes, seed=args.seed, video=video,
-                               terminal=args.render == "terminal", fps=args.fps, report=report)
+                               terminal=args.render == "terminal", fps=args.fps, report=report,
+                               started=answer_stops)
     except RenderUnavailable as error:
         print(f"rlsup: {error}", file=sys.stderr)
         return 1

@@ -8,9 +8,7 @@ from typing import Iterator
 
 from textual.app import App
 
-from rlsup.cli.program import Terminated
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+from rlsup.stopping import SAID, raise_stop
 
 
 class StopRequest:
@@ -41,16 +39,14 @@ class StopRequest:
 
     def raise_if_received(self) -> None:
         """Once the app has closed: the exception main() turns into rlsup's one sentence and exit code."""
-        if self.signal_number == signal.SIGTERM:
-            raise Terminated
-        if self.signal_number == signal.SIGINT:
-            raise KeyboardInterrupt
+        if self.signal_number is not None:
+            raise_stop(self.signal_number)
 
 
 @contextlib.contextmanager
 def stop_signals_close(app: App) -> Iterator[StopRequest]:
     request = StopRequest(app)
-    previous = {number: signal.signal(number, request.on_signal) for number in STOP_SIGNALS}
+    previous = {number: signal.signal(number, request.on_signal) for number in SAID}
     try:
         yield request
     finally:

@@ -100,6 +100,19 @@ def test_sigterm_while_enjoy_starts_is_one_sentence(trained_run: Path, delay_s: 
     assert_one_sentence(process, stderr, 128 + signal.SIGTERM, TERMINATED)
 
 
+@pytest.mark.parametrize("while_", ["starting", "playing"])
+def test_two_quick_ctrl_cs_are_one_sentence(trained_run: Path, while_: str) -> None:
+    """Starting, the second leaves at once (the first waits for the imports to end: raised inside torch's, it
+    crashed the interpreter); playing, the second lands while the first is answered, and must not cut it."""
+    process = started("enjoy", trained_run, *PLAYS_FOR_HOURS, delay_s=0.0)
+    if while_ == "playing":
+        wait_for_line(process.stdout, "episode 1:")
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.01)
+    _, stderr = signalled(process, signal.SIGINT)
+    assert_one_sentence(process, stderr, 128 + signal.SIGINT, INTERRUPTED)
+
+
 def test_ctrl_c_while_enjoy_plays_is_one_sentence(trained_run: Path) -> None:
     process = start("enjoy", trained_run, *PLAYS_FOR_HOURS)
     wait_for_line(process.stdout, "episode 1:")
