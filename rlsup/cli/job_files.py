@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from rlsup import experiments, spec as specs
+from rlsup.cli.program import ENV_CHECK_IMPORTS, import_quietly
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -18,7 +19,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def command_validate(args: argparse.Namespace) -> int:
-    from rlsup.env_check import check_env_file  # imports gymnasium: only a check pays for it
+    from rlsup.env_check import check_env_file  # gymnasium only inside: only a check pays for it
+
+    import_quietly(ENV_CHECK_IMPORTS)
 
     loaded = specs.load(args.job)
     checked = check_env_file(loaded, args.job)

@@ -9,6 +9,7 @@ from pathlib import Path
 from rlsup import client, colour, experiments, formatting, groups, jobview, paths, spec as specs
 from rlsup.cli import groups as group_views
 from rlsup.cli.arguments import names_experiments
+from rlsup.cli.program import ENV_CHECK_IMPORTS, import_quietly
 from rlsup.daemon.demo import machine_from_environment
 from rlsup.daemon.scheduler import gpu_shortage
 from rlsup.hardware import Hardware
@@ -79,6 +80,7 @@ def command_submit(args: argparse.Namespace) -> int:
 
 def submit_jobs(args: argparse.Namespace) -> list[Job]:
     """One job, or an experiment's (with --seeds, --experiment or a [sweep] table in the file)."""
+    import_quietly(ENV_CHECK_IMPORTS)  # each job's env is checked before it is queued
     if args.seeds is None and args.experiment is None and not has_sweep(args.job):
         return [client.submit(args.job, name=args.name, priority=args.priority, cluster=args.cluster,
                               start_daemon=False, copy=args.copy)]

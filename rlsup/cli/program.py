@@ -1,6 +1,7 @@
 """Whether the rlsup command line is this process's program, and the signal rules that only a program may set."""
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import sys
@@ -11,6 +12,8 @@ from rlsup.stopping import SAID, Terminated, raise_stop
 # `rlsup` (the console script), or `python -m rlsup.cli`, while which Python sets argv[0] to "-m"; never a
 # test or tool that imports the package, whose signals are its own.
 AS_PROGRAM = os.path.basename(sys.argv[0] if sys.argv else "") == "rlsup" or sys.argv[:1] == ["-m"]
+# What an env check imports (gymnasium, ale_py, a user's env packages come later): see import_quietly.
+ENV_CHECK_IMPORTS = "rlsup.algos.env_sources"
 _noted: list[int] = []  # the stop signal that came while a command started (note_stops), if any
 
 
@@ -19,22 +22,24 @@ def _raise_terminated(signum: int, frame) -> None:
 
 
 def answer_stop_signals() -> None:
-    """Ctrl-C raises KeyboardInterrupt and SIGTERM Terminated, even in a command started ignoring them (a
-    script's background job), instead of ending it without a word; only the main thread may install them."""
+    """Ctrl-C raises KeyboardInterrupt, even in a command started ignoring it (a script's background job), and
+    in the program SIGTERM raises Terminated instead of ending it without a word (a test that calls main()
+    keeps its own SIGTERM). Only the main thread may install them."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, _raise_terminated)
+        if AS_PROGRAM:
+            signal.signal(signal.SIGTERM, _raise_terminated)
 
 
 def note_stops() -> None:
     """Until answer_stops(): a first Ctrl-C or SIGTERM is noted, not raised, and a second leaves at once.
 
     For a command's start-up: torch's, gymnasium's and ale_py's imports, a checkpoint's load, an env's
-    making. A KeyboardInterrupt raised in there can break the interpreter: measured over 210 Ctrl-Cs at
-    random moments of `rlsup enjoy`'s start, one SIGSEGV, one SIGABRT, one RuntimeError traceback out of a
-    dataclass's __set_name__, and one swallowed, so that enjoy played on for 20 minutes.
+    making. A KeyboardInterrupt raised in there can break the interpreter: over some 280 Ctrl-Cs at random
+    moments of `rlsup enjoy`'s start, one SIGSEGV, one SIGABRT, one RuntimeError traceback out of a
+    dataclass's __set_name__, and one swallowed, so that enjoy played on for 20 minutes (none in 200 since).
     """
-    if threading.current_thread() is threading.main_thread():
+    if AS_PROGRAM and threading.current_thread() is threading.main_thread():
         _noted.clear()
         for number in SAID:
             signal.signal(number, _note)
@@ -52,6 +57,17 @@ def answer_stops() -> None:
     answer_stop_signals()
     if _noted:
         raise_stop(_noted.pop())
+
+
+def import_quietly(module: str) -> None:
+    """Import a command's heavy module (gymnasium and ale_py, for an env check) with stops noted, then answer
+    them: one that came meanwhile is raised once the import is whole."""
+    note_stops()
+    try:
+        importlib.import_module(module)
+    finally:
+        answer_stop_signals()
+    answer_stops()
 
 
 def finished() -> None:

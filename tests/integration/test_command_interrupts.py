@@ -1,5 +1,5 @@
-"""Ctrl-C and SIGTERM at any moment of `rlsup enjoy`, `export` and the TUI: one sentence and 130 or 143, or, once
-the command is done, its own ending; never a traceback, a crash or a lost signal."""
+"""Ctrl-C and SIGTERM at any moment of `rlsup enjoy`, `export`, `validate` and the TUI: one sentence and 130 or
+143, or, once the command is done, its own ending; never a traceback, a crash or a lost signal."""
 from __future__ import annotations
 
 import fcntl
@@ -166,6 +166,18 @@ def test_ctrl_c_after_export_has_written_leaves_its_result(trained_run: Path, tm
     stdout, stderr = signalled(process, signal.SIGINT)
     assert (process.returncode, stdout.strip(), stderr) == (0, str(model), ""), (wrote, stderr)
     assert model.is_file()
+
+
+@pytest.mark.parametrize("delay_s", [0.0, 0.2, 0.4, 0.8])
+def test_ctrl_c_while_validate_checks_the_env_is_one_sentence(tmp_path: Path, delay_s: float) -> None:
+    """Through gymnasium's and ale_py's imports (held until they are whole) and the env's making."""
+    job = breakout_job(tmp_path, total_steps=100)
+    process = started("validate", job, delay_s=delay_s)
+    stdout, stderr = signalled(process, signal.SIGINT)
+    if process.returncode == 0:  # it was done first
+        assert stdout.startswith(f"{job}: ok") and stderr == "", stderr
+        return
+    assert_one_sentence(process, stderr, 128 + signal.SIGINT, INTERRUPTED)
 
 
 def read_until(descriptor: int, wanted: bytes, timeout: float = 60.0) -> bytes:
