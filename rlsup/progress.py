@@ -11,6 +11,8 @@ from rlsup.formatting import stopwatch
 from rlsup.jobstate import EXIT_DONE, EXIT_PAUSED, EXIT_WALL_TIME
 
 log = logging.getLogger("rlsup.worker")
+# A record for worker.log only: a foreground run's terminal hears the outcome once, from tell_terminal.
+FILE_ONLY = {"terminal": False}
 
 STATUS_INTERVAL_S = 1.0
 PROGRESS_INTERVAL_S = 0.25
@@ -116,7 +118,7 @@ def tell_outcome(code: int, reason: str, run_dir: Path, *, foreground: bool) -> 
             tell_terminal(f"continue with: rlsup run --resume {run_dir} JOB.toml, a JOB.toml that "
                           "raises [job] max_wall_s")
     else:
-        log.error("exit %d: %s", code, reason)
+        log.error("exit %d: %s", code, reason, extra=FILE_ONLY)
         if foreground:
             tell_terminal(f"rlsup: {reason}")
 

@@ -21,7 +21,7 @@ from rlsup.algos.device import UsageError, configure_torch, make_cuda_determinis
 from rlsup.checkpoint.manifest import BEST, CheckpointProblem, NoSpace
 from rlsup.jobstate import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC,
                             EXIT_WALL_TIME)
-from rlsup.progress import LoopClock, ProgressLine, TrainingTime, tell_outcome
+from rlsup.progress import FILE_ONLY, LoopClock, ProgressLine, TrainingTime, tell_outcome
 from rlsup.run_spec_watch import RunSpecWatch
 from rlsup.worker_signals import Aborted, Signals
 
@@ -109,8 +109,13 @@ class TrainingRun:
 
     def _crashed(self, error: Exception) -> tuple[int, str]:
         """A crash: logged with its traceback; the daemon restarts from the newest checkpoint."""
-        log.exception("worker crashed")
-        return EXIT_ERROR, f"{type(error).__name__}: {error}"
+        log.exception("worker crashed", extra=FILE_ONLY)
+        # An env's fault is a sentence of its own (EnvFault says where its traceback is). Looked up, not
+        # imported: the crash may be that importing the env layer failed.
+        env_sources = sys.modules.get("rlsup.algos.env_sources")
+        if env_sources is not None and isinstance(error, env_sources.EnvError):
+            return EXIT_ERROR, str(error)
+        return EXIT_ERROR, f"{type(error).__name__}: {error} (its traceback is in worker.log)"
 
     def _start(self) -> Trainer:
         from rlsup.algos.envs import EnvError
@@ -351,9 +356,19 @@ def setup_logging(run_dir: Path, foreground: bool) -> None:
     logger.addHandler(file_handler)
     if foreground:
         stream = logging.StreamHandler(sys.stderr)
-        stream.setFormatter(logging.Formatter("\r\033[K%(message)s" if sys.stderr.isatty() else "%(message)s"))
+        stream.setFormatter(TerminalFormatter("\r\033[K%(message)s" if sys.stderr.isatty() else "%(message)s"))
+        stream.addFilter(lambda record: getattr(record, "terminal", True))
         logger.addHandler(stream)
     logger.propagate = False
+
+
+class TerminalFormatter(logging.Formatter):
+    """A log record on a foreground run's terminal: its message alone. Tracebacks go to worker.log only:
+    no user sees one, and the sentence that ends the run says where it is."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.message = record.getMessage()
+        return self.formatMessage(record)
 
 
 def run(run_dir: Path, *, foreground: bool = False, from_scratch: bool = False) -> int:

@@ -8,6 +8,10 @@ PACKAGE = "rlsup_user_envs"
 WALK_ID = "UserEnvs/Walk-v0"        # a vector, Discrete(2): walk right to the goal
 PICTURE_ID = "UserEnvs/Picture-v0"  # an HWC bool image of the same walk, Discrete(2)
 DICT_ID = "UserEnvs/Dict-v0"        # a Dict observation, which rlsup refuses
+# The walk, faulty from the second step of each env's third episode on: long after training has begun.
+FAULTY_IDS = {"raise": "UserEnvs/Raises-v0", "nan": "UserEnvs/NanObservation-v0",
+              "huge reward": "UserEnvs/HugeReward-v0", "shape": "UserEnvs/WrongShape-v0"}
+FAULT_MESSAGE = "the simulator lost its licence ü"
 
 SOURCE = '''"""Deterministic test envs, registered when this package is imported."""
 import gymnasium as gym
@@ -56,6 +60,34 @@ class WithDict(Walk):
         return {{"position": super()._observation()}}
 
 
+class Faulty(Walk):
+    """The walk until the second step of its third episode; from there on, the fault FAULT names."""
+
+    FAULT = ""
+
+    def reset(self, *, seed=None, options=None):
+        self.episodes, self.steps = getattr(self, "episodes", 0) + 1, 0
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = super().step(action)
+        self.steps += 1
+        if self.episodes < 3 or self.steps < 2:
+            return observation, reward, terminated, truncated, info
+        if self.FAULT == "raise":
+            raise RuntimeError({fault_message!r})
+        if self.FAULT == "nan":
+            observation = np.array([np.nan, 1.0], np.float32)
+        elif self.FAULT == "huge reward":
+            reward = 1e39
+        elif self.FAULT == "shape":
+            observation = np.zeros(3, np.float32)
+        return observation, reward, terminated, truncated, info
+
+
+for fault, env_id in {faulty_ids!r}.items():
+    faulty = type("Faulty" + fault.title().replace(" ", ""), (Faulty,), {{"FAULT": fault}})
+    gym.register(env_id, entry_point=faulty, max_episode_steps=20)
 gym.register("{walk}", entry_point=Walk, max_episode_steps=20)
 gym.register("{picture}", entry_point=Picture, max_episode_steps=20)
 gym.register("{dict}", entry_point=WithDict, max_episode_steps=20)
@@ -66,7 +98,9 @@ def write_package(directory: Path) -> Path:
     """The package's directory, to put on sys.path or PYTHONPATH; it registers WALK_ID, PICTURE_ID, DICT_ID."""
     package = Path(directory) / PACKAGE
     package.mkdir(parents=True, exist_ok=True)
-    (package / "__init__.py").write_text(SOURCE.format(walk=WALK_ID, picture=PICTURE_ID, dict=DICT_ID))
+    source = SOURCE.format(walk=WALK_ID, picture=PICTURE_ID, dict=DICT_ID, fault_message=FAULT_MESSAGE,
+                           faulty_ids=FAULTY_IDS)
+    (package / "__init__.py").write_text(source, encoding="utf-8")
     return Path(directory)
 
 

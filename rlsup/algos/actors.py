@@ -18,10 +18,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlsup.algos.env_sources import EnvError
 from rlsup.algos.nets import PolicyValueNetwork, build_policy_value_network
 from rlsup.algos.shared_memory import UnrollArrays, UnrollGroups, UnrollLayout, WeightsBuffer
 from rlsup.algos.vector import VectorStep, env_seeds, make_vector_env
 from rlsup.checkpoint.rng import generator_state, restore_generator
+from rlsup.progress import FILE_ONLY
 from rlsup.spec import JobSpec
 
 # Seed-sequence key of the actors' streams, apart from the learner's (spawned from the bare job seed).
@@ -44,6 +46,30 @@ class Delivery(NamedTuple):
     group: int
     actor: int
     episodes: list[dict]
+
+
+class ActorFailure(NamedTuple):
+    """What an actor that raised hands the learner before it exits: the learner fails the job with it."""
+
+    actor: int
+    pid: int
+    summary: str      # an env's fault as its own sentence, else the exception's type and message
+    traceback: str
+    env_fault: bool   # raised by the actor's envs (an EnvError): the job fails as it would with them in the worker
+
+    @classmethod
+    def of(cls, actor: int, error: Exception) -> ActorFailure:
+        env_fault = isinstance(error, EnvError)
+        summary = str(error) if env_fault else f"{type(error).__name__}: {error}"
+        return cls(actor, os.getpid(), summary, traceback.format_exc(), env_fault)
+
+    def error(self) -> Exception:
+        """The exception the learner raises, its traceback logged (worker.log) first."""
+        log.error("V-trace actor %d (pid %d) failed:\n%s", self.actor, self.pid, self.traceback.rstrip(),
+                  extra=FILE_ONLY)
+        if self.env_fault:
+            return EnvError(self.summary)
+        return RuntimeError(f"V-trace actor {self.actor} (pid {self.pid}) failed: {self.summary}")
 
 
 def actor_seed(job_seed: int, actor: int, generation: int = 0) -> np.random.SeedSequence:
@@ -281,15 +307,26 @@ class ActorProcesses:
                     return deliveries
                 self._check_alive()
                 continue
-            if isinstance(message, str):
-                raise RuntimeError(f"a V-trace actor failed:\n{message}")
+            if isinstance(message, ActorFailure):
+                raise message.error()
             deliveries.append(message)
 
     def _check_alive(self) -> None:
         for process in self.processes:
             if process.exitcode is not None:
+                failure = self._reported_failure()
+                if failure is not None:
+                    raise failure.error()
                 raise RuntimeError(f"V-trace actor {process.name} (pid {process.pid}) exited with code "
                                    f"{process.exitcode} while the learner needed it")
+
+    def _reported_failure(self) -> ActorFailure | None:
+        """An actor that failed put its report in the pipe before exiting: it says more than an exit code."""
+        with contextlib.suppress(queue.Empty, OSError, ValueError):
+            while True:
+                if isinstance(message := self.full_groups.get_nowait(), ActorFailure):
+                    return message
+        return None
 
     def arrays(self, group: int) -> UnrollArrays:
         return self.groups.group(group)
@@ -339,14 +376,24 @@ def run_actor_process(context: ActorContext) -> None:
         while (group := take_free_group(context)) is not None:
             episodes = actor.unroll(context.weights, context.groups.group(group))
             context.full_groups.put(Delivery(group, context.index, episodes))
-    except Exception:  # reported to the learner, which fails the job with it
-        with contextlib.suppress(Exception):
-            context.full_groups.put(f"actor {context.index} (pid {os.getpid()}):\n{traceback.format_exc()}")
+    except Exception as error:  # reported to the learner, which fails the job with it
+        report_failure(context, ActorFailure.of(context.index, error))
+        raise SystemExit(1) from None
     finally:
         # Never wait at exit for the learner to read what is still in the pipe: it may be gone.
         context.full_groups.cancel_join_thread()
         if actor is not None:
-            actor.close()
+            with contextlib.suppress(Exception):  # leaving anyway; a failure to close says nothing new
+                actor.close()
+
+
+def report_failure(context: ActorContext, failure: ActorFailure) -> None:
+    """Put the failure in the pipe and wait until it is written: put only hands it to the queue's feeder
+    thread, which exiting at once would stop first (the learner then saw only "exited with code 0")."""
+    with contextlib.suppress(Exception):  # a learner that is gone has nobody to tell
+        context.full_groups.put(failure)
+        context.full_groups.close()
+        context.full_groups.join_thread()
 
 
 def take_free_group(context: ActorContext) -> int | None:

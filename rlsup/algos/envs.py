@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from rlsup.algos.env_capture import capture_state, choose_capture, restore_state
+from rlsup.algos.env_faults import EnvChecks
 from rlsup.algos.env_replay import ReplayMismatch
 from rlsup.algos.env_sources import EnvError, describe_env, make_stack, observation_layout
 from rlsup.algos.observations import ObservationLayout
@@ -66,6 +66,7 @@ class TrainingEnv:
         self._capture = choose_capture(stack, env.id, int(seed))
         # Every observation leaves in one layout: (stack, 84, 84) for Atari, float32 vectors, CHW images.
         self._layout = observation_layout(stack, env)
+        self._checks = EnvChecks(env.id, stack.observation_space, self._layout)
         self.observation_shape: tuple = self._layout.shape
         self.observation_dtype = self._layout.dtype
         self.stack_size = self._layout.stack_size
@@ -75,22 +76,31 @@ class TrainingEnv:
     def reset(self) -> np.ndarray:
         """Start a new episode, seeded as the env's state capture needs (see StateCapture.reset_seed)."""
         seed, self._pending_seed = self._capture.reset_seed(self._pending_seed), None
-        observation, info = self._stack.reset(seed=seed)
+        try:
+            observation, info = self._stack.reset(seed=seed)
+        except Exception as error:
+            raise self._checks.raised("reset", error) from error
+        converted = self._checks.observation(observation, self._layout, None)
         self._capture.record_reset(seed, observation, info)
         self._needs_reset = False
         self._raw_return, self._length = 0.0, 0
         self._lives = self._game_lives()
-        return self._observation(observation)
+        return converted
 
     def step(self, action: int) -> EnvStep:
         """One agent step (frame_skip emulator frames for Atari)."""
         if self._needs_reset:
             raise RuntimeError(f"{self._settings.id}: call reset() first (the episode is over or never began)")
-        observation, raw_reward, terminated, truncated, info = self._stack.step(int(action))
-        self._capture.record_step(int(action), observation, info, bool(terminated or truncated))
-        raw_reward = float(raw_reward)
-        self._raw_return += raw_reward
+        try:
+            observation, raw_reward, terminated, truncated, info = self._stack.step(int(action))
+            raw_reward = float(raw_reward)
+        except Exception as error:
+            raise self._checks.raised("step", error) from error
         self._length += 1
+        converted = self._checks.observation(observation, self._layout, self._length)
+        self._checks.reward(raw_reward, self._length)
+        self._capture.record_step(int(action), observation, info, bool(terminated or truncated))
+        self._raw_return += raw_reward
         lives = self._game_lives()
         life_lost, self._lives = lives < self._lives, lives
         done = bool(terminated or truncated)
@@ -100,7 +110,7 @@ class TrainingEnv:
             episode = EpisodeResult(raw_return=self._raw_return, length=self._length)
         reward = float(np.sign(raw_reward)) if self._settings.clip_rewards else raw_reward
         terminal = bool(terminated) or (self._settings.episodic_life and life_lost)
-        return EnvStep(observation=self._observation(observation), reward=reward, raw_reward=raw_reward,
+        return EnvStep(observation=converted, reward=reward, raw_reward=raw_reward,
                        terminal=terminal, done=done, truncated=bool(truncated), episode=episode)
 
     @property
@@ -151,6 +161,3 @@ class TrainingEnv:
 
     def _game_lives(self) -> int:
         return int(self._ale.lives()) if self._ale is not None else 0
-
-    def _observation(self, observation: Any) -> np.ndarray:
-        return self._layout.convert(observation)

@@ -17,6 +17,7 @@ from rlsup.algos.env_process import WORKER_SIGNALS, LocalSlice
 from rlsup.algos.env_sources import EnvError
 from rlsup.algos.vector import VectorStep, check_env_count
 from rlsup.hardware import usable_cpus
+from rlsup.progress import FILE_ONLY
 from rlsup.spec import EnvSection
 
 # The program an env process runs: the socket's descriptor is its one argument.
@@ -92,7 +93,7 @@ class EnvProcess:
         if reply[0] == "ok":
             return reply[1]
         _, kind, summary, remote_traceback = reply
-        log.error("%s raised during %s:\n%s", self.describe(), command, remote_traceback.rstrip())
+        log.error("%s raised during %s:\n%s", self.describe(), command, remote_traceback.rstrip(), extra=FILE_ONLY)
         if kind == "env":
             raise EnvError(summary.partition(": ")[2])
         raise EnvProcessError(f"{summary} (raised by {self.describe()} during {command}; its traceback is in "

@@ -101,6 +101,7 @@ def lineage_lines(run_dir: Path) -> list[str]:
 
 def command_export(args: argparse.Namespace) -> int:
     note_stops()  # until the policy is loaded (export_policy calls answer_stops)
+    from rlsup.algos.env_sources import EnvError  # the network's sizes come from the env, made here
     from rlsup.algos.export import ExportUnavailable, export_policy  # torch: only an export pays for it
 
     run_dir = resolve_run(args.run)
@@ -108,7 +109,7 @@ def command_export(args: argparse.Namespace) -> int:
     try:
         described = export_policy(run_dir, which=args.checkpoint, format=args.format, out=out,
                                   report=lambda line: print(line, file=sys.stderr), started=answer_stops)
-    except ExportUnavailable as error:
+    except (ExportUnavailable, EnvError) as error:
         raise CliError(str(error)) from None
     finished()  # the file is in place: a Ctrl-C now would report a failure that did not happen
     print(out)

@@ -115,6 +115,7 @@ def apply_resume_edit(run_dir: Path, edited: specs.JobSpec) -> None:
 
 def command_enjoy(args: argparse.Namespace) -> int:
     note_stops()  # until its first episode begins (enjoy calls answer_stops)
+    from rlsup.algos.env_sources import EnvError
     from rlsup.enjoy import RenderUnavailable, enjoy
 
     run_dir = resolve_run(args.run)
@@ -127,6 +128,8 @@ def command_enjoy(args: argparse.Namespace) -> int:
     except RenderUnavailable as error:
         print(f"rlsup: {error}", file=sys.stderr)
         return 1
+    except EnvError as error:  # not made here (its package not installed), or it failed while playing
+        raise CliError(str(error)) from None
     finished()  # played, and the video (if any) closed: a Ctrl-C now would report a failure that did not happen
     mean = sum(returns) / len(returns)
     if args.json:

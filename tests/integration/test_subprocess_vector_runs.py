@@ -144,9 +144,11 @@ def test_an_env_raising_in_its_process_stops_the_run_with_the_error_in_worker_lo
     result = run_rlsup("run", job, "--run-dir", run_dir, timeout=120)
     assert result.returncode not in (0, EXIT_PAUSED), result.stderr
     log = (run_dir / "worker.log").read_text()
-    assert "ValueError: this test env breaks on its 300th step (raised by the env process of envs 1-1" in log, log
+    assert "the env process of envs 1-1 (breaking_env:Breaking-v0, pid " in log, log
     assert 'raise ValueError("this test env breaks' in log  # the env's own traceback, from its process
-    assert runfiles.read_exit(run_dir)["reason"].startswith("EnvProcessError: ValueError: this test env breaks")
+    assert runfiles.read_exit(run_dir)["reason"] == ("env 'breaking_env:Breaking-v0' raised in step: ValueError: "
+                                                     "this test env breaks on its 300th step (its traceback is in "
+                                                     "worker.log)")
 
 
 def pinned_to_one_cpu(*arguments: str) -> list[str]:

@@ -1,0 +1,137 @@
+"""A user's env that raises, or hands out what no network can learn from, mid-run: one sentence naming it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rlsup_testing import assert_one_line_error, run_rlsup
+from user_envs import FAULT_MESSAGE, FAULTY_IDS, PACKAGE, with_python_path, write_package
+
+from rlsup import runfiles
+from rlsup.jobstate import EXIT_ERROR, EXIT_SPEC
+
+JOB = """
+[job]
+seed = 3
+algo = "{algo}"
+total_steps = 2_000
+threads = 1
+
+[env]
+id = "{env_id}"
+imports = ["{package}"]
+num_envs = {num_envs}
+vectoriser = "{vectoriser}"
+
+[{algo}]
+{algo_fields}
+
+[[replay]]
+{replay}
+
+[checkpoint]
+every_steps = 0
+"""
+DQN_FIELDS = """batch_size = 16
+learning_starts = 8
+hidden_sizes = [16]"""
+VTRACE_FIELDS = """actors = 2
+envs_per_actor = 2
+unroll_length = 5
+batch_size = 4
+hidden_sizes = [16]"""
+DQN_REPLAY = "capacity = 1_000"
+VTRACE_REPLAY = 'kind = "queue"\ncapacity = 4'
+
+# What each fault's sentence says (the env's own words for one that raised).
+SENTENCES = {
+    "raise": [f"env {FAULTY_IDS['raise']!r} raised in step: RuntimeError: {FAULT_MESSAGE}",
+              "its traceback is in worker.log"],
+    "nan": [f"env {FAULTY_IDS['nan']!r} returned an observation holding NaN or infinity after 2 steps of its "
+            "episode"],
+    "huge reward": [f"env {FAULTY_IDS['huge reward']!r} returned the reward 1e+39 after 2 steps of its episode",
+                    "float32"],
+    "shape": [f"env {FAULTY_IDS['shape']!r} returned an observation of shape (3,) after 2 steps of its episode",
+              "its observation space is Box(0.0, 1.0, (2,), float32)"],
+}
+
+
+@pytest.fixture
+def user_envs(tmp_path, monkeypatch):
+    directory = write_package(tmp_path / "user")
+    monkeypatch.setenv("PYTHONPATH", with_python_path(directory))
+    return directory
+
+
+def faulty_run(directory: Path, fault: str, *, algo: str = "dqn", num_envs: int = 1,
+               vectoriser: str = "serial") -> tuple:
+    job = directory / f"{algo}.toml"
+    job.write_text(JOB.format(algo=algo, env_id=FAULTY_IDS[fault], package=PACKAGE, num_envs=num_envs,
+                              vectoriser=vectoriser, algo_fields=DQN_FIELDS if algo == "dqn" else VTRACE_FIELDS,
+                              replay=DQN_REPLAY if algo == "dqn" else VTRACE_REPLAY))
+    run_dir = directory / "run"
+    return run_rlsup("run", job, "--run-dir", run_dir), run_dir
+
+
+def assert_ended_with(result, run_dir: Path, fragments: list[str]) -> None:
+    """A crash (the daemon would retry it from its newest checkpoint) told in one sentence on the terminal,
+    the same in exit.json; a traceback, if any, only in worker.log."""
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == EXIT_ERROR, (result.returncode, result.stderr)
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("rlsup: "), result.stderr
+    for fragment in fragments:
+        assert fragment in last, (fragment, last)
+    assert runfiles.read_exit(run_dir)["reason"] == last.removeprefix("rlsup: ")
+    # One line of the outcome on the terminal, not the worker's own "crashed" and "exit 1" records too.
+    assert sum(fragments[0] in line for line in result.stderr.splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize("fault", list(SENTENCES))
+def test_a_faulty_env_ends_a_dqn_run_in_one_sentence_naming_it(fault, user_envs, tmp_path):
+    result, run_dir = faulty_run(tmp_path, fault)
+    assert_ended_with(result, run_dir, SENTENCES[fault])
+    if fault == "raise":  # the env's own frame, where a user looks for the bug
+        log = (run_dir / "worker.log").read_text()
+        assert "Traceback" in log and f"raise RuntimeError({FAULT_MESSAGE!r})" in log, log
+
+
+@pytest.mark.parametrize("fault", ["raise", "nan"])
+def test_a_faulty_env_in_an_env_process_reads_as_it_would_in_the_worker(fault, user_envs, tmp_path):
+    result, run_dir = faulty_run(tmp_path, fault, num_envs=4, vectoriser="subprocess")
+    assert_ended_with(result, run_dir, SENTENCES[fault])
+
+
+@pytest.mark.parametrize("fault", ["raise", "huge reward"])
+def test_a_faulty_env_in_a_vtrace_actor_process_is_named_not_lost(fault, user_envs, tmp_path):
+    """An actor that failed used to exit before its report reached the learner: 'exited with code 0'."""
+    result, run_dir = faulty_run(tmp_path, fault, algo="vtrace")
+    assert_ended_with(result, run_dir, SENTENCES[fault])
+    assert "exited with code" not in result.stderr
+
+
+def trained_briefly(directory: Path, fault: str) -> Path:
+    """A run of five steps: its final checkpoint comes before any env reaches its third episode."""
+    job = directory / "short.toml"
+    job.write_text(JOB.format(algo="dqn", env_id=FAULTY_IDS[fault], package=PACKAGE, num_envs=1,
+                              vectoriser="serial", algo_fields=DQN_FIELDS, replay=DQN_REPLAY).replace("2_000", "5"))
+    run_dir = directory / "short"
+    result = run_rlsup("run", job, "--run-dir", run_dir)
+    assert result.returncode == 0, result.stderr
+    return run_dir
+
+
+def test_enjoy_of_a_faulty_env_says_what_it_did_in_one_line(user_envs, tmp_path):
+    run_dir = trained_briefly(tmp_path, "nan")
+    assert_one_line_error(run_rlsup("enjoy", run_dir, "--episodes", "3"), EXIT_SPEC, *SENTENCES["nan"])
+
+
+def test_enjoy_and_export_of_a_run_whose_env_package_is_gone_say_so_in_one_line(user_envs, tmp_path, monkeypatch):
+    """As on a laptop the run was copied to: the package that registers its env is not installed there."""
+    run_dir = trained_briefly(tmp_path, "raise")
+    monkeypatch.delenv("PYTHONPATH")
+    missing = f"cannot import {PACKAGE!r} ([env] imports names it): ModuleNotFoundError"
+    assert_one_line_error(run_rlsup("enjoy", run_dir), EXIT_SPEC, missing)
+    out = tmp_path / "policy.pt"
+    assert_one_line_error(run_rlsup("export", run_dir, "--format", "torchscript", "--out", out), EXIT_SPEC, missing)
+    assert not list(tmp_path.glob("policy.pt*"))
