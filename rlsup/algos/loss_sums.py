@@ -1,9 +1,17 @@
 """A learner's per-update losses summed where they are computed, and read once per metrics line."""
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 
 import torch
+
+from rlsup.algos.device import UsageError
+
+
+class Diverged(UsageError):
+    """A loss became NaN or infinite, and the weights with it: the job stops (exit 2, never retried, as a
+    resume would diverge the same way) before any checkpoint is written from them."""
 
 
 class LossSums:
@@ -32,7 +40,15 @@ class LossSums:
         self.count += 1
 
     def totals(self) -> dict[str, float]:
-        return dict(zip(self.names, self.sums.tolist()))
+        """The sums; raises Diverged when one is NaN or infinite (read before every metrics line and checkpoint,
+        so that no checkpoint holds diverged weights and the good ones are not rotated away by them)."""
+        totals = dict(zip(self.names, self.sums.tolist()))
+        broken = [name for name, total in totals.items() if not math.isfinite(total)]
+        if broken:
+            raise Diverged(f"training diverged: the {', '.join(broken)} of the last {self.count} updates "
+                           f"reached NaN or infinity, and the weights with it; no checkpoint was written from them. "
+                           f"Fork the newest checkpoint with a lower lr or a max_grad_norm (rlsup fork RUN NEW.toml)")
+        return totals
 
     def means(self) -> dict[str, float]:
         """The mean of each scalar since the last read (none before the first update), and a fresh start."""

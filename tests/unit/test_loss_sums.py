@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import torch
 
-from rlsup.algos.loss_sums import LossSums
+from rlsup.algos.loss_sums import Diverged, LossSums
 
 
 def updates(count: int, seed: int) -> list[dict[str, torch.Tensor]]:
@@ -46,3 +47,15 @@ def test_sums_saved_mid_line_continue_exactly():
         resumed.add(update)
     assert resumed.count == 40
     assert resumed.means() == straight.means() == python_means(values)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_a_non_finite_loss_is_refused_when_read_for_a_metrics_line_or_a_checkpoint(bad):
+    sums = LossSums(["loss", "q"])
+    for update in updates(5, seed=2):
+        sums.add(update)
+    sums.add({"loss": torch.tensor(1.0), "q": torch.tensor(bad)})
+    sums.add({"loss": torch.tensor(1.0), "q": torch.tensor(0.0)})  # a finite one after cannot hide it
+    for read in (sums.totals, sums.means):
+        with pytest.raises(Diverged, match=r"^training diverged: the q of the last 7 updates reached NaN"):
+            read()
