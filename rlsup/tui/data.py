@@ -305,11 +305,12 @@ class MetricsPoller:
         self.experiment = request.selected(experiment, jobs) if selected else request.followed(jobs)
 
     def poll(self) -> list:
+        # Each request is read once: the UI thread may swap it for another while this poll reads files.
+        request, experiment = self.request, self.experiment
         try:
-            plotted, changed = self._read_plotted(self.request)
+            plotted, changed = self._read_plotted(request)
             evaluated = {job_id: metrics.evaluated for job_id, metrics in plotted.items()}
-            return (self._plot_messages(self.request, plotted, changed)
-                    + self._experiment_messages(self.experiment, evaluated))
+            return self._plot_messages(request, plotted, changed) + self._experiment_messages(experiment, evaluated)
         except OSError as error:
             return [messages.PollFailed(f"{type(error).__name__}: {error}")]
 

@@ -227,6 +227,29 @@ def test_the_metrics_poller_reposts_when_a_compared_job_grows_or_the_smoothing_c
     assert fourth.view.compared == ()
 
 
+def test_a_job_selected_while_the_metrics_poller_reads_is_plotted_by_the_next_poll(tmp_path, monkeypatch):
+    """The UI thread selects as the cursor moves, whenever that is: a poll finishes with the request it began
+    with. It used to look the new job up among the metrics read for the old one: KeyError, the poller dead."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    for run_dir in (first, second):
+        run_dir.mkdir()
+        append(run_dir, record_line("episode", 10, **{"return": 1.0}))
+    poller = MetricsPoller()
+    poller.select(1, str(first))
+    update = JobMetrics.update
+
+    def update_as_the_cursor_moves(metrics):
+        poller.select(2, str(second))
+        return update(metrics)
+
+    monkeypatch.setattr(JobMetrics, "update", update_as_the_cursor_moves)
+    [message] = poller.poll()
+    assert message.job_id == 1
+    monkeypatch.setattr(JobMetrics, "update", update)
+    [message] = poller.poll()
+    assert message.job_id == 2
+
+
 def test_the_rate_says_nothing_until_ten_seconds_then_averages_the_last_minute():
     from rlsup.tui.rows import smoothed_rate
     assert smoothed_rate([]) is None
