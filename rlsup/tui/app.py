@@ -6,7 +6,6 @@ import shlex
 import sqlite3
 import subprocess
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -19,12 +18,11 @@ from rlsup import client, jobstate, jobview, paths, plotting, spec as specs
 from rlsup.checkpoint.manifest import verify
 from rlsup.jobstate import ACTIVE, Desired
 from rlsup.jobview import JobRow
-from rlsup.store import Event
 from rlsup.tui import data, messages, overlay
 from rlsup.tui.commands import JobCommands
-from rlsup.tui.data import MetricsView
 from rlsup.tui.experiment import experiment_group, experiment_jobs
 from rlsup.tui.jobstable import JobsTable
+from rlsup.tui.model import Model
 from rlsup.tui.screens import ConfirmScreen, DetailScreen, HelpScreen, JobView, MainScreen, SubmitScreen
 from rlsup.tui.stop_signals import StopRequest, stop_signals_close
 
@@ -33,42 +31,6 @@ VERIFY_LOCK = threading.Lock()
 EVENTS_KEPT = 1000
 # Added to jobstate's refusal of a resume: the way to run a done job again, here.
 RESUME_HINT = " (a done job runs again when you raise total_steps with e)"
-
-
-@dataclass
-class Model:
-    """The newest data the poller sent, kept so a screen opened later shows it at once."""
-
-    daemon_running: bool | None = None
-    rows: tuple[JobRow, ...] = ()
-    hardware: tuple | None = None
-    metrics: MetricsView | None = None
-    checkpoints: tuple = ()
-    verified: dict[str, str | None] = field(default_factory=dict)
-    events_job: int | None = None
-    events: list[Event] = field(default_factory=list)
-    log: tuple[str, ...] = ()
-    experiment: str | None = None  # whose group row is under the cursor: the experiment pane shows it
-    evaluations: tuple | None = None  # its variant table, once read
-
-    def forget_selection(self, job_id: int | None) -> None:
-        self.metrics, self.checkpoints, self.log = None, (), ()
-        self.events_job, self.events = job_id, []
-
-    def replay(self, view: JobView) -> None:
-        if self.daemon_running is not None:
-            view.show_daemon(self.daemon_running)
-        view.show_jobs(self.rows)
-        if self.hardware is not None:
-            view.show_hardware(*self.hardware)
-        view.show_metrics(self.metrics)
-        view.show_checkpoints(self.checkpoints, self.verified)
-        view.load_events(self.events_job, tuple(self.events))
-        view.show_log(self.log)
-        view.show_experiment(experiment_group(self.rows, self.experiment), self.evaluations)
-
-    def row(self, job_id: int | None) -> JobRow | None:
-        return next((row for row in self.rows if row.job.id == job_id), None)
 
 
 class RlsupApp(App):

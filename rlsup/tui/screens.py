@@ -22,8 +22,8 @@ from rlsup.tui.completion import PathSuggester
 from rlsup.tui.experiment import ExperimentPane
 from rlsup.tui.jobstable import JobsTable
 from rlsup.tui.logtail import LogTail
-from rlsup.tui.widgets import (PLOT_KINDS, CheckpointsTable, DaemonBanner, EventsLog, HardwareStrip, MetricsPlot,
-                               state_text)
+from rlsup.tui.overlay import PLOT_KINDS
+from rlsup.tui.widgets import CheckpointsTable, DaemonBanner, EventsLog, HardwareStrip, MetricsPlot, state_text
 
 # Shown in the footer of both job screens; the actions live on the app so the palette shares them.
 JOB_BINDINGS = [

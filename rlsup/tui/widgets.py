@@ -16,7 +16,6 @@ from rlsup.hardware import Gpu, Sample
 from rlsup.jobstate import State
 from rlsup.store import Event
 from rlsup.tui.data import MetricsView
-from rlsup.tui.overlay import PLOT_KINDS
 from rlsup.tui.rows import training_phase_speeds
 
 EVENT_STYLES = {"state": "", "edit": "green", "refused": "bold red", "intent": "cyan", "signal": "yellow",
