@@ -12,6 +12,7 @@ DICT_ID = "UserEnvs/Dict-v0"        # a Dict observation, which rlsup refuses
 FAULTY_IDS = {"raise": "UserEnvs/Raises-v0", "nan": "UserEnvs/NanObservation-v0",
               "huge reward": "UserEnvs/HugeReward-v0", "shape": "UserEnvs/WrongShape-v0"}
 FAULT_MESSAGE = "the simulator lost its licence ü"
+HEAVY_ID = "UserEnvs/Heavy-v0"      # the walk, each env holding 8 MiB of memory
 
 SOURCE = '''"""Deterministic test envs, registered when this package is imported."""
 import gymnasium as gym
@@ -88,6 +89,14 @@ class Faulty(Walk):
 for fault, env_id in {faulty_ids!r}.items():
     faulty = type("Faulty" + fault.title().replace(" ", ""), (Faulty,), {{"FAULT": fault}})
     gym.register(env_id, entry_point=faulty, max_episode_steps=20)
+class Heavy(Walk):
+    """The walk, with 8 MiB of memory of its own (written, so resident): a simulator's state, say."""
+
+    def __init__(self):
+        self.state = np.ones(2**20)
+
+
+gym.register("{heavy}", entry_point=Heavy, max_episode_steps=20)
 gym.register("{walk}", entry_point=Walk, max_episode_steps=20)
 gym.register("{picture}", entry_point=Picture, max_episode_steps=20)
 gym.register("{dict}", entry_point=WithDict, max_episode_steps=20)
@@ -99,7 +108,7 @@ def write_package(directory: Path) -> Path:
     package = Path(directory) / PACKAGE
     package.mkdir(parents=True, exist_ok=True)
     source = SOURCE.format(walk=WALK_ID, picture=PICTURE_ID, dict=DICT_ID, fault_message=FAULT_MESSAGE,
-                           faulty_ids=FAULTY_IDS)
+                           faulty_ids=FAULTY_IDS, heavy=HEAVY_ID)
     (package / "__init__.py").write_text(source, encoding="utf-8")
     return Path(directory)
 

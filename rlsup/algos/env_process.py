@@ -7,7 +7,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable
 
 from rlsup.algos.env_sources import EnvError
-from rlsup.algos.envs import make_env
+from rlsup.algos.env_memory import make_envs
 from rlsup.algos.vector import SerialVectorEnv
 from rlsup.spec import EnvSection
 
@@ -36,8 +36,8 @@ def serve(descriptor: int) -> None:
     connection = Connection(descriptor)
     vector: SerialVectorEnv | None = None
     try:
-        _, (env, seeds, first_index) = connection.recv()
-        vector = _answer(connection, lambda: _make_slice(env, seeds, first_index))
+        _, (env, seeds, first_index, total) = connection.recv()
+        vector = _answer(connection, lambda: _make_slice(env, seeds, first_index, total))
         while vector is not None:
             command, argument = connection.recv()
             if command == "close":
@@ -57,9 +57,9 @@ class LocalSlice:
 
     pid = None
 
-    def __init__(self, env: EnvSection, seeds: list[int], first_index: int) -> None:
+    def __init__(self, env: EnvSection, seeds: list[int], first_index: int, total: int) -> None:
         self.first_index, self.end_index = first_index, first_index + len(seeds)
-        self.vector = _make_slice(env, seeds, first_index)
+        self.vector = _make_slice(env, seeds, first_index, total)
         self._command: tuple[str, Any] = ("make", None)
 
     def send(self, command: str, argument: Any = None) -> None:
@@ -74,8 +74,9 @@ class LocalSlice:
         self.vector.close()
 
 
-def _make_slice(env: EnvSection, seeds: list[int], first_index: int) -> SerialVectorEnv:
-    return SerialVectorEnv([make_env(env, seed=seed) for seed in seeds], first_index)
+def _make_slice(env: EnvSection, seeds: list[int], first_index: int, total: int) -> SerialVectorEnv:
+    """total: the envs of the whole vector, which its other slices make at the same time."""
+    return SerialVectorEnv(make_envs(env, seeds, total), first_index)
 
 
 def _answer(connection: Connection, work: Callable[[], Any]) -> Any:

@@ -56,7 +56,7 @@ class EnvProcess:
     reaches end of file, so it dies with the worker, even one killed by SIGKILL.
     """
 
-    def __init__(self, env: EnvSection, seeds: list[int], first_index: int) -> None:
+    def __init__(self, env: EnvSection, seeds: list[int], first_index: int, total: int) -> None:
         self.first_index, self.end_index = first_index, first_index + len(seeds)
         self.env_id = env.id
         self.connection, child = multiprocessing.Pipe(duplex=True)
@@ -69,7 +69,7 @@ class EnvProcess:
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
             child.close()  # only the child holds this end now: its end of file is our death
-        self.send("make", (env, seeds, first_index))
+        self.send("make", (env, seeds, first_index, total))
 
     @property
     def pid(self) -> int:
@@ -142,8 +142,8 @@ class SubprocessVectorEnv:
             (first, end), *others = slice_bounds(self.num_envs, slices or default_slices())
             # The env processes first, so that they start up while this one makes its own slice.
             for other_first, other_end in others:
-                self.slices.append(EnvProcess(env, seeds[other_first:other_end], other_first))
-            self.slices.insert(0, LocalSlice(env, seeds[first:end], first))
+                self.slices.append(EnvProcess(env, seeds[other_first:other_end], other_first, self.num_envs))
+            self.slices.insert(0, LocalSlice(env, seeds[first:end], first, self.num_envs))
             self.layout, self.num_actions = [part.receive("make") for part in self.slices][0]
         except BaseException:
             self.close()

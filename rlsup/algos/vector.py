@@ -9,7 +9,8 @@ from typing import Protocol
 import numpy as np
 
 from rlsup.algos.env_capture import EnvRestart, load_env_states
-from rlsup.algos.envs import EpisodeResult, TrainingEnv, make_env
+from rlsup.algos.env_memory import make_envs
+from rlsup.algos.envs import EpisodeResult, TrainingEnv
 from rlsup.hardware import idle_cpus
 from rlsup.spec import EnvSection
 
@@ -155,7 +156,7 @@ def make_vector_env(env: EnvSection, seeds: list[int], cpus: int | None = None, 
         from rlsup.algos.subprocess_vector import SubprocessVectorEnv  # it imports this module
 
         return SubprocessVectorEnv(env, seeds, choice.slices)
-    return SerialVectorEnv([make_env(env, seed=seed) for seed in seeds])
+    return SerialVectorEnv(make_envs(env, seeds))
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 from rlsup_testing import assert_one_line_error, run_rlsup
-from user_envs import FAULT_MESSAGE, FAULTY_IDS, PACKAGE, with_python_path, write_package
+from user_envs import FAULT_MESSAGE, FAULTY_IDS, HEAVY_ID, PACKAGE, with_python_path, write_package
 
 from rlsup import runfiles
 from rlsup.jobstate import EXIT_ERROR, EXIT_SPEC
@@ -135,3 +135,24 @@ def test_enjoy_and_export_of_a_run_whose_env_package_is_gone_say_so_in_one_line(
     out = tmp_path / "policy.pt"
     assert_one_line_error(run_rlsup("export", run_dir, "--format", "torchscript", "--out", out), EXIT_SPEC, missing)
     assert not list(tmp_path.glob("policy.pt*"))
+
+
+@pytest.mark.parametrize("vectoriser", ["serial", "subprocess"])
+def test_more_envs_than_memory_holds_are_refused_after_a_few_not_by_the_kernel_hours_in(vectoriser, user_envs,
+                                                                                       tmp_path):
+    """[env] num_envs goes up to 2**20: that many Atari envs would need a TiB. The worker measures what the
+    envs it makes take, and refuses once the rest would not fit, rather than swap and be killed for memory."""
+    job = tmp_path / "heavy.toml"
+    job.write_text(JOB.format(algo="dqn", env_id=HEAVY_ID, package=PACKAGE, num_envs=100_000, vectoriser=vectoriser,
+                              algo_fields=DQN_FIELDS, replay="capacity = 200_000"))
+    result = run_rlsup("run", job, "--run-dir", tmp_path / "run", timeout=120)
+    assert_one_line_error_at_the_end(result, EXIT_SPEC, f"making 100,000 {HEAVY_ID} envs would need about ",
+                                     " of memory (8.", "lower [env] num_envs")
+
+
+def assert_one_line_error_at_the_end(result, code: int, *fragments: str) -> None:
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == code, (result.returncode, result.stderr)
+    last = result.stderr.strip().splitlines()[-1]
+    for fragment in fragments:
+        assert fragment in last, (fragment, last)
