@@ -14,7 +14,7 @@ from rlsup import runfiles
 from rlsup.checkpoint.manifest import list_checkpoints, read_manifest
 from rlsup.jobstate import EXIT_ABORTED, EXIT_NO_SPACE, EXIT_PAUSED
 from rlsup_testing import (cartpole_job, checkpoint_reasons, interrupted_before_python_ran, interrupts_at_their_default,
-                           metric_steps, run_rlsup, small_filesystem, start_rlsup, wait_for)
+                           metric_steps, run_rlsup, small_filesystem, start_rlsup, vtrace_text, wait_for)
 
 STEPS = 2_000
 
@@ -200,6 +200,20 @@ def test_a_replay_bigger_than_memory_is_refused_at_start(tmp_path: Path) -> None
     assert result.returncode == 2, result.stderr
     assert_no_traceback(result.stderr)
     assert "the replays need about" in result.stderr and "GiB" in result.stderr and "available" in result.stderr
+    assert list_checkpoints(tmp_path / "run") == []
+
+
+def test_vtrace_unroll_slots_bigger_than_memory_are_refused_at_start(tmp_path: Path) -> None:
+    """The actors' unroll slots (2 a process, each an unroll of every env of the actor) are allocated with the
+    trainer: counted with the replays, they are refused before anything is, not by the allocator or the kernel."""
+    job = tmp_path / "vtrace.toml"
+    job.write_text(vtrace_text(total_steps=1_000, serial=False, actors=2, envs_per_actor=2 ** 20,
+                               unroll_length=100_000, batch_size=4))
+    assert run_rlsup("validate", job).returncode == 0  # within the fields' ranges; too big for any machine
+    result = run_rlsup("run", job, "--run-dir", tmp_path / "run")
+    assert result.returncode == 2, result.stderr
+    assert_no_traceback(result.stderr)
+    assert "the replays and the actors' unroll slots need about" in result.stderr and "available" in result.stderr
     assert list_checkpoints(tmp_path / "run") == []
 
 
