@@ -13,6 +13,8 @@ FAULTY_IDS = {"raise": "UserEnvs/Raises-v0", "nan": "UserEnvs/NanObservation-v0"
               "huge reward": "UserEnvs/HugeReward-v0", "shape": "UserEnvs/WrongShape-v0"}
 FAULT_MESSAGE = "the simulator lost its licence ü"
 HEAVY_ID = "UserEnvs/Heavy-v0"      # the walk, each env holding 8 MiB of memory
+UNMADE_ID = "UserEnvs/Unmade-v0"    # its constructor raises
+UNMADE_MESSAGE = "no licence file at /opt/simulateur/licence.txt"
 
 SOURCE = '''"""Deterministic test envs, registered when this package is imported."""
 import gymnasium as gym
@@ -96,7 +98,13 @@ class Heavy(Walk):
         self.state = np.ones(2**20)
 
 
+class Unmade(Walk):
+    def __init__(self):
+        raise FileNotFoundError({unmade_message!r})
+
+
 gym.register("{heavy}", entry_point=Heavy, max_episode_steps=20)
+gym.register("{unmade}", entry_point=Unmade, max_episode_steps=20)
 gym.register("{walk}", entry_point=Walk, max_episode_steps=20)
 gym.register("{picture}", entry_point=Picture, max_episode_steps=20)
 gym.register("{dict}", entry_point=WithDict, max_episode_steps=20)
@@ -108,7 +116,8 @@ def write_package(directory: Path) -> Path:
     package = Path(directory) / PACKAGE
     package.mkdir(parents=True, exist_ok=True)
     source = SOURCE.format(walk=WALK_ID, picture=PICTURE_ID, dict=DICT_ID, fault_message=FAULT_MESSAGE,
-                           faulty_ids=FAULTY_IDS, heavy=HEAVY_ID)
+                           faulty_ids=FAULTY_IDS, heavy=HEAVY_ID,
+                           unmade=UNMADE_ID, unmade_message=UNMADE_MESSAGE)
     (package / "__init__.py").write_text(source, encoding="utf-8")
     return Path(directory)
 

@@ -61,6 +61,8 @@ def make_stack(env: EnvSection, render_mode: str | None = None) -> gym.Env:
         raise EnvError(f"cannot make env {env.id!r}: {error}{_extra_advice(spec)}") from None
     except gym.error.Error as error:
         raise EnvError(f"cannot make env {env.id!r}: {error}") from error
+    except Exception as error:  # a user's env may fail in any way; its own words are what helps
+        raise EnvError(f"cannot make env {env.id!r}: {type(error).__name__}: {_first_words(error)}") from error
     try:
         _check_spaces(env, stack)
     except EnvError:
@@ -193,6 +195,12 @@ def _make_atari(env: EnvSection, render_mode: str | None) -> gym.Env:
         preprocessed = FireReset(preprocessed)
     # "reset" padding: the replay rebuilds stacks after a reset by repeating the reset frame.
     return FrameStackObservation(preprocessed, env.frame_stack, padding_type="reset")
+
+
+def _first_words(error: Exception) -> str:
+    """The error's own message, on one line: gymnasium appends, after " was raised from the environment
+    creator", the whole keyword dict, which says nothing the job file does not."""
+    return " ".join(str(error).split(" was raised from the environment creator")[0].split())  # on one line
 
 
 def _render_option(render_mode: str | None) -> dict:

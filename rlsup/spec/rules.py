@@ -11,6 +11,8 @@ from rlsup.spec.fields import JobSpec, ReplaySection
 
 # Ratios come from TOML floats (0.1 + 0.2 != 0.3), so sums and shares are compared with this slack.
 RATIO_TOLERANCE = 1e-9
+# The ALE's frame limit of an episode (max_num_frames_per_episode) is a C int.
+ALE_FRAMES_MAX = 2**31 - 1
 # What `import` takes: dotted identifiers (ASCII, as module files are named).
 MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
@@ -52,6 +54,10 @@ def job_violations(spec: JobSpec) -> list[Violation]:
         violations.append(Violation(("dqn", "epsilon_end"), "must not exceed epsilon_start"))
     if spec.env.preset == "atari" and not spec.env.id.startswith("ALE/"):
         violations.append(Violation(("env", "id"), f"the atari preset needs an ALE/ id, not {spec.env.id!r}"))
+    if spec.env.preset == "atari" and spec.env.max_episode_steps * spec.env.frame_skip > ALE_FRAMES_MAX:
+        violations.append(Violation(("env", "max_episode_steps"), f"{spec.env.max_episode_steps:,} steps of "
+                                    f"{spec.env.frame_skip} frames: the ALE counts at most {ALE_FRAMES_MAX:,} frames "
+                                    "an episode (0: the game's own limit)"))
     violations.extend(Violation(("env", "imports"), f"{module!r} is not a Python module name (dotted identifiers, "
                                 "as in import my_envs.tasks)") for module in spec.env.imports
                       if not MODULE_NAME.fullmatch(module))

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 from rlsup_testing import assert_one_line_error, run_rlsup
-from user_envs import FAULT_MESSAGE, FAULTY_IDS, HEAVY_ID, PACKAGE, with_python_path, write_package
+from user_envs import (FAULT_MESSAGE, FAULTY_IDS, HEAVY_ID, PACKAGE, UNMADE_ID, UNMADE_MESSAGE, with_python_path,
+                        write_package)
 
 from rlsup import runfiles
 from rlsup.jobstate import EXIT_ERROR, EXIT_SPEC
@@ -156,3 +157,12 @@ def assert_one_line_error_at_the_end(result, code: int, *fragments: str) -> None
     last = result.stderr.strip().splitlines()[-1]
     for fragment in fragments:
         assert fragment in last, (fragment, last)
+
+
+def test_an_env_whose_constructor_raises_is_refused_by_validate_in_one_line(user_envs, tmp_path):
+    job = tmp_path / "unmade.toml"
+    job.write_text(JOB.format(algo="dqn", env_id=UNMADE_ID, package=PACKAGE, num_envs=1, vectoriser="serial",
+                              algo_fields=DQN_FIELDS, replay=DQN_REPLAY))
+    line = next(number for number, text in enumerate(job.read_text().splitlines(), 1) if text.startswith("id ="))
+    assert_one_line_error(run_rlsup("validate", job), EXIT_SPEC, f"{job}:{line}",
+                          f"cannot make env {UNMADE_ID!r}: FileNotFoundError: {UNMADE_MESSAGE}")

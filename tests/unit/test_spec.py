@@ -61,6 +61,11 @@ BAD_FILES = [
     ("[dqn]\nhidden_sizes = [64, -1]\n", 2, "dqn.hidden_sizes", "every item must be at least 1"),
     ("[vtrace]\nhidden_sizes = [0]\n", 2, "vtrace.hidden_sizes", "every item must be at least 1"),
     ("[[replay]]\ncapacity = 1_000_000_000_000\n", 2, "replay[0].capacity", "at most"),
+    # The ALE counts an episode's frames in a C int: 2**53 steps of 4 frames reached it as a TypeError.
+    ("[env]\nid = 'ALE/Pong-v5'\npreset = 'atari'\nmax_episode_steps = 9007199254740992\n", 4,
+     "env.max_episode_steps", "2,147,483,647 frames"),
+    ("[env]\nid = 'ALE/Pong-v5'\npreset = 'atari'\nframe_skip = 1000\nmax_episode_steps = 2_147_484\n", 5,
+     "env.max_episode_steps", "the ALE counts at most 2,147,483,647 frames"),
 ]
 
 
