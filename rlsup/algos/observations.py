@@ -75,6 +75,8 @@ def layout_of(shape: tuple, dtype: np.dtype, *, stacked: bool, image_layout: str
     shape, dtype = tuple(int(side) for side in shape), np.dtype(dtype)
     if stacked:
         return ObservationLayout("stack", shape, np.dtype(np.uint8), dtype)
+    if 0 in shape:
+        raise NetworkError(f"an observation of shape {shape} holds no values to learn from")
     if len(shape) == 1:
         return ObservationLayout("vector", shape, np.dtype(np.float32), dtype)
     storage = np.dtype(np.uint8) if dtype in (np.bool_, np.uint8) else np.dtype(np.float32)

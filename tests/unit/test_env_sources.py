@@ -61,6 +61,14 @@ def test_a_four_dimensional_box_is_neither_vector_nor_image():
         layout_of((2, 3, 4, 5), np.float32, stacked=False)
 
 
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 10, 4)])
+def test_an_observation_holding_no_values_is_refused(shape):
+    """A Box of shape (0,) passed validate, then failed in the worker reshaping the replay's empty rows."""
+    with pytest.raises(NetworkError) as refused:
+        layout_of(shape, np.float32, stacked=False)
+    assert str(refused.value) == f"an observation of shape {shape} holds no values to learn from"
+
+
 # -- the network rule -------------------------------------------------------------------------------
 
 
