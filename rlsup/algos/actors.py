@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlsup.algos.device import UsageError
 from rlsup.algos.env_sources import EnvError
 from rlsup.algos.nets import PolicyValueNetwork, build_policy_value_network
 from rlsup.algos.shared_memory import UnrollArrays, UnrollGroups, UnrollLayout, WeightsBuffer
@@ -56,17 +57,22 @@ class ActorFailure(NamedTuple):
     summary: str      # an env's fault as its own sentence, else the exception's type and message
     traceback: str
     env_fault: bool   # raised by the actor's envs (an EnvError): the job fails as it would with them in the worker
+    starting: bool    # raised while the actor made its envs, before its first round
 
     @classmethod
-    def of(cls, actor: int, error: Exception) -> ActorFailure:
+    def of(cls, actor: int, error: Exception, *, starting: bool) -> ActorFailure:
         env_fault = isinstance(error, EnvError)
         summary = str(error) if env_fault else f"{type(error).__name__}: {error}"
-        return cls(actor, os.getpid(), summary, traceback.format_exc(), env_fault)
+        return cls(actor, os.getpid(), summary, traceback.format_exc(), env_fault, starting)
 
     def error(self) -> Exception:
         """The exception the learner raises, its traceback logged (worker.log) first."""
         log.error("V-trace actor %d (pid %d) failed:\n%s", self.actor, self.pid, self.traceback.rstrip(),
                   extra=FILE_ONLY)
+        if self.env_fault and self.starting:
+            # Envs that cannot be made (or do not fit in memory) stop a job that cannot run as written, as in a
+            # worker that makes them itself: exit 2, not a crash to retry.
+            return UsageError(self.summary)
         if self.env_fault:
             return EnvError(self.summary)
         return RuntimeError(f"V-trace actor {self.actor} (pid {self.pid}) failed: {self.summary}")
@@ -377,7 +383,7 @@ def run_actor_process(context: ActorContext) -> None:
             episodes = actor.unroll(context.weights, context.groups.group(group))
             context.full_groups.put(Delivery(group, context.index, episodes))
     except Exception as error:  # reported to the learner, which fails the job with it
-        report_failure(context, ActorFailure.of(context.index, error))
+        report_failure(context, ActorFailure.of(context.index, error, starting=actor is None))
         raise SystemExit(1) from None
     finally:
         # Never wait at exit for the learner to read what is still in the pipe: it may be gone.

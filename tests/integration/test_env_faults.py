@@ -151,6 +151,17 @@ def test_more_envs_than_memory_holds_are_refused_after_a_few_not_by_the_kernel_h
                                      " of memory (8.", "lower [env] num_envs")
 
 
+def test_more_envs_than_memory_holds_in_vtrace_actors_are_refused_as_at_start(user_envs, tmp_path):
+    """Actors make their envs in their own processes, after the trainer: a refusal there is still a job that
+    cannot run as written (exit 2, not retried), as it is when the worker makes a DQN vector."""
+    job = tmp_path / "heavy.toml"
+    job.write_text(JOB.format(algo="vtrace", env_id=HEAVY_ID, package=PACKAGE, num_envs=1, vectoriser="serial",
+                              algo_fields=VTRACE_FIELDS.replace("envs_per_actor = 2", "envs_per_actor = 100_000"),
+                              replay=VTRACE_REPLAY))
+    result = run_rlsup("run", job, "--run-dir", tmp_path / "run", timeout=120)
+    assert_one_line_error_at_the_end(result, EXIT_SPEC, f"making 100,000 {HEAVY_ID} envs would need about ")
+
+
 def assert_one_line_error_at_the_end(result, code: int, *fragments: str) -> None:
     assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode == code, (result.returncode, result.stderr)
