@@ -75,7 +75,7 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     prepare(run directory, resolved spec) fills the run before the job is queued (a fork's parent
     checkpoint); what it raises leaves nothing queued.
     """
-    from rlsup.env_check import check_env_file  # imports gymnasium: only a submit pays for it
+    from rlsup.env_check import check_env_file, import_roots  # imports gymnasium: only a submit pays for it
 
     path = Path(spec_path).expanduser().resolve()
     loaded = specs.load(path)
@@ -96,6 +96,7 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     run_dir = paths.new_run_dir(effective.job.name, home, runs_root(effective, home))
     try:
         runfiles.write_run_spec(run_dir, effective)
+        runfiles.write_import_paths(run_dir, import_roots(effective.env))
         if prepare is not None:
             prepare(run_dir, effective)
         followed = snapshot(data, run_dir) if copy else path
@@ -166,11 +167,14 @@ def check_experiment_room(path: Path, name: str, planned: list, jobs: list[Job],
 def queue_experiment(path: Path, data: bytes, name: str, prepared: list, home: Path, copy: bool,
                      start_daemon: bool) -> list[Job]:
     """Make the run directories and queue every job in one transaction: all of them, or none."""
+    from rlsup.env_check import import_roots
+
     run_dirs: list[Path] = []
     try:
         for job, _, effective in prepared:
             run_dirs.append(paths.new_run_dir(job.name, home, runs_root(effective, home)))
             runfiles.write_run_spec(run_dirs[-1], effective)
+            runfiles.write_import_paths(run_dirs[-1], import_roots(effective.env))
         followed = snapshot(data, run_dirs[0]) if copy else path  # one copy drives the whole experiment
         with Store(home) as store, store.transaction():
             queued = [store.submit(name=effective.job.name, spec_path=followed, run_dir=run_dir,

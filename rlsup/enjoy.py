@@ -72,6 +72,7 @@ def load_trainer_state(run_dir: Path, which: str = "latest", report: Callable[[s
     from rlsup.checkpoint.store import load_checkpoint
 
     spec = runfiles.read_run_spec(run_dir)
+    runfiles.use_import_paths(run_dir)  # the env's own modules, where submit found them
     if which == "latest":
         choice = latest_choice(run_dir)
         entry = choice.entry
@@ -124,6 +125,7 @@ def enjoy(run_dir: Path, *, which: str = "latest", episodes: int = 5, seed: int 
     from rlsup.algos.evaluate import play_episodes
 
     spec = runfiles.read_run_spec(run_dir)
+    runfiles.use_import_paths(run_dir)
     if video or terminal:
         require_renderer(spec.env)
     # The run's own thread count, as its worker trained: torch's default of one thread per core gains nothing

@@ -5,6 +5,10 @@ Torch-free; gymnasium is imported inside check_env only, so the CLI and client s
 from __future__ import annotations
 
 import dataclasses
+import os
+import site
+import sys
+import sysconfig
 from pathlib import Path
 
 from rlsup import spec as specs
@@ -53,3 +57,37 @@ def check_env(spec: specs.JobSpec, file: str, text: str) -> CheckedEnv:
 def check_env_file(spec: specs.JobSpec, path: str | Path) -> CheckedEnv:
     """check_env for a job file on disk, located in its own text."""
     return check_env(spec, str(path), Path(path).read_text(encoding="utf-8"))
+
+
+def import_roots(env: specs.EnvSection) -> list[str]:
+    """The sys.path entries this process found the env's own modules in ([env] imports, a module:Env-v0 id's
+    module), once check_env has imported them; entries of the interpreter's own (its standard library and
+    site-packages, which every worker has) are left out. A daemon started without the submitting shell's
+    PYTHONPATH gives its workers these (runfiles.write_import_paths)."""
+    names = [*env.imports, *filter(None, [env.id.rpartition(":")[0]])]
+    own = {os.path.realpath(directory) for directory in interpreter_directories()}
+    roots: list[str] = []
+    for name in names:
+        root = module_root(sys.modules.get(name), name)
+        if root is not None and os.path.realpath(root) not in own and root not in roots:
+            roots.append(root)
+    return roots
+
+
+def module_root(module: object, name: str) -> str | None:
+    """The directory module was imported from as `name`: its file's, up one per dot of the name, and one more
+    for a package's __init__.py. None for a module without a file (a namespace package, a built-in)."""
+    file = getattr(module, "__file__", None)
+    if not file:
+        return None
+    location = Path(file).absolute().parent
+    ups = name.count(".") + (Path(file).name == "__init__.py")
+    for _ in range(ups):
+        location = location.parent
+    return str(location)
+
+
+def interpreter_directories() -> list[str]:
+    paths = sysconfig.get_paths()
+    user_site = [site.getusersitepackages()] if site.ENABLE_USER_SITE else []
+    return [paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")] + site.getsitepackages() + user_site

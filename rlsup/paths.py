@@ -20,6 +20,7 @@ WORKER_LOCK = "worker.lock"     # held by the run's one worker for its whole lif
 KILL_MARKER = "kill-requested"  # a stop signal that finds it aborts the worker: a kill where only SIGINT gets through
 SOURCE_COPY = "source.toml"     # `submit --copy`: the job file's snapshot that this job alone follows
 TENSORBOARD = "tensorboard"     # [log] tensorboard: event files kept equal to metrics.jsonl (tensorboard_log.py)
+IMPORT_PATHS = "import-paths.json"  # where submit found the env's modules, for workers started without them
 
 # Files of RLSUP_HOME.
 DATABASE = "rlsup.db"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -220,6 +221,22 @@ def write_run_spec(run_dir: Path, spec: specs.JobSpec) -> None:
     number = len(list(history.glob("*.toml"))) + 1
     atomic_write_bytes(history / f"{number:04d}.toml", text)
     atomic_write_bytes(run_dir / paths.JOB_FILE, text)
+
+
+def write_import_paths(run_dir: Path, entries: list[str]) -> None:
+    """Record the sys.path entries the run's env modules were found in at submit (none: no file)."""
+    if entries:
+        atomic_write_json(Path(run_dir) / paths.IMPORT_PATHS, {"sys_path": list(entries)})
+
+
+def use_import_paths(run_dir: Path) -> None:
+    """Add to sys.path (at its end: they never shadow rlsup or what is installed) the entries submit recorded,
+    so that a worker started by a daemon without the submitting shell's PYTHONPATH imports [env] imports too.
+    Env processes and spawned V-trace actors inherit sys.path."""
+    entries = (read_json(Path(run_dir) / paths.IMPORT_PATHS) or {}).get("sys_path")
+    for entry in entries if isinstance(entries, list) else []:  # a damaged file adds nothing
+        if isinstance(entry, str) and entry not in sys.path:
+            sys.path.append(entry)
 
 
 def accept_edit(run_dir: Path, edited: specs.JobSpec) -> list[specs.Change]:

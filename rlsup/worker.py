@@ -88,6 +88,7 @@ class TrainingRun:
             setup_logging(self.run_dir, self.foreground)
             runfiles.clear_exit(self.run_dir)
             self.spec = runfiles.read_run_spec(self.run_dir)
+            runfiles.use_import_paths(self.run_dir)  # before anything imports the env's modules
             if self.foreground:
                 self._register()
             if self.from_scratch:  # under the run's lock, so no other worker sees its checkpoints vanish

@@ -97,6 +97,9 @@ def start_run(spec: specs.JobSpec, requested: str | None) -> Path:
     else:
         run_dir = paths.new_run_dir(spec.job.name)
     runfiles.write_run_spec(run_dir, spec)
+    from rlsup.env_check import import_roots  # loaded with check_env
+
+    runfiles.write_import_paths(run_dir, import_roots(spec.env))  # for a resume or enjoy from another shell
     return run_dir
 
 

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 from checkpoint_testing import flip_last_byte
-from rlsup_testing import assert_one_line_error, run_rlsup
+from rlsup_testing import assert_one_line_error, rlsup_command, run_rlsup
 from user_envs import DICT_ID, PACKAGE, WALK_ID, with_python_path, write_package
 
 from rlsup import client, runfiles, spec as specs
+from rlsup.jobstate import State
 from rlsup.store import Store
 from rlsup.worker import build_trainer
 
@@ -153,3 +156,21 @@ def test_a_resume_after_the_users_env_changed_its_space_is_one_sentence(user_env
     # Both facts stay where `rlsup status` and the TUI read them: the skipped newer checkpoint and the failure.
     status = runfiles.read_status(run_dir)
     assert status["phase"] == "failed" and "step-000000000600" in status["notice"]
+
+
+def test_a_package_on_the_submitting_shells_python_path_is_found_by_the_daemons_worker(harness, tmp_path):
+    """validate and submit import [env] imports where the user's shell finds them; the worker, started by a
+    daemon that runs without that PYTHONPATH, used to fail with "cannot import". Submit records where each
+    was found outside the interpreter's own directories, and the worker, enjoy and export look there too."""
+    directory = write_package(tmp_path / "user")
+    harness.start_daemon()  # from this process's environment, which lacks the package
+    job = job_file(tmp_path, WALK_ID)
+    submitted = subprocess.run(rlsup_command("submit", job), capture_output=True, text=True, timeout=120,
+                               env={**os.environ, "RLSUP_HOME": str(harness.home),
+                                    "PYTHONPATH": with_python_path(directory)})
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = int(submitted.stdout.split()[0])
+    ended = harness.wait_state(job_id, State.DONE, State.FAILED)
+    assert ended.state is State.DONE, harness.report(job_id)
+    played = run_rlsup("enjoy", harness.job(job_id).run_dir, "--episodes", "1")  # a shell without it, too
+    assert played.returncode == 0, played.stderr

@@ -131,6 +131,7 @@ def test_enjoy_and_export_of_a_run_whose_env_package_is_gone_say_so_in_one_line(
     """As on a laptop the run was copied to: the package that registers its env is not installed there."""
     run_dir = trained_briefly(tmp_path, "raise")
     monkeypatch.delenv("PYTHONPATH")
+    (user_envs / PACKAGE).rename(tmp_path / "elsewhere")  # nor where the run's import-paths.json says
     missing = f"cannot import {PACKAGE!r} ([env] imports names it): ModuleNotFoundError"
     assert_one_line_error(run_rlsup("enjoy", run_dir), EXIT_SPEC, missing)
     out = tmp_path / "policy.pt"
