@@ -59,6 +59,7 @@ def command_fork(args: argparse.Namespace) -> int:
     # A file that drives a job, or a run's own job.toml, is copied into the fork's run: edits of it then
     # keep reaching only what they reached before.
     copy = bool(bound) or (path.parent / paths.SPEC_HISTORY).is_dir()
+    runfiles.use_import_paths(parent_run)  # the parent's env modules, where its submit found them
     try:
         job = client.submit(path, name=name, copy=copy,
                             prepare=lambda run_dir, spec: lineage.prepare_fork(run_dir, request, spec))

@@ -172,5 +172,12 @@ def test_a_package_on_the_submitting_shells_python_path_is_found_by_the_daemons_
     job_id = int(submitted.stdout.split()[0])
     ended = harness.wait_state(job_id, State.DONE, State.FAILED)
     assert ended.state is State.DONE, harness.report(job_id)
-    played = run_rlsup("enjoy", harness.job(job_id).run_dir, "--episodes", "1")  # a shell without it, too
+    run_dir = harness.job(job_id).run_dir
+    played = run_rlsup("enjoy", run_dir, "--episodes", "1")  # a shell without it, too
     assert played.returncode == 0, played.stderr
+    longer = tmp_path / "longer.toml"
+    longer.write_text(job.read_text().replace("total_steps = 600", "total_steps = 700"))
+    forked = run_rlsup("fork", run_dir, longer, "--name", "walk-fork")  # and the fork it queues
+    assert forked.returncode == 0, forked.stderr
+    fork_id = int(forked.stdout.split()[0])
+    assert harness.wait_state(fork_id, State.DONE, State.FAILED).state is State.DONE, harness.report(fork_id)
