@@ -11,6 +11,11 @@ DATE_AND_MINUTE = "%Y-%m-%d %H:%M"
 DAY_AND_MINUTE = "%m-%d %H:%M"
 
 
+def one_line(text: str) -> str:
+    """text with every run of whitespace, line breaks included, made one space: a sentence for one line."""
+    return " ".join(str(text).split())
+
+
 def short_count(value: float | None) -> str:
     """12_345 -> 12.3k, 2_000_000 -> 2M: a step count that fits a narrow column."""
     if value is None:

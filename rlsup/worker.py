@@ -115,8 +115,8 @@ class TrainingRun:
         # imported: the crash may be that importing the env layer failed.
         env_sources = sys.modules.get("rlsup.algos.env_sources")
         if env_sources is not None and isinstance(error, env_sources.EnvError):
-            return EXIT_ERROR, str(error)
-        return EXIT_ERROR, f"{type(error).__name__}: {error} (its traceback is in worker.log)"
+            return EXIT_ERROR, formatting.one_line(str(error))
+        return EXIT_ERROR, f"{type(error).__name__}: {formatting.one_line(str(error))} (its traceback is in worker.log)"
 
     def _start(self) -> Trainer:
         from rlsup.algos.envs import EnvError

@@ -11,7 +11,7 @@ DICT_ID = "UserEnvs/Dict-v0"        # a Dict observation, which rlsup refuses
 # The walk, faulty from the second step of each env's third episode on: long after training has begun.
 FAULTY_IDS = {"raise": "UserEnvs/Raises-v0", "nan": "UserEnvs/NanObservation-v0",
               "huge reward": "UserEnvs/HugeReward-v0", "shape": "UserEnvs/WrongShape-v0"}
-FAULT_MESSAGE = "the simulator lost its licence ü"
+FAULT_MESSAGE = "the simulator lost its licence ü\n  (see /opt/simulateur/log)"  # two lines, as C++ errors are
 HEAVY_ID = "UserEnvs/Heavy-v0"      # the walk, each env holding 8 MiB of memory
 UNMADE_ID = "UserEnvs/Unmade-v0"    # its constructor raises
 UNMADE_MESSAGE = "no licence file at /opt/simulateur/licence.txt"

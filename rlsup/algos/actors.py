@@ -24,6 +24,7 @@ from rlsup.algos.nets import PolicyValueNetwork, build_policy_value_network
 from rlsup.algos.shared_memory import UnrollArrays, UnrollGroups, UnrollLayout, WeightsBuffer
 from rlsup.algos.vector import VectorStep, env_seeds, make_vector_env
 from rlsup.checkpoint.rng import generator_state, restore_generator
+from rlsup.formatting import one_line
 from rlsup.progress import FILE_ONLY
 from rlsup.spec import JobSpec
 
@@ -62,7 +63,7 @@ class ActorFailure(NamedTuple):
     @classmethod
     def of(cls, actor: int, error: Exception, *, starting: bool) -> ActorFailure:
         env_fault = isinstance(error, EnvError)
-        summary = str(error) if env_fault else f"{type(error).__name__}: {error}"
+        summary = one_line(str(error)) if env_fault else f"{type(error).__name__}: {one_line(str(error))}"
         return cls(actor, os.getpid(), summary, traceback.format_exc(), env_fault, starting)
 
     def error(self) -> Exception:

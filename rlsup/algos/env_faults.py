@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlsup.algos.env_sources import EnvError
+from rlsup.formatting import one_line
 from rlsup.algos.observations import ObservationLayout
 
 # Replays and networks hold rewards as float32: a larger one would be stored as infinity.
@@ -31,8 +32,8 @@ class EnvChecks:
 
     def raised(self, call: str, error: Exception) -> EnvFault:
         """The fault to raise from the env's own exception (chained to it, so worker.log shows its frames)."""
-        return EnvFault(f"env {self.env_id!r} raised in {call}: {type(error).__name__}: {error} (its traceback "
-                        f"is in worker.log)")
+        return EnvFault(f"env {self.env_id!r} raised in {call}: {type(error).__name__}: {one_line(str(error))} "
+                        "(its traceback is in worker.log)")
 
     def observation(self, observation: Any, layout: ObservationLayout, steps: int | None) -> np.ndarray:
         """The observation in the layout, refused when it does not fit the space or holds NaN or infinity;

@@ -18,6 +18,7 @@ from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 from rlsup.algos.fire_reset import FireReset, needs_fire
 from rlsup.algos.minatar_seeding import ReseedInPlace, is_minatar
 from rlsup.algos.observations import NetworkError, ObservationLayout, layout_of
+from rlsup.formatting import one_line
 from rlsup.spec import EnvSection
 
 gym.register_envs(ale_py)
@@ -200,7 +201,7 @@ def _make_atari(env: EnvSection, render_mode: str | None) -> gym.Env:
 def _first_words(error: Exception) -> str:
     """The error's own message, on one line: gymnasium appends, after " was raised from the environment
     creator", the whole keyword dict, which says nothing the job file does not."""
-    return " ".join(str(error).split(" was raised from the environment creator")[0].split())  # on one line
+    return one_line(str(error).split(" was raised from the environment creator")[0])
 
 
 def _render_option(render_mode: str | None) -> dict:

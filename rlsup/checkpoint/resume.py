@@ -5,7 +5,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlsup import lineage, runfiles, tensorboard_log
+from rlsup import formatting, lineage, runfiles, tensorboard_log
 from rlsup.algos.contract import Trainer
 from rlsup.checkpoint.manifest import CheckpointProblem, Choice
 
@@ -68,7 +68,7 @@ def load_trainer_state(trainer: Trainer, state: dict, checkpoint: str) -> None:
     try:
         trainer.load_state_dict(state)
     except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as error:
-        detail = " ".join(str(error).split())
+        detail = formatting.one_line(str(error))
         raise CheckpointProblem(f"{checkpoint} does not fit the trainer this job builds ({detail[:300]}): did the "
                                 f"env's observation or action space change since it was written (its package "
                                 f"upgraded, say)? Nothing was changed; resume with the env as it was, or start a "

@@ -46,7 +46,7 @@ VTRACE_REPLAY = 'kind = "queue"\ncapacity = 4'
 
 # What each fault's sentence says (the env's own words for one that raised).
 SENTENCES = {
-    "raise": [f"env {FAULTY_IDS['raise']!r} raised in step: RuntimeError: {FAULT_MESSAGE}",
+    "raise": [f"env {FAULTY_IDS['raise']!r} raised in step: RuntimeError: {' '.join(FAULT_MESSAGE.split())}",
               "its traceback is in worker.log"],
     "nan": [f"env {FAULTY_IDS['nan']!r} returned an observation holding NaN or infinity after 2 steps of its "
             "episode"],
