@@ -26,21 +26,25 @@ class CheckedEnv:
 
 
 def check_env(spec: specs.JobSpec, file: str, text: str) -> CheckedEnv:
-    """Make the env once as a worker would; raise SpecError naming file, line and field when it cannot train.
+    """Make the env, reset it and take one step, as a worker would; raise SpecError naming file, line and
+    field when it cannot train.
 
     Refused: ids nothing registers, modules of [env] imports that fail, continuous or composite action
-    spaces, observation spaces other than a Box of a vector or an image, and a network that does not fit
-    the observation. Imports gymnasium (and the env's own packages).
-    """
+    spaces, observation spaces other than a Box of a vector or an image, a network that does not fit the
+    observation, and an env whose reset or first step raises (the old Gym API) or returns what a worker
+    would refuse (algos/env_faults.py). Imports gymnasium (and the env's own packages)."""
+    from rlsup.algos.env_faults import TRACEBACK_NOTE
     from rlsup.algos.env_sources import EnvError, EnvImportError, describe_env
+    from rlsup.algos.envs import take_first_step
     from rlsup.algos.observations import NetworkError, network_for
 
     located = Located(file, text)
     try:
         description = describe_env(spec.env)
+        take_first_step(spec.env)
     except EnvError as error:
         path = ("env", "imports") if isinstance(error, EnvImportError) else ("env", "id")
-        raise specs.SpecError([located.problem(path, str(error))]) from None
+        raise specs.SpecError([located.problem(path, str(error).removesuffix(TRACEBACK_NOTE))]) from None
     observation = description.observation
     section = getattr(spec, spec.job.algo, None) if spec.job.algo in specs.TABLES else None
     network = None

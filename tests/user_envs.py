@@ -15,6 +15,9 @@ FAULT_MESSAGE = "the simulator lost its licence ü\n  (see /opt/simulateur/log)"
 HEAVY_ID = "UserEnvs/Heavy-v0"      # the walk, each env holding 8 MiB of memory
 UNMADE_ID = "UserEnvs/Unmade-v0"    # its constructor raises
 UNMADE_MESSAGE = "no licence file at /opt/simulateur/licence.txt"
+# The old Gym API, still common in researchers' own envs: reset without seed, and step with four values.
+OLD_RESET_ID = "UserEnvs/OldReset-v0"
+OLD_STEP_ID = "UserEnvs/OldStep-v0"
 
 SOURCE = '''"""Deterministic test envs, registered when this package is imported."""
 import gymnasium as gym
@@ -103,6 +106,20 @@ class Unmade(Walk):
         raise FileNotFoundError({unmade_message!r})
 
 
+class OldReset(Walk):
+    def reset(self):
+        self.position = 0
+        return self._observation()
+
+
+class OldStep(Walk):
+    def step(self, action):
+        observation, reward, terminated, _, info = super().step(action)
+        return observation, reward, terminated, info
+
+
+gym.register("{old_reset}", entry_point=OldReset)
+gym.register("{old_step}", entry_point=OldStep)
 gym.register("{heavy}", entry_point=Heavy, max_episode_steps=20)
 gym.register("{unmade}", entry_point=Unmade, max_episode_steps=20)
 gym.register("{walk}", entry_point=Walk, max_episode_steps=20)
@@ -117,7 +134,8 @@ def write_package(directory: Path) -> Path:
     package.mkdir(parents=True, exist_ok=True)
     source = SOURCE.format(walk=WALK_ID, picture=PICTURE_ID, dict=DICT_ID, fault_message=FAULT_MESSAGE,
                            faulty_ids=FAULTY_IDS, heavy=HEAVY_ID,
-                           unmade=UNMADE_ID, unmade_message=UNMADE_MESSAGE)
+                           unmade=UNMADE_ID, unmade_message=UNMADE_MESSAGE, old_reset=OLD_RESET_ID,
+                           old_step=OLD_STEP_ID)
     (package / "__init__.py").write_text(source, encoding="utf-8")
     return Path(directory)
 

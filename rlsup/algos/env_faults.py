@@ -12,6 +12,8 @@ from rlsup.algos.observations import ObservationLayout
 
 # Replays and networks hold rewards as float32: a larger one would be stored as infinity.
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+# How a fault raised by the env itself ends: a worker logs the traceback (rlsup validate has no worker.log).
+TRACEBACK_NOTE = " (its traceback is in worker.log)"
 
 
 class EnvFault(EnvError):
@@ -32,8 +34,8 @@ class EnvChecks:
 
     def raised(self, call: str, error: Exception) -> EnvFault:
         """The fault to raise from the env's own exception (chained to it, so worker.log shows its frames)."""
-        return EnvFault(f"env {self.env_id!r} raised in {call}: {type(error).__name__}: {one_line(str(error))} "
-                        "(its traceback is in worker.log)")
+        return EnvFault(f"env {self.env_id!r} raised in {call}: {type(error).__name__}: {one_line(str(error))}"
+                        f"{TRACEBACK_NOTE}")
 
     def observation(self, observation: Any, layout: ObservationLayout, steps: int | None) -> np.ndarray:
         """The observation in the layout, refused when it does not fit the space or holds NaN or infinity;

@@ -42,6 +42,18 @@ def make_env(env: EnvSection, *, seed: int, render_mode: str | None = None) -> T
     return TrainingEnv(make_stack(env, render_mode), env, seed, render_mode)
 
 
+def take_first_step(env: EnvSection) -> None:
+    """Make the env, reset it and take one step of action 0, as a worker's first moments do, and close it:
+    an env written for the old Gym API (a reset without seed, a step of four values), or one that returns
+    what EnvChecks refuses from the start, is refused before a job is queued, not by its worker."""
+    training_env = make_env(env, seed=0)
+    try:
+        training_env.reset()
+        training_env.step(0)
+    finally:
+        training_env.close()
+
+
 def probe_env(env: EnvSection) -> tuple[tuple, np.dtype, int, int]:
     """Observation shape, observation dtype, number of actions and stack size, for building networks."""
     description = describe_env(env)

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 from rlsup_testing import assert_one_line_error, run_rlsup
-from user_envs import (FAULT_MESSAGE, FAULTY_IDS, HEAVY_ID, PACKAGE, UNMADE_ID, UNMADE_MESSAGE, with_python_path,
-                        write_package)
+from user_envs import (FAULT_MESSAGE, FAULTY_IDS, HEAVY_ID, OLD_RESET_ID, OLD_STEP_ID, PACKAGE, UNMADE_ID,
+                        UNMADE_MESSAGE, with_python_path, write_package)
 
 from rlsup import runfiles
 from rlsup.jobstate import EXIT_ERROR, EXIT_SPEC
@@ -178,3 +178,17 @@ def test_an_env_whose_constructor_raises_is_refused_by_validate_in_one_line(user
     line = next(number for number, text in enumerate(job.read_text().splitlines(), 1) if text.startswith("id ="))
     assert_one_line_error(run_rlsup("validate", job), EXIT_SPEC, f"{job}:{line}",
                           f"cannot make env {UNMADE_ID!r}: FileNotFoundError: {UNMADE_MESSAGE}")
+
+
+@pytest.mark.parametrize("env_id, words", [
+    (OLD_RESET_ID, "raised in reset: TypeError: "),  # Gymnasium resets with a seed
+    (OLD_STEP_ID, "raised in step: ValueError: not enough values to unpack (expected 5, got 4)"),
+])
+def test_an_env_of_the_old_gym_api_is_refused_by_validate_not_by_its_worker(env_id, words, user_envs, tmp_path):
+    """validate resets the env and takes one step, as the worker does first: an env written for the old Gym API
+    is refused before it is queued, naming the file, the line of [env] id and the call that failed."""
+    job = tmp_path / "old.toml"
+    job.write_text(JOB.format(algo="dqn", env_id=env_id, package=PACKAGE, num_envs=1, vectoriser="serial",
+                              algo_fields=DQN_FIELDS, replay=DQN_REPLAY))
+    line = next(number for number, text in enumerate(job.read_text().splitlines(), 1) if text.startswith("id ="))
+    assert_one_line_error(run_rlsup("validate", job), EXIT_SPEC, f"{job}:{line}", f"env {env_id!r} {words}")
