@@ -155,10 +155,11 @@ def exit_outcome(ended: Exit, *, desired: Desired, total_steps: int, restarts: i
         return Outcome(State.PAUSED, f"{ended.describe()} while pausing; resumes from the previous checkpoint")
     if ended.code == EXIT_SPEC:
         return Outcome(State.FAILED, f"{ended.describe()}: {ended.reason or 'spec or usage error'} (never retried)")
+    crash = f"{ended.describe()}: {ended.reason}" if ended.reason and ended.code is not None else ended.describe()
     if restarts < max_restarts:
-        return Outcome(State.QUEUED, f"{ended.describe()}; restart {restarts + 1} of {max_restarts} "
+        return Outcome(State.QUEUED, f"{crash}; restart {restarts + 1} of {max_restarts} "
                                      "from the newest verified checkpoint", restart=True)
-    return Outcome(State.FAILED, f"{ended.describe()}; no restarts left (max_restarts = {max_restarts})")
+    return Outcome(State.FAILED, f"{crash}; no restarts left (max_restarts = {max_restarts})")
 
 
 def restart_backoff(restarts: int, base_s: float, cap_s: float = 60.0) -> float:

@@ -63,6 +63,8 @@ class TrainingRun:
         self.switched_off: list[str] = []
         self.registration: Path | None = None  # a foreground run's entry in RLSUP_HOME, for `rlsup list`
         self.env_restarts: list[str] = []  # carried into every checkpoint: StartingPoint says why
+        self.previous_exit: dict | None = None  # exit.json of the run's previous worker, read before clearing it
+        self.resumed_at: int | None = None      # the step training started from (a checkpoint's, or 0)
         self.training_time = TrainingTime()  # a resume starts from its checkpoint's figure
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -86,6 +88,7 @@ class TrainingRun:
         """Set up and train; every way it can end becomes an exit code and one sentence."""
         try:
             setup_logging(self.run_dir, self.foreground)
+            self.previous_exit = runfiles.read_exit(self.run_dir)
             runfiles.clear_exit(self.run_dir)
             self.spec = runfiles.read_run_spec(self.run_dir)
             runfiles.use_import_paths(self.run_dir)  # before anything imports the env's modules
@@ -115,8 +118,23 @@ class TrainingRun:
         # imported: the crash may be that importing the env layer failed.
         env_sources = sys.modules.get("rlsup.algos.env_sources")
         if env_sources is not None and isinstance(error, env_sources.EnvError):
-            return EXIT_ERROR, formatting.one_line(str(error))
-        return EXIT_ERROR, f"{type(error).__name__}: {formatting.one_line(str(error))} (its traceback is in worker.log)"
+            reason = formatting.one_line(str(error))
+        else:
+            reason = f"{type(error).__name__}: {formatting.one_line(str(error))} (its traceback is in worker.log)"
+        return self._repeated(reason) or (EXIT_ERROR, reason)
+
+    def _repeated(self, reason: str) -> tuple[int, str] | None:
+        """A crash the previous worker of this run had too, at the same step and in the same words: it resumed
+        bit for bit to the same fault, which every restart would repeat, so it stops as a job that cannot run
+        as it is (exit 2, never retried)."""
+        previous = self.previous_exit or {}
+        if self.trainer is None or self.resumed_at is None or self.trainer.step <= self.resumed_at:
+            return None  # no step trained since the start: a resource that is short now may not be later
+        step = self.trainer.step
+        if (previous.get("code"), previous.get("step"), previous.get("reason")) != (EXIT_ERROR, step, reason):
+            return None
+        return EXIT_SPEC, (f"{reason}; the same fault at step {step:,} as the run's previous worker, which a "
+                           "restart from the same checkpoint would repeat: not retried again")
 
     def _start(self) -> Trainer:
         from rlsup.algos.envs import EnvError
@@ -142,6 +160,7 @@ class TrainingRun:
         except (EnvError, MemoryError) as error:
             raise UsageError(str(error) or "out of memory while building the trainer") from None
         self._restore(trainer)
+        self.resumed_at = trainer.step
         self.metrics = runfiles.MetricsWriter(self.run_dir)
         log.info("training %s on %s from step %d to %d (pid %d)", self.spec.job.name, device,
                  trainer.step, self.spec.job.total_steps, os.getpid())

@@ -9,7 +9,7 @@ from user_envs import (FAULT_MESSAGE, FAULTY_IDS, HEAVY_ID, OLD_RESET_ID, OLD_ST
                         UNMADE_MESSAGE, with_python_path, write_package)
 
 from rlsup import runfiles
-from rlsup.jobstate import EXIT_ERROR, EXIT_SPEC
+from rlsup.jobstate import EXIT_ERROR, EXIT_SPEC, State
 
 JOB = """
 [job]
@@ -61,6 +61,7 @@ SENTENCES = {
 def user_envs(tmp_path, monkeypatch):
     directory = write_package(tmp_path / "user")
     monkeypatch.setenv("PYTHONPATH", with_python_path(directory))
+    monkeypatch.syspath_prepend(str(directory))  # for a submit made in this process
     return directory
 
 
@@ -192,3 +193,20 @@ def test_an_env_of_the_old_gym_api_is_refused_by_validate_not_by_its_worker(env_
                               algo_fields=DQN_FIELDS, replay=DQN_REPLAY))
     line = next(number for number, text in enumerate(job.read_text().splitlines(), 1) if text.startswith("id ="))
     assert_one_line_error(run_rlsup("validate", job), EXIT_SPEC, f"{job}:{line}", f"env {env_id!r} {words}")
+
+
+def test_a_fault_that_a_restart_repeats_at_the_same_step_is_not_retried_again(harness, user_envs, tmp_path):
+    """The daemon restarts a crash from its newest checkpoint, and the run resumes bit for bit: an env that
+    faults at the same step with the same sentence will do so on every restart. The second time, the worker
+    says so and exits 2, and the job fails with the env's sentence, not after max_restarts identical runs."""
+    job = tmp_path / "dqn.toml"
+    job.write_text(JOB.format(algo="dqn", env_id=FAULTY_IDS["nan"], package=PACKAGE, num_envs=1, vectoriser="serial",
+                              algo_fields=DQN_FIELDS, replay=DQN_REPLAY))
+    harness.start_daemon()
+    submitted = harness.submit(job)
+    failed = harness.wait_state(submitted.id, State.FAILED)
+    assert failed.restarts == 1, harness.report(submitted.id)
+    assert SENTENCES["nan"][0] in failed.reason and "as the run's previous worker" in failed.reason, failed.reason
+    first_crash = [event.message for event in harness.events(submitted.id, "state")
+                   if "restart 1 of 3" in event.message]
+    assert first_crash and SENTENCES["nan"][0] in first_crash[0]  # a crash's reason carries the worker's sentence

@@ -131,6 +131,13 @@ def test_crash_restarts_until_the_budget_then_fails():
     assert "SIGKILL" in last.reason
 
 
+def test_a_crash_says_the_workers_own_sentence_whether_it_restarts_or_not():
+    sentence = "env 'my_envs/Walk-v0' raised in step: RuntimeError: no licence (its traceback is in worker.log)"
+    for restarts in (0, 3):
+        result = outcome(Exit(code=1, step=40, reason=sentence), restarts=restarts, max_restarts=3)
+        assert result.reason.startswith(f"exit code 1: {sentence}; "), result.reason
+
+
 def test_no_restarts_allowed_fails_at_once():
     result = outcome(Exit(signal=signal.SIGSEGV), max_restarts=0)
     assert result.state is F and "SIGSEGV" in result.reason
