@@ -125,7 +125,6 @@ def enjoy(run_dir: Path, *, which: str = "latest", episodes: int = 5, seed: int 
     from rlsup.algos.evaluate import play_episodes
 
     spec = runfiles.read_run_spec(run_dir)
-    runfiles.use_import_paths(run_dir)
     if video or terminal:
         require_renderer(spec.env)
     # The run's own thread count, as its worker trained: torch's default of one thread per core gains nothing

@@ -34,14 +34,13 @@ def check_env(spec: specs.JobSpec, file: str, text: str) -> CheckedEnv:
     observation, and an env whose reset or first step raises (the old Gym API) or returns what a worker
     would refuse (algos/env_faults.py). Imports gymnasium (and the env's own packages)."""
     from rlsup.algos.env_faults import TRACEBACK_NOTE
-    from rlsup.algos.env_sources import EnvError, EnvImportError, describe_env
+    from rlsup.algos.env_sources import EnvError, EnvImportError
     from rlsup.algos.envs import take_first_step
     from rlsup.algos.observations import NetworkError, network_for
 
     located = Located(file, text)
     try:
-        description = describe_env(spec.env)
-        take_first_step(spec.env)
+        description = take_first_step(spec.env)
     except EnvError as error:
         path = ("env", "imports") if isinstance(error, EnvImportError) else ("env", "id")
         raise specs.SpecError([located.problem(path, str(error).removesuffix(TRACEBACK_NOTE))]) from None

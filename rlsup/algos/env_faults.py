@@ -7,8 +7,8 @@ import gymnasium as gym
 import numpy as np
 
 from rlsup.algos.env_sources import EnvError
-from rlsup.formatting import one_line
 from rlsup.algos.observations import ObservationLayout
+from rlsup.formatting import one_line
 
 # Replays and networks hold rewards as float32: a larger one would be stored as infinity.
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -28,6 +28,7 @@ class EnvChecks:
     def __init__(self, env_id: str, space: gym.Space, layout: ObservationLayout) -> None:
         self.env_id = env_id
         self.space = space
+        self.layout = layout
         self.shape = tuple(space.shape)
         # Bytes (uint8 and bool images, Atari stacks) hold no NaN: only float observations need looking at.
         self.floating = bool(np.issubdtype(layout.dtype, np.floating))
@@ -37,12 +38,12 @@ class EnvChecks:
         return EnvFault(f"env {self.env_id!r} raised in {call}: {type(error).__name__}: {one_line(str(error))}"
                         f"{TRACEBACK_NOTE}")
 
-    def observation(self, observation: Any, layout: ObservationLayout, steps: int | None) -> np.ndarray:
-        """The observation in the layout, refused when it does not fit the space or holds NaN or infinity;
-        steps: how many the episode has taken (None: it came from reset)."""
+    def observation(self, observation: Any, steps: int | None) -> np.ndarray:
+        """The observation in the env's layout, refused when it does not fit the space or holds NaN or
+        infinity; steps: how many the episode has taken (None: it came from reset)."""
         if getattr(observation, "shape", None) != self.shape:
             self._check_shape(observation, steps)  # a list, or the wrong shape
-        converted = layout.convert(observation)
+        converted = self.layout.convert(observation)
         if self.floating and not np.isfinite(converted).all():
             raise EnvFault(f"{self._returned('an observation holding NaN or infinity', steps)}, which no network "
                            "can learn from")

@@ -9,7 +9,7 @@ import numpy as np
 from rlsup.algos.env_capture import capture_state, choose_capture, restore_state
 from rlsup.algos.env_faults import EnvChecks
 from rlsup.algos.env_replay import ReplayMismatch
-from rlsup.algos.env_sources import EnvError, describe_env, make_stack, observation_layout
+from rlsup.algos.env_sources import EnvDescription, EnvError, describe_env, make_stack, observation_layout
 from rlsup.algos.observations import ObservationLayout
 from rlsup.spec import EnvSection
 
@@ -42,14 +42,16 @@ def make_env(env: EnvSection, *, seed: int, render_mode: str | None = None) -> T
     return TrainingEnv(make_stack(env, render_mode), env, seed, render_mode)
 
 
-def take_first_step(env: EnvSection) -> None:
+def take_first_step(env: EnvSection) -> EnvDescription:
     """Make the env, reset it and take one step of action 0, as a worker's first moments do, and close it:
     an env written for the old Gym API (a reset without seed, a step of four values), or one that returns
-    what EnvChecks refuses from the start, is refused before a job is queued, not by its worker."""
+    what EnvChecks refuses from the start, is refused before a job is queued, not by its worker. Returns
+    what describe_env would, from the same env: a check makes it once."""
     training_env = make_env(env, seed=0)
     try:
         training_env.reset()
         training_env.step(0)
+        return EnvDescription(training_env.layout, training_env.num_actions)
     finally:
         training_env.close()
 
@@ -92,7 +94,7 @@ class TrainingEnv:
             observation, info = self._stack.reset(seed=seed)
         except Exception as error:
             raise self._checks.raised("reset", error) from error
-        converted = self._checks.observation(observation, self._layout, None)
+        converted = self._checks.observation(observation, None)
         self._capture.record_reset(seed, observation, info)
         self._needs_reset = False
         self._raw_return, self._length = 0.0, 0
@@ -109,7 +111,7 @@ class TrainingEnv:
         except Exception as error:
             raise self._checks.raised("step", error) from error
         self._length += 1
-        converted = self._checks.observation(observation, self._layout, self._length)
+        converted = self._checks.observation(observation, self._length)
         self._checks.reward(raw_reward, self._length)
         self._capture.record_step(int(action), observation, info, bool(terminated or truncated))
         self._raw_return += raw_reward
