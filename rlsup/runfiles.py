@@ -235,8 +235,17 @@ def use_import_paths(run_dir: Path) -> None:
     Env processes and spawned V-trace actors inherit sys.path."""
     entries = (read_json(Path(run_dir) / paths.IMPORT_PATHS) or {}).get("sys_path")
     for entry in entries if isinstance(entries, list) else []:  # a damaged file adds nothing
-        if isinstance(entry, str) and entry not in sys.path:
+        if usable_path_entry(entry) and entry not in sys.path:
             sys.path.append(entry)
+
+
+def usable_path_entry(entry: object) -> bool:
+    """A directory or archive that exists. An entry import cannot even stat (a NUL, a lone surrogate: a damaged
+    or hand-edited file) would make every later import that reaches it raise instead of finding or not."""
+    try:
+        return isinstance(entry, str) and os.path.exists(os.fsencode(entry))
+    except (ValueError, UnicodeError):
+        return False
 
 
 def accept_edit(run_dir: Path, edited: specs.JobSpec) -> list[specs.Change]:

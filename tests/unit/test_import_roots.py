@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from rlsup import paths, runfiles
 from rlsup import spec as specs
 from rlsup.env_check import import_roots, module_root
 
@@ -35,3 +36,21 @@ def test_the_interpreters_own_directories_and_unimported_names_are_left_out(sour
                                                                   "rlsup_never_imported"])
     importlib.import_module("rlsup_roots_mod")
     assert import_roots(env) == [str(source_tree)]  # once, though two of its modules are named
+
+
+@pytest.mark.parametrize("damaged", ["a\x00b", "\ud800x", 7, None])
+def test_a_damaged_import_paths_entry_is_left_out_and_later_imports_still_work(damaged, tmp_path, monkeypatch):
+    """An entry import cannot stat (a NUL, a lone surrogate: a hand-edited or damaged file) made every later
+    import that reached it raise ValueError or UnicodeEncodeError instead of finding its module or not."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "rlsup_roots_recorded.py").write_text("")
+    runfiles.atomic_write_json(tmp_path / paths.IMPORT_PATHS, {"sys_path": [damaged, str(tmp_path / "gone"),
+                                                                           str(real)]})
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    runfiles.use_import_paths(tmp_path)
+    assert sys.path[-1] == str(real) and damaged not in sys.path and str(tmp_path / "gone") not in sys.path
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("rlsup_roots_never_written")
+    importlib.import_module("rlsup_roots_recorded")
+    del sys.modules["rlsup_roots_recorded"]
