@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import enum
-import signal
 from dataclasses import dataclass
+
+from rlsup.fault_stacks import signal_name, stack_note
 
 
 class State(str, enum.Enum):
@@ -101,17 +102,10 @@ class Exit:
 
     def describe(self) -> str:
         if self.signal is not None:
-            return f"killed by signal {self.signal} ({signal_name(self.signal)})"
+            return f"killed by signal {self.signal} ({signal_name(self.signal)}){stack_note(-self.signal)}"
         if self.code is None:  # a runner that lost the worker says why in reason
             return self.reason or "exited without an exit status (no exit.json)"
         return f"exit code {self.code}"
-
-
-def signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import foreground, formatting, locks, paths, runfiles, tensorboard_log
+from rlsup import fault_stacks, foreground, formatting, locks, paths, runfiles, tensorboard_log
 from rlsup import spec as specs
 from rlsup.algos import registry
 from rlsup.algos.contract import Trainer
@@ -114,10 +114,11 @@ class TrainingRun:
     def _crashed(self, error: Exception) -> tuple[int, str]:
         """A crash: logged with its traceback; the daemon restarts from the newest checkpoint."""
         log.exception("worker crashed", extra=FILE_ONLY)
-        # An env's fault is a sentence of its own (EnvFault says where its traceback is). Looked up, not
-        # imported: the crash may be that importing the env layer failed.
+        # An env's fault is a sentence of its own (EnvFault says where its traceback is), and so is a child's
+        # death by a fault signal. Looked up, not imported: the crash may be that importing the env layer failed.
         env_sources = sys.modules.get("rlsup.algos.env_sources")
-        if env_sources is not None and isinstance(error, env_sources.EnvError):
+        if isinstance(error, fault_stacks.ChildFault) or (env_sources is not None
+                                                          and isinstance(error, env_sources.EnvError)):
             reason = formatting.one_line(str(error))
         else:
             reason = f"{type(error).__name__}: {formatting.one_line(str(error))} (its traceback is in worker.log)"
@@ -374,6 +375,7 @@ def setup_logging(run_dir: Path, foreground: bool) -> None:
     file_handler = logging.FileHandler(run_dir / paths.LOG_FILE)
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     logger.addHandler(file_handler)
+    fault_stacks.record_to(run_dir / paths.LOG_FILE)  # a user's native env that segfaults leaves its stack
     if foreground:
         stream = logging.StreamHandler(sys.stderr)
         stream.setFormatter(TerminalFormatter("\r\033[K%(message)s" if sys.stderr.isatty() else "%(message)s"))

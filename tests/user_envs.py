@@ -10,7 +10,9 @@ PICTURE_ID = "UserEnvs/Picture-v0"  # an HWC bool image of the same walk, Discre
 DICT_ID = "UserEnvs/Dict-v0"        # a Dict observation, which rlsup refuses
 # The walk, faulty from the second step of each env's third episode on: long after training has begun.
 FAULTY_IDS = {"raise": "UserEnvs/Raises-v0", "nan": "UserEnvs/NanObservation-v0",
-              "huge reward": "UserEnvs/HugeReward-v0", "shape": "UserEnvs/WrongShape-v0"}
+              "huge reward": "UserEnvs/HugeReward-v0", "shape": "UserEnvs/WrongShape-v0",
+              "segfault": "UserEnvs/Segfault-v0",  # reads address 0, as a C++ simulator's bug would
+              "child segfault": "UserEnvs/ChildSegfault-v0"}  # only in an env process or a V-trace actor
 FAULT_MESSAGE = "the simulator lost its licence ü\n  (see /opt/simulateur/log)"  # two lines, as C++ errors are
 HEAVY_ID = "UserEnvs/Heavy-v0"      # the walk, each env holding 8 MiB of memory
 UNMADE_ID = "UserEnvs/Unmade-v0"    # its constructor raises
@@ -66,6 +68,13 @@ class WithDict(Walk):
         return {{"position": super()._observation()}}
 
 
+def in_child_process():
+    """An env process (python -c) or a spawned V-trace actor, not the worker."""
+    import multiprocessing
+    import sys
+    return sys.argv[0] == "-c" or multiprocessing.parent_process() is not None
+
+
 class Faulty(Walk):
     """The walk until the second step of its third episode; from there on, the fault FAULT names."""
 
@@ -88,6 +97,9 @@ class Faulty(Walk):
             reward = 1e39
         elif self.FAULT == "shape":
             observation = np.zeros(3, np.float32)
+        elif self.FAULT == "segfault" or (self.FAULT == "child segfault" and in_child_process()):
+            import ctypes
+            ctypes.string_at(0)
         return observation, reward, terminated, truncated, info
 
 

@@ -24,6 +24,7 @@ from rlsup.algos.nets import PolicyValueNetwork, build_policy_value_network
 from rlsup.algos.shared_memory import UnrollArrays, UnrollGroups, UnrollLayout, WeightsBuffer
 from rlsup.algos.vector import VectorStep, env_seeds, make_vector_env
 from rlsup.checkpoint.rng import generator_state, restore_generator
+from rlsup.fault_stacks import child_ended, record_where_the_worker_does
 from rlsup.formatting import one_line
 from rlsup.progress import FILE_ONLY
 from rlsup.spec import JobSpec
@@ -324,8 +325,8 @@ class ActorProcesses:
                 failure = self._reported_failure()
                 if failure is not None:
                     raise failure.error()
-                raise RuntimeError(f"V-trace actor {process.name} (pid {process.pid}) exited with code "
-                                   f"{process.exitcode} while the learner needed it")
+                raise child_ended(f"V-trace actor {process.name} (pid {process.pid})", process.exitcode,
+                                  "while the learner needed it")
 
     def _reported_failure(self) -> ActorFailure | None:
         """An actor that failed put its report in the pipe before exiting: it says more than an exit code."""
@@ -376,6 +377,7 @@ def run_actor_process(context: ActorContext) -> None:
         signal.signal(signum, signal.SIG_IGN)  # also drops one that arrived while blocked
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     watch_parent(context.index)
+    record_where_the_worker_does()
     torch.set_num_threads(1)
     actor = None
     try:

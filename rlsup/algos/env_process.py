@@ -9,6 +9,7 @@ from typing import Any, Callable
 from rlsup.algos.env_sources import EnvError
 from rlsup.algos.env_memory import make_envs
 from rlsup.algos.vector import SerialVectorEnv
+from rlsup.fault_stacks import record_where_the_worker_does
 from rlsup.spec import EnvSection
 
 # What the parent may ask of a running slice; each command is answered by exactly one reply.
@@ -33,6 +34,7 @@ def serve(descriptor: int) -> None:
     for signum in WORKER_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, WORKER_SIGNALS)
+    record_where_the_worker_does()
     connection = Connection(descriptor)
     vector: SerialVectorEnv | None = None
     try:

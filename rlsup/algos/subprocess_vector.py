@@ -16,6 +16,7 @@ from rlsup.algos.env_capture import EnvRestart
 from rlsup.algos.env_process import WORKER_SIGNALS, LocalSlice
 from rlsup.algos.env_sources import EnvError
 from rlsup.algos.vector import VectorStep, check_env_count
+from rlsup.fault_stacks import ChildFault, child_ended
 from rlsup.hardware import usable_cpus
 from rlsup.progress import FILE_ONLY
 from rlsup.spec import EnvSection
@@ -104,7 +105,8 @@ class EnvProcess:
             code = self.process.wait(timeout=CLOSE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             code = None
-        raise EnvProcessError(f"{self.describe()} exited with code {code} during {command}") from None
+        error = child_ended(self.describe(), code, f"during {command}")
+        raise (error if isinstance(error, ChildFault) else EnvProcessError(str(error))) from None
 
     def close(self) -> None:
         """Ask the process to close its envs and exit; kill it if it does not."""

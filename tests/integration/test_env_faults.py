@@ -1,6 +1,8 @@
 """A user's env that raises, or hands out what no network can learn from, mid-run: one sentence naming it."""
 from __future__ import annotations
 
+import resource
+import signal
 from pathlib import Path
 
 import pytest
@@ -210,3 +212,46 @@ def test_a_fault_that_a_restart_repeats_at_the_same_step_is_not_retried_again(ha
     first_crash = [event.message for event in harness.events(submitted.id, "state")
                    if "restart 1 of 3" in event.message]
     assert first_crash and SENTENCES["nan"][0] in first_crash[0]  # a crash's reason carries the worker's sentence
+
+
+@pytest.fixture
+def no_core_files():
+    """A segfaulting env must not leave a core file in the run or the checkout, whatever the machine's limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, hard))  # inherited by every process started meanwhile
+    yield
+    resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))
+
+
+def assert_stack_in_log(run_dir: Path) -> None:
+    """faulthandler's dump, down to the env's own frame, where a user looks for the bug."""
+    log = (run_dir / "worker.log").read_text()
+    assert "Fatal Python error: Segmentation fault" in log, log
+    assert f"{PACKAGE}/__init__.py\", line" in log and "in step" in log, log
+
+
+def test_an_env_that_segfaults_in_the_worker_leaves_its_python_stack_in_worker_log(user_envs, no_core_files,
+                                                                                   tmp_path):
+    """A fault in native code ends the process at once: no sentence can be printed by it, but worker.log
+    says where, and the daemon's reason (jobstate) points there."""
+    result, run_dir = faulty_run(tmp_path, "segfault")
+    assert result.returncode == -signal.SIGSEGV, (result.returncode, result.stderr)
+    assert "Fatal Python error" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert_stack_in_log(run_dir)
+
+
+@pytest.mark.parametrize("algo", ["dqn", "vtrace"])
+def test_an_env_that_segfaults_in_a_child_process_is_named_with_its_signal(algo, user_envs, no_core_files,
+                                                                             tmp_path):
+    """An env process or V-trace actor killed by SIGSEGV: the run's sentence names the signal and where the
+    stack is, instead of 'exited with code -11'."""
+    if algo == "dqn":
+        result, run_dir = faulty_run(tmp_path, "child segfault", num_envs=4, vectoriser="subprocess")
+    else:
+        result, run_dir = faulty_run(tmp_path, "child segfault", algo="vtrace")
+    who = "the env process of envs 2-3" if algo == "dqn" else "V-trace actor rlsup-actor-"
+    assert_ended_with(result, run_dir, [who, "was killed by signal 11 (SIGSEGV)",
+                                        "; the Python stack at the fault is in worker.log"])
+    assert result.stderr.strip().endswith("; the Python stack at the fault is in worker.log"), result.stderr
+    assert "Fatal Python error" not in result.stderr, result.stderr
+    assert_stack_in_log(run_dir)

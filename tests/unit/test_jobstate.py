@@ -143,6 +143,13 @@ def test_no_restarts_allowed_fails_at_once():
     assert result.state is F and "SIGSEGV" in result.reason
 
 
+def test_a_worker_killed_by_a_fault_signal_says_where_its_stack_is_and_one_killed_by_hand_does_not():
+    """The worker's faulthandler writes the Python stack at a segfault into worker.log (a user's native env)."""
+    faulted = outcome(Exit(signal=signal.SIGSEGV), max_restarts=3).reason
+    assert "killed by signal 11 (SIGSEGV); the Python stack at the fault is in worker.log" in faulted, faulted
+    assert "worker.log" not in outcome(Exit(signal=signal.SIGKILL), max_restarts=3).reason
+
+
 def test_spec_error_is_never_retried():
     result = outcome(Exit(code=2), restarts=0, max_restarts=10)
     assert result.state is F and not result.restart and "never retried" in result.reason
