@@ -31,7 +31,7 @@ def record_where_the_worker_does() -> None:
 
 def _enable(log_path: str) -> None:
     try:
-        log_file = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 (kept open: see _open_logs)
+        log_file = open(log_path, "a", encoding="utf-8")  # never closed: see _open_logs
     except OSError:
         return  # a fault still ends the process, only without its stack: nothing to refuse a run for
     _open_logs.append(log_file)
@@ -45,10 +45,9 @@ class ChildFault(RuntimeError):
 
 def child_ended(who: str, exit_code: int | None, when: str) -> RuntimeError:
     """The error for a child that ended while it was needed: a ChildFault when a fault signal killed it."""
-    sentence = f"{who} {ended_by(exit_code)} {when}"
-    if exit_code is not None and -exit_code in FAULT_SIGNALS:
-        return ChildFault(f"{sentence}; {STACK_NOTE}")
-    return RuntimeError(sentence)
+    note = stack_note(exit_code)
+    sentence = f"{who} {ended_by(exit_code)} {when}{note}"
+    return ChildFault(sentence) if note else RuntimeError(sentence)
 
 
 def ended_by(exit_code: int | None) -> str:
