@@ -9,6 +9,12 @@ double DQN either, so compare jobs with double = false).
     pip install -e '.[bench]'
     python bench/learning_seeds.py jobs/cartpole-dqn.toml --seeds 1-20 [--baseline] [--parallel 2]
 
+--other-floats trains every seed on another floating-point path than this machine's own, as another CPU
+would: MKL's CPU-independent code path (MKL_CBWR=COMPATIBLE) and torch's unvectorised kernels
+(ATEN_CPU_CAPABILITY=default). Each of the two alone changed a 4,000-step CartPole DQN run's fingerprint
+here, and torch's AVX2 kernels instead of AVX-512 did not, so a learning test's failure rate on CI's CPUs
+is derived from both runs of the bench, this machine's and --other-floats.
+
 --steps and --set change the job before the seeds run (a shorter budget, a faster schedule), e.g.
     python bench/learning_seeds.py jobs/minatar-breakout-dqn.toml --seeds 1-12 --steps 50000 --solved 5 \\
         --set dqn.epsilon_end_step=25_000 --set eval.every_steps=10_000 --set checkpoint.every_steps=10_000
@@ -36,6 +42,8 @@ from rlsup import spec as specs
 FINAL_EPISODES = 20
 # Enjoy's seeds sit far from any job seed, so the final check plays starts no evaluation saw.
 FINAL_SEED_OFFSET = 1_000_000
+# What --other-floats sets for every process it starts: another CPU's rounding, on this one.
+OTHER_FLOATS = {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "default"}
 SEED_LINE = re.compile(r"^seed\s*=.*$", re.MULTILINE)
 
 
@@ -233,11 +241,15 @@ def main() -> None:
     parser.add_argument("--solved", type=float, default=475.0, help="the mean return that counts as solved")
     parser.add_argument("--baseline", action="store_true", help="also stable-baselines3, where the algorithm exists")
     parser.add_argument("--json", type=Path, help="also write every row here")
+    parser.add_argument("--other-floats", action="store_true",
+                        help="train on MKL's CPU-independent path and torch's unvectorised kernels, as on another CPU")
     parser.add_argument("--steps", type=int, help="the budget per seed (default: the job's)")
     parser.add_argument("--set", action="append", default=[], metavar="TABLE.FIELD=VALUE",
                         help="change one field of the job first, e.g. dqn.epsilon_end_step=25000")
     arguments = parser.parse_args()
     seeds = parse_seeds(arguments.seeds)
+    if arguments.other_floats:
+        os.environ.update(OTHER_FLOATS)  # every run, enjoy and baseline process started below inherits them
     algorithm = specs.load(arguments.job).job.algo
     with tempfile.TemporaryDirectory(prefix="rlsup-seeds-") as directory, \
             ThreadPoolExecutor(arguments.parallel) as pool:
