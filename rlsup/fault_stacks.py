@@ -6,6 +6,8 @@ import os
 import signal
 from pathlib import Path
 
+from rlsup.formatting import Sentence
+
 # Where the worker records stacks, for the processes it starts (env processes, V-trace actors) to record too.
 ENVIRONMENT_KEY = "RLSUP_FAULT_LOG"
 STACK_NOTE = "the Python stack at the fault is in worker.log"
@@ -38,14 +40,14 @@ def _enable(log_path: str) -> None:
     faulthandler.enable(log_file, all_threads=True)
 
 
-class ChildFault(RuntimeError):
+class ChildFault(Sentence, RuntimeError):
     """An env process or V-trace actor killed by a fault signal: its message is the run's whole sentence, since
     no traceback of this process says more than the stack faulthandler wrote."""
 
 
 def child_ended(who: str, exit_code: int | None, when: str) -> RuntimeError:
     """The error for a child that ended while it was needed: a ChildFault when a fault signal killed it."""
-    note = stack_note(exit_code)
+    note = stack_note(-exit_code if exit_code is not None and exit_code < 0 else None)
     sentence = f"{who} {ended_by(exit_code)} {when}{note}"
     return ChildFault(sentence) if note else RuntimeError(sentence)
 
@@ -64,6 +66,6 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def stack_note(exit_code: int | None) -> str:
+def stack_note(signal_number: int | None) -> str:
     """'; <where the stack is>' after a process killed by a fault signal faulthandler dumps for, else nothing."""
-    return f"; {STACK_NOTE}" if exit_code is not None and -exit_code in FAULT_SIGNALS else ""
+    return f"; {STACK_NOTE}" if signal_number in FAULT_SIGNALS else ""

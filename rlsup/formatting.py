@@ -11,6 +11,11 @@ DATE_AND_MINUTE = "%Y-%m-%d %H:%M"
 DAY_AND_MINUTE = "%m-%d %H:%M"
 
 
+class Sentence(Exception):
+    """An error whose message is already the whole sentence a run ends with (an env's fault, a child killed by
+    a signal): the worker says it as it is, without the exception's type or a note about a traceback."""
+
+
 def one_line(text: str) -> str:
     """text with every run of whitespace, line breaks included, made one space: a sentence for one line."""
     return " ".join(str(text).split())

@@ -102,7 +102,7 @@ class Exit:
 
     def describe(self) -> str:
         if self.signal is not None:
-            return f"killed by signal {self.signal} ({signal_name(self.signal)}){stack_note(-self.signal)}"
+            return f"killed by signal {self.signal} ({signal_name(self.signal)}){stack_note(self.signal)}"
         if self.code is None:  # a runner that lost the worker says why in reason
             return self.reason or "exited without an exit status (no exit.json)"
         return f"exit code {self.code}"

@@ -115,10 +115,8 @@ class TrainingRun:
         """A crash: logged with its traceback; the daemon restarts from the newest checkpoint."""
         log.exception("worker crashed", extra=FILE_ONLY)
         # An env's fault is a sentence of its own (EnvFault says where its traceback is), and so is a child's
-        # death by a fault signal. Looked up, not imported: the crash may be that importing the env layer failed.
-        env_sources = sys.modules.get("rlsup.algos.env_sources")
-        if isinstance(error, fault_stacks.ChildFault) or (env_sources is not None
-                                                          and isinstance(error, env_sources.EnvError)):
+        # death by a fault signal.
+        if isinstance(error, formatting.Sentence):
             reason = formatting.one_line(str(error))
         else:
             reason = f"{type(error).__name__}: {formatting.one_line(str(error))} (its traceback is in worker.log)"

@@ -18,7 +18,7 @@ from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 from rlsup.algos.fire_reset import FireReset, needs_fire
 from rlsup.algos.minatar_seeding import ReseedInPlace, is_minatar
 from rlsup.algos.observations import NetworkError, ObservationLayout, layout_of
-from rlsup.formatting import one_line
+from rlsup.formatting import Sentence, one_line
 from rlsup.spec import EnvSection
 
 gym.register_envs(ale_py)
@@ -36,7 +36,7 @@ NAMESPACE_EXTRAS = {"MinAtar": "minatar"}
 GYMNASIUM_EXTRAS = {"gymnasium.envs.box2d": "box2d"}
 
 
-class EnvError(ValueError):
+class EnvError(Sentence, ValueError):
     """An env id that cannot be made, does not fit its preset, or whose state cannot be captured."""
 
 
