@@ -52,9 +52,9 @@ def fired(markers: Path) -> list[str]:
     return sorted(path.name for path in markers.iterdir())
 
 
-def subprocess_cartpole(directory: Path, *, total_steps: int) -> Path:
+def subprocess_cartpole(directory: Path, *, total_steps: int, name: str = "cartpole") -> Path:
     """A CartPole job stepping its two envs in an env process (the subprocess vectoriser) as well."""
-    job = cartpole_job(directory, total_steps=total_steps, checkpoint_every=300, log_every=100)
+    job = cartpole_job(directory, name=name, total_steps=total_steps, checkpoint_every=300, log_every=100)
     job.write_text(job.read_text().replace("\n[env]\n", '\n[env]\nnum_envs = 2\nvectoriser = "subprocess"\n'))
     return job
 
@@ -71,8 +71,7 @@ def test_a_received_runs_import_paths_and_modules_never_run_in_export_enjoy_or_r
     assert "--trust-imports" in exported.stderr and str(run_dir) in exported.stderr, exported.stderr
     played = rlsup_in(run_dir, "enjoy", run_dir, "--episodes", "1")
     assert played.returncode == 0, played.stderr
-    (tmp_path / "longer").mkdir()
-    longer = subprocess_cartpole(tmp_path / "longer", total_steps=900)
+    longer = subprocess_cartpole(tmp_path, total_steps=900, name="longer")
     resumed = rlsup_in(run_dir, "run", "--resume", run_dir, longer)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads((run_dir / paths.STATUS_FILE).read_text())["step"] == 900
@@ -96,7 +95,7 @@ def test_a_paused_daemon_job_resumes_and_forks_without_running_what_was_dropped_
     assert harness.wait_state(job.id, State.PAUSED, State.FAILED).state is State.PAUSED, harness.report(job.id)
     assert "import-paths.json" in (run_dir / paths.LOG_FILE).read_text()  # said, not silently dropped
 
-    forked = rlsup_in(tmp_path, "fork", run_dir, harness.job_file("child", total_steps=1_500))
+    forked = rlsup_in(tmp_path, "fork", run_dir, subprocess_cartpole(tmp_path, total_steps=1_500, name="child"))
     assert forked.returncode == 0, forked.stderr
     child = harness.job(int(forked.stdout.split()[0]))
     assert harness.wait_state(child.id, State.DONE, State.FAILED).state is State.DONE, harness.report(child.id)
