@@ -9,6 +9,7 @@ import secrets
 import stat
 import sys
 from pathlib import Path
+from typing import MutableMapping
 
 from rlsup import paths, runfiles
 
@@ -56,10 +57,16 @@ def hand_down(run_dir: Path, entries: list[str]) -> None:
     """Tell this process's children (env processes, V-trace actors and theirs) which entries to append, and
     take the run directory off the PYTHONPATH they inherit, as it is off this process's sys.path."""
     os.environ[HANDED_DOWN] = json.dumps(entries)
-    inherited = os.environ.get("PYTHONPATH")
+    without_run(os.environ, run_dir)
+
+
+def without_run(environment: MutableMapping[str, str], run_dir: Path) -> None:
+    """Take the run directory (and paths inside it, and empty entries: the cwd) off environment's PYTHONPATH,
+    where Python would run its sitecustomize.py and prefer its modules to those installed."""
+    inherited = environment.get("PYTHONPATH")
     if inherited:
-        kept = [entry for entry in inherited.split(os.pathsep) if entry and not inside_run(entry, run_dir)]
-        os.environ["PYTHONPATH"] = os.pathsep.join(kept)
+        kept = [entry for entry in inherited.split(os.pathsep) if not inside_run(entry, run_dir)]
+        environment["PYTHONPATH"] = os.pathsep.join(kept)
 
 
 def module_command(module: str) -> list[str]:

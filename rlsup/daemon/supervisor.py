@@ -50,9 +50,11 @@ def same_process_alive(pid: int, start_time: float | None) -> bool:
     return start_time is None or abs(created - start_time) <= START_TIME_TOLERANCE_S
 
 
-def worker_environment(gpus: tuple[int, ...]) -> dict[str, str]:
-    """The daemon's environment with the job's GPUs; "" hides every GPU from a CPU-only job."""
+def worker_environment(gpus: tuple[int, ...], run_dir: Path) -> dict[str, str]:
+    """The daemon's environment with the job's GPUs ("" hides every GPU from a CPU-only job), and a PYTHONPATH
+    without the run."""
     environment = dict(os.environ)
+    import_trust.without_run(environment, run_dir)
     environment["CUDA_VISIBLE_DEVICES"] = ",".join(str(index) for index in gpus)
     # CUDA numbers GPUs fastest first unless told otherwise; NVML, which placed the job, by PCI bus.
     environment["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
@@ -84,7 +86,8 @@ class LocalRunner:
             with starting_held():  # a stop or reload sent while it starts waits until it listens
                 popen = subprocess.Popen([*self.command, str(run_dir)], stdin=subprocess.DEVNULL,
                                          stdout=descriptor, stderr=descriptor, start_new_session=True,
-                                         env=worker_environment(gpus), cwd=worker_directory(), close_fds=True)
+                                         env=worker_environment(gpus, run_dir), cwd=worker_directory(),
+                                         close_fds=True)
         finally:
             os.close(descriptor)
         start_time = process_start_time(popen.pid) or time.time()

@@ -22,10 +22,11 @@ RUN_BAIT = ("gymnasium", "numpy", "torch", "rlsup", *BAIT)  # dropped into the r
 
 
 def bait(directory: Path, names: tuple[str, ...], markers: Path) -> Path:
-    """directory, holding a module for each name that leaves a marker when imported."""
+    """directory, holding a module for each name that leaves a marker (named with its pid) when imported."""
     directory.mkdir(parents=True, exist_ok=True)
     for name in names:
-        (directory / f"{name}.py").write_text(f"open({str(markers / f'{directory.name}-{name}')!r}, 'w').close()\n")
+        marker = str(markers / f"{directory.name}-{name}-")
+        (directory / f"{name}.py").write_text(f"import os\nopen({marker!r} + str(os.getpid()), 'w').close()\n")
     return directory
 
 
@@ -127,3 +128,17 @@ def test_a_received_runs_env_package_is_used_only_when_the_user_trusts_its_impor
     assert f"rlsup enjoy --trust-imports {run_dir}" in refused.stderr or "--trust-imports" in refused.stderr
     trusted = rlsup_in(tmp_path, "enjoy", "--trust-imports", run_dir, "--episodes", "1")
     assert trusted.returncode == 0, trusted.stderr
+
+
+def test_a_daemon_whose_python_path_names_a_run_starts_its_worker_without_it(harness, tmp_path):
+    """A PYTHONPATH holding a run directory (a user's mistake, or a run_root entry) would have Python run its
+    sitecustomize.py and prefer its numpy.py in the worker and each env process: the daemon leaves it out."""
+    job = harness.submit(subprocess_cartpole(harness.jobs_directory, total_steps=600))
+    run_dir = Path(job.run_dir)
+    markers = poison(run_dir, tmp_path)
+    (run_dir / paths.IMPORT_PATHS).unlink()  # this user's own run: only the PYTHONPATH is wrong
+    harness.extra_environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(run_dir),
+                                                                           os.environ.get("PYTHONPATH")]))
+    daemon = harness.start_daemon()  # whose own start-up Python runs the run's sitecustomize.py: not rlsup's to stop
+    assert harness.wait_state(job.id, State.DONE, State.FAILED).state is State.DONE, harness.report(job.id)
+    assert [marker for marker in fired(markers) if not marker.endswith(f"-{daemon.pid}")] == []
