@@ -69,6 +69,19 @@ def without_run(environment: MutableMapping[str, str], run_dir: Path) -> None:
         environment["PYTHONPATH"] = os.pathsep.join(kept)
 
 
+def leave_run(run_dir: Path) -> bool:
+    """Move this process's cwd from the run directory (or a path inside it) to this home: every process
+    multiprocessing starts (V-trace actors, its resource tracker) runs `-c`, which puts the cwd first on its
+    sys.path, before the standard library. True when it moved."""
+    try:
+        inside = inside_run(os.getcwd(), run_dir)
+    except OSError:
+        return False  # a cwd that is gone is no directory to import from
+    if inside:
+        os.chdir(paths.rlsup_home())
+    return inside
+
+
 def module_command(module: str) -> list[str]:
     """`python -m module` that puts neither its cwd nor a script's directory on sys.path: -P where Python has
     it (3.11); before, whoever starts it gives it a cwd that only this user writes."""

@@ -119,6 +119,8 @@ class TrainingRun:
         import_trust.hand_down(self.run_dir, added)
         if left_out:
             log.warning("%s", left_out)
+        if import_trust.leave_run(self.run_dir):
+            log.info("working in %s, not in the run: its children would import from their cwd", os.getcwd())
 
     def _crashed(self, error: Exception) -> tuple[int, str]:
         """A crash: logged with its traceback; the daemon restarts from the newest checkpoint."""

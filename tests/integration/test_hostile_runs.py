@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rlsup_testing import cartpole_job, run_rlsup
+from rlsup_testing import cartpole_job, run_rlsup, vtrace_text
 from user_envs import PACKAGE, WALK_ID, write_package
 
 from rlsup import paths
@@ -18,7 +18,9 @@ from rlsup.jobstate import State
 # Modules torch, sympy, onnx and gymnasium try when they are there, and those Python runs itself at start-up:
 # each one, imported from a hostile directory, leaves a file named after it in the marker directory.
 BAIT = ("tqdm", "dill", "opt_einsum", "pydot", "gmpy2", "triton", "sitecustomize", "usercustomize")
-RUN_BAIT = ("gymnasium", "numpy", "torch", "rlsup", *BAIT)  # dropped into the run directory itself
+# Dropped into the run directory itself: what a worker, and the `-c` of an env process or a V-trace actor
+# (multiprocessing's spawn), import first.
+RUN_BAIT = ("gymnasium", "numpy", "torch", "rlsup", "multiprocessing", *BAIT)
 
 
 def bait(directory: Path, names: tuple[str, ...], markers: Path) -> Path:
@@ -142,3 +144,32 @@ def test_a_daemon_whose_python_path_names_a_run_starts_its_worker_without_it(har
     daemon = harness.start_daemon()  # whose own start-up Python runs the run's sitecustomize.py: not rlsup's to stop
     assert harness.wait_state(job.id, State.DONE, State.FAILED).state is State.DONE, harness.report(job.id)
     assert [marker for marker in fired(markers) if not marker.endswith(f"-{daemon.pid}")] == []
+
+
+def test_a_v_trace_jobs_actors_and_their_env_processes_import_nothing_from_a_received_run(harness, tmp_path):
+    path = harness.jobs_directory / "vtrace.toml"
+    path.write_text(vtrace_text(total_steps=2_000, serial=False, actors=2, envs_per_actor=2, unroll_length=10,
+                                batch_size=4, hidden_sizes=[16])
+                    .replace("\n[env]\n", '\n[env]\nvectoriser = "subprocess"\n'))
+    job = harness.submit(path)
+    markers = poison(Path(job.run_dir), tmp_path)
+    harness.start_daemon()
+    assert harness.wait_state(job.id, State.DONE, State.FAILED).state is State.DONE, harness.report(job.id)
+    assert fired(markers) == []
+
+
+def test_a_v_trace_resume_typed_inside_a_received_run_starts_no_process_there(tmp_path):
+    """`cd RUN; rlsup run --resume .`: multiprocessing starts V-trace's actors and its resource tracker with `-c`,
+    which puts the cwd first on their sys.path, before the standard library."""
+    job = tmp_path / "vtrace.toml"
+    job.write_text(vtrace_text(total_steps=1_000, serial=False, actors=2, envs_per_actor=2, unroll_length=10,
+                               batch_size=4, hidden_sizes=[16]))
+    run_dir = tmp_path / "received"
+    made = run_rlsup("run", job, "--run-dir", run_dir)
+    assert made.returncode == 0, made.stderr
+    markers = poison(run_dir, tmp_path)
+    longer = tmp_path / "longer.toml"
+    longer.write_text(job.read_text().replace("total_steps = 1000", "total_steps = 2000"))
+    resumed = rlsup_in(run_dir, "run", "--resume", ".", longer)
+    assert resumed.returncode == 0, resumed.stderr
+    assert fired(markers) == []
