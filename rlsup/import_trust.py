@@ -23,11 +23,14 @@ SEAL_PURPOSE = b"rlsup import-paths.json v1\0"
 
 
 def write_import_paths(run_dir: Path, entries: list[str]) -> None:
-    """Record the sys.path entries the run's env modules were found in (none: no file), sealed with this
-    home's key, so that only a worker, enjoy or export of this user's own rlsup uses them unasked."""
+    """Record the sys.path entries the run's env modules were found in (none: no file) and who owns each,
+    sealed with this home's key, so that only a worker, enjoy or export of this user's own rlsup uses them
+    unasked, and only while each is owned as it was: a directory that vanished and was made again by
+    someone else (in /tmp, say) is not the one the user imported from."""
     if entries:
         key = home_key(create=True)
-        record = {"sys_path": list(entries), "seal": seal(key, entries) if key else None}
+        owners = [owner_of(entry) for entry in entries]
+        record = {"sys_path": list(entries), "owners": owners, "seal": seal(key, entries, owners) if key else None}
         runfiles.atomic_write_json(Path(run_dir) / paths.IMPORT_PATHS, record)
 
 
@@ -43,8 +46,13 @@ def use_import_paths(run_dir: Path, *, trust: bool = False) -> tuple[list[str], 
     if not isinstance(listed, list):
         return [], problem and f"{problem}: its import paths are not used"
     sealed = sealed_by_this_home(record)
-    usable = [entry for entry in listed if usable_path_entry(entry) and not inside_run(entry, run_dir)]
-    added = [entry for entry in usable if sealed or trust]
+    owners = record["owners"] if sealed else [None] * len(listed)  # the seal vouches for their length
+
+    def allowed(entry: object, owner: object) -> bool:
+        return (usable_path_entry(entry) and not inside_run(entry, run_dir)
+                and (trust or (sealed and owner_of(entry) == owner)))
+
+    added = [entry for entry, owner in zip(listed, owners) if allowed(entry, owner)]
     for entry in added:
         if entry not in sys.path:
             sys.path.append(entry)
@@ -105,8 +113,8 @@ def left_out_line(run_dir: Path, count: int, *, untrusted: bool) -> str:
         return (f"{run_dir}/{paths.IMPORT_PATHS} was not written by this user's rlsup, so its {entries} "
                 "(where the run's env modules were) are not imported from; if you trust whoever made the run, "
                 "add --trust-imports (rlsup enjoy, export, fork, run --resume)")
-    return (f"{run_dir}/{paths.IMPORT_PATHS}: {entries} left out (relative, missing, or inside the run "
-            "directory, whose files are never imported)")
+    return (f"{run_dir}/{paths.IMPORT_PATHS}: {entries} left out (relative, missing, owned by another user "
+            "than at submit, or inside the run directory, whose files are never imported)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,12 +144,12 @@ def read_record(path: Path) -> tuple[dict | None, str | None]:
 
 def sealed_by_this_home(record: dict) -> bool:
     key = home_key(create=False)
-    found = record.get("seal")
-    return bool(key) and isinstance(found, str) and hmac.compare_digest(found, seal(key, record["sys_path"]))
+    found, owners = record.get("seal"), record.get("owners")
+    return bool(key) and isinstance(found, str) and hmac.compare_digest(found, seal(key, record["sys_path"], owners))
 
 
-def seal(key: bytes, entries: list) -> str:
-    message = SEAL_PURPOSE + json.dumps(entries, sort_keys=True).encode("utf-8", "surrogatepass")
+def seal(key: bytes, entries: list, owners: list) -> str:
+    message = SEAL_PURPOSE + json.dumps([entries, owners]).encode("utf-8", "surrogatepass")
     return hmac.new(key, message, hashlib.sha256).hexdigest()
 
 
@@ -184,6 +192,13 @@ def usable_path_entry(entry: object) -> bool:
     except (OSError, ValueError, UnicodeError):
         return False
     return stat.S_ISDIR(mode) or stat.S_ISREG(mode)
+
+
+def owner_of(entry: object) -> int | None:
+    try:
+        return os.stat(os.fsencode(entry)).st_uid if isinstance(entry, str) else None
+    except (OSError, ValueError, UnicodeError):
+        return None
 
 
 def inside_run(entry: object, run_dir: Path) -> bool:

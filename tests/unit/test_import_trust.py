@@ -51,6 +51,15 @@ def test_an_unsealed_or_forged_file_is_used_only_when_trusted(seal, run_dir, the
     assert import_trust.use_import_paths(run_dir, trust=True) == ([str(theirs)], None)
 
 
+def test_a_sealed_entry_now_owned_by_another_user_is_left_out(run_dir, theirs, isolated_path):
+    """As a directory in /tmp that vanished and was made again by someone else: it is not what was sealed."""
+    entries, owners = [str(theirs)], [os.getuid() + 1]  # recorded as another user's: as if it changed hands
+    key = import_trust.home_key(create=True)
+    write(run_dir, {"sys_path": entries, "owners": owners, "seal": import_trust.seal(key, entries, owners)})
+    added, said = import_trust.use_import_paths(run_dir)
+    assert added == [] and "owned by another user" in said
+
+
 def test_a_file_sealed_by_another_home_is_not_this_users(run_dir, theirs, isolated_path, tmp_path, monkeypatch):
     monkeypatch.setenv("RLSUP_HOME", str(tmp_path / "another-home"))
     import_trust.write_import_paths(run_dir, [str(theirs)])
