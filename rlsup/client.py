@@ -5,13 +5,12 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from rlsup import experiments, foreground, jobstate, locks, paths, runfiles, spec as specs
+from rlsup import experiments, foreground, import_trust, jobstate, locks, paths, runfiles, spec as specs
 from rlsup.jobstate import ACTIVE, Desired, State
 from rlsup.jobview import foreground_advice, jobs_following
 from rlsup.store import Job, Store
@@ -96,7 +95,7 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     run_dir = paths.new_run_dir(effective.job.name, home, runs_root(effective, home))
     try:
         runfiles.write_run_spec(run_dir, effective)
-        runfiles.write_import_paths(run_dir, import_roots(effective.env))
+        import_trust.write_import_paths(run_dir, import_roots(effective.env))
         if prepare is not None:
             prepare(run_dir, effective)
         followed = snapshot(data, run_dir) if copy else path
@@ -174,7 +173,7 @@ def queue_experiment(path: Path, data: bytes, name: str, prepared: list, home: P
         for job, _, effective in prepared:
             run_dirs.append(paths.new_run_dir(job.name, home, runs_root(effective, home)))
             runfiles.write_run_spec(run_dirs[-1], effective)
-            runfiles.write_import_paths(run_dirs[-1], import_roots(effective.env))
+            import_trust.write_import_paths(run_dirs[-1], import_roots(effective.env))
         followed = snapshot(data, run_dirs[0]) if copy else path  # one copy drives the whole experiment
         with Store(home) as store, store.transaction():
             queued = [store.submit(name=effective.job.name, spec_path=followed, run_dir=run_dir,
@@ -331,7 +330,7 @@ def ensure_daemon(home: Path | None = None, *, timeout_s: float = 15.0) -> Daemo
     if status.running:
         return status
     environment = dict(os.environ, RLSUP_HOME=str(home))
-    process = subprocess.Popen([sys.executable, "-m", "rlsup.daemon"], stdin=subprocess.DEVNULL,
+    process = subprocess.Popen(import_trust.module_command("rlsup.daemon"), stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
                                env=environment, cwd=home, close_fds=True)
     deadline = time.monotonic() + timeout_s

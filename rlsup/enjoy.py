@@ -71,8 +71,7 @@ def load_trainer_state(run_dir: Path, which: str = "latest", report: Callable[[s
     from rlsup.checkpoint.manifest import latest_choice, resolve
     from rlsup.checkpoint.store import load_checkpoint
 
-    spec = runfiles.read_run_spec(run_dir)
-    runfiles.use_import_paths(run_dir)  # the env's own modules, where submit found them
+    spec = runfiles.read_run_spec(run_dir)  # the caller has put the env's own modules on sys.path
     if which == "latest":
         choice = latest_choice(run_dir)
         entry = choice.entry

@@ -28,6 +28,7 @@ DAEMON_LOCK = "daemon.lock"
 DAEMON_LOG = "daemon.log"
 DAEMON_SETTINGS = "daemon.toml"
 FOREGROUND = "foreground"       # one registration file per live `rlsup run` (rlsup/foreground.py)
+IMPORT_KEY = "import-key"       # seals the import-paths.json of this home's runs (rlsup/import_trust.py)
 
 
 def rlsup_home() -> Path:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -221,31 +220,6 @@ def write_run_spec(run_dir: Path, spec: specs.JobSpec) -> None:
     number = len(list(history.glob("*.toml"))) + 1
     atomic_write_bytes(history / f"{number:04d}.toml", text)
     atomic_write_bytes(run_dir / paths.JOB_FILE, text)
-
-
-def write_import_paths(run_dir: Path, entries: list[str]) -> None:
-    """Record the sys.path entries the run's env modules were found in at submit (none: no file)."""
-    if entries:
-        atomic_write_json(Path(run_dir) / paths.IMPORT_PATHS, {"sys_path": list(entries)})
-
-
-def use_import_paths(run_dir: Path) -> None:
-    """Add to sys.path (at its end: they never shadow rlsup or what is installed) the entries submit recorded,
-    so that a worker started by a daemon without the submitting shell's PYTHONPATH imports [env] imports too.
-    Env processes and spawned V-trace actors inherit sys.path."""
-    entries = (read_json(Path(run_dir) / paths.IMPORT_PATHS) or {}).get("sys_path")
-    for entry in entries if isinstance(entries, list) else []:  # a damaged file adds nothing
-        if usable_path_entry(entry) and entry not in sys.path:
-            sys.path.append(entry)
-
-
-def usable_path_entry(entry: object) -> bool:
-    """A directory or archive that exists. An entry import cannot even stat (a NUL, a lone surrogate: a damaged
-    or hand-edited file) would make every later import that reaches it raise instead of finding or not."""
-    try:
-        return isinstance(entry, str) and os.path.exists(os.fsencode(entry))
-    except (ValueError, UnicodeError):
-        return False
 
 
 def accept_edit(run_dir: Path, edited: specs.JobSpec) -> list[specs.Change]:

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import fault_stacks, foreground, formatting, locks, paths, runfiles, tensorboard_log
+from rlsup import fault_stacks, foreground, formatting, import_trust, locks, paths, runfiles, tensorboard_log
 from rlsup import spec as specs
 from rlsup.algos import registry
 from rlsup.algos.contract import Trainer
@@ -40,10 +40,12 @@ def build_trainer(spec: specs.JobSpec, device) -> Trainer:
 class TrainingRun:
     """One run of one job in this process, from its newest verified checkpoint to budget or pause."""
 
-    def __init__(self, run_dir: Path, *, foreground: bool = False, from_scratch: bool = False):
+    def __init__(self, run_dir: Path, *, foreground: bool = False, from_scratch: bool = False,
+                 trust_imports: bool = False):
         self.run_dir = Path(run_dir)
         self.foreground = foreground
         self.from_scratch = from_scratch
+        self.trust_imports = trust_imports  # `rlsup run --resume --trust-imports`: the user vouches for the run
         self.signals = Signals(kill_marker=self.run_dir / paths.KILL_MARKER)
         # Live edits without a signal: the daemon rewrites job.toml, the status tick notices (SIGHUP or not).
         self.spec_watch = RunSpecWatch(self.run_dir)
@@ -91,7 +93,7 @@ class TrainingRun:
             self.previous_exit = runfiles.read_exit(self.run_dir)
             runfiles.clear_exit(self.run_dir)
             self.spec = runfiles.read_run_spec(self.run_dir)
-            runfiles.use_import_paths(self.run_dir)  # before anything imports the env's modules
+            self._use_imports()  # before anything imports the env's modules
             if self.foreground:
                 self._register()
             if self.from_scratch:  # under the run's lock, so no other worker sees its checkpoints vanish
@@ -110,6 +112,15 @@ class TrainingRun:
             return self._crashed(error)
         except Exception as error:
             return self._crashed(error)
+
+    def _use_imports(self) -> None:
+        """The run's import paths, by the trust rule (import_trust.py), here and in the processes it starts."""
+        added, left_out = import_trust.use_import_paths(self.run_dir, trust=self.trust_imports)
+        import_trust.hand_down(self.run_dir, added)
+        if left_out:
+            log.warning("%s", left_out)
+        if import_trust.leave_run(self.run_dir):
+            log.info("working in %s, not in the run: its children would import from their cwd", os.getcwd())
 
     def _crashed(self, error: Exception) -> tuple[int, str]:
         """A crash: logged with its traceback; the daemon restarts from the newest checkpoint."""
@@ -391,8 +402,8 @@ class TerminalFormatter(logging.Formatter):
         return self.formatMessage(record)
 
 
-def run(run_dir: Path, *, foreground: bool = False, from_scratch: bool = False) -> int:
-    return TrainingRun(run_dir, foreground=foreground, from_scratch=from_scratch).run()
+def run(run_dir: Path, *, foreground: bool = False, from_scratch: bool = False, trust_imports: bool = False) -> int:
+    return TrainingRun(run_dir, foreground=foreground, from_scratch=from_scratch, trust_imports=trust_imports).run()
 
 
 def exit_now(code: int) -> None:

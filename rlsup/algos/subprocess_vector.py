@@ -4,7 +4,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
-import os
 import signal
 import subprocess
 import sys
@@ -21,8 +20,11 @@ from rlsup.hardware import usable_cpus
 from rlsup.progress import FILE_ONLY
 from rlsup.spec import EnvSection
 
-# The program an env process runs: the socket's descriptor is its one argument.
-PROCESS_PROGRAM = "import sys; from rlsup.algos.env_process import serve; serve(int(sys.argv[1]))"
+# The program an env process runs: the socket's descriptor is its one argument. Its first statement takes off
+# sys.path the "" that -c puts first, the cwd: a foreground run's may be the run directory, someone else's.
+PROCESS_PROGRAM = ("import sys; sys.path[:] = [entry for entry in sys.path if entry]; "
+                   "from rlsup.import_trust import take_handed_down; take_handed_down(); "
+                   "from rlsup.algos.env_process import serve; serve(int(sys.argv[1]))")
 CLOSE_TIMEOUT_S = 10.0
 
 log = logging.getLogger("rlsup.envs")
@@ -64,9 +66,11 @@ class EnvProcess:
         # Blocked, not ignored, while it starts (the mask survives fork and exec): see env_process.serve.
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, WORKER_SIGNALS)
         try:
+            # It imports rlsup and [env] imports where this process does: the user's PYTHONPATH, what is
+            # installed, and the run's trusted import paths (import_trust.hand_down). Never this sys.path as
+            # its PYTHONPATH: that put a received run's import paths first, and ran their sitecustomize.py.
             self.process = subprocess.Popen([sys.executable, "-c", PROCESS_PROGRAM, str(child.fileno())],
-                                            pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
-                                            env=_child_environment())
+                                            pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
             child.close()  # only the child holds this end now: its end of file is our death
@@ -118,13 +122,6 @@ class EnvProcess:
             self.process.kill()
             self.process.wait()
         self.connection.close()
-
-
-def _child_environment() -> dict:
-    # The child imports what this process can: rlsup itself, and the modules [env] imports names.
-    environment = dict(os.environ)
-    environment["PYTHONPATH"] = os.pathsep.join(entry for entry in sys.path if entry)
-    return environment
 
 
 class SubprocessVectorEnv:

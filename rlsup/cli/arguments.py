@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rlsup import client, paths
+from rlsup import client, import_trust, paths
 from rlsup.store import Job
 
 
@@ -17,6 +17,19 @@ def names_experiments(action: argparse.Action) -> argparse.Action:
     """Mark a JOB or RUN positional that also takes an experiment's name: shell completion offers those too."""
     action.experiments = True  # type: ignore[attr-defined]  # read by cli/completion.py
     return action
+
+
+def trust_imports_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--trust-imports", action="store_true",
+                        help="import the run's env modules from where its import-paths.json says, though this "
+                             "user's rlsup did not write it (a run received from someone you trust)")
+
+
+def use_run_imports(run_dir: Path, trust: bool) -> None:
+    """Where the run's env modules are, by the trust rule (import_trust.py); what it left out, in one line."""
+    _, left_out = import_trust.use_import_paths(run_dir, trust=trust)
+    if left_out:
+        print(f"rlsup: {left_out}", file=sys.stderr)
 
 
 def resolve_run(text: str) -> Path:

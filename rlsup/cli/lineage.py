@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rlsup import client, lineage, paths, runfiles
 from rlsup import spec as specs
-from rlsup.cli.arguments import CliError, resolve_run
+from rlsup.cli.arguments import CliError, resolve_run, trust_imports_option, use_run_imports
 from rlsup.cli.jobs import say_who_follows, warn_if_gpus_missing
 from rlsup.cli.program import answer_stops, finished, note_stops
 from rlsup.jobview import jobs_following
@@ -26,6 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fork.add_argument("--fresh-optimizer", action="store_true", help="start the optimizer afresh")
     fork.add_argument("--no-replay", action="store_true", help="start with empty replays")
     fork.add_argument("--name", help="the new job's name (default: the file's, with -fork when it is the parent's)")
+    trust_imports_option(fork)
     fork.set_defaults(handler=command_fork)
 
     export = subparsers.add_parser("export", help="write a checkpoint's greedy policy as TorchScript or ONNX")
@@ -34,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     export.add_argument("--format", choices=EXPORT_FORMATS, required=True,
                         help="torchscript (torch.jit.load) or onnx (onnxruntime; pip install 'rlsup[onnx]')")
     export.add_argument("--out", required=True, metavar="FILE", help="the model file; FILE.json describes its input")
+    trust_imports_option(export)
     export.set_defaults(handler=command_export)
 
 
@@ -59,7 +61,9 @@ def command_fork(args: argparse.Namespace) -> int:
     # A file that drives a job, or a run's own job.toml, is copied into the fork's run: edits of it then
     # keep reaching only what they reached before.
     copy = bool(bound) or (path.parent / paths.SPEC_HISTORY).is_dir()
-    runfiles.use_import_paths(parent_run)  # the parent's env modules, where its submit found them
+    # The parent's env modules, where its submit found them: the fork's submit records where it finds them,
+    # so an entry left out here never reaches the fork's own import-paths.json.
+    use_run_imports(parent_run, args.trust_imports)
     try:
         job = client.submit(path, name=name, copy=copy,
                             prepare=lambda run_dir, spec: lineage.prepare_fork(run_dir, request, spec))
@@ -106,6 +110,7 @@ def command_export(args: argparse.Namespace) -> int:
     from rlsup.algos.export import ExportUnavailable, export_policy  # torch: only an export pays for it
 
     run_dir = resolve_run(args.run)
+    use_run_imports(run_dir, args.trust_imports)
     out = Path(args.out).expanduser()
     try:
         described = export_policy(run_dir, which=args.checkpoint, format=args.format, out=out,

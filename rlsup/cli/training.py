@@ -7,9 +7,9 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import experiments, paths, runfiles
+from rlsup import experiments, import_trust, paths, runfiles
 from rlsup import spec as specs
-from rlsup.cli.arguments import CliError, resolve_run
+from rlsup.cli.arguments import CliError, resolve_run, trust_imports_option, use_run_imports
 from rlsup.cli.program import answer_stops, finished, note_stops
 
 
@@ -21,6 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--from-scratch", action="store_true",
                      help="with --resume: train RUN again from step 0, moving its checkpoints and metrics "
                           "aside (never deleted)")
+    trust_imports_option(run)
     run.set_defaults(handler=command_run)
 
 
@@ -39,6 +40,7 @@ def register_enjoy(subparsers: argparse._SubParsersAction) -> None:
     enjoy.add_argument("--video", metavar="PATH.mp4",
                        help="with --render video: where to write it (default: enjoy-TIME.mp4 in the run)")
     enjoy.add_argument("--json", action="store_true", help="print the returns as one JSON object")
+    trust_imports_option(enjoy)
     enjoy.set_defaults(handler=command_enjoy)
 
 
@@ -65,7 +67,8 @@ def command_run(args: argparse.Namespace) -> int:
     print(run_dir, flush=True)
     from rlsup import worker
 
-    worker.exit_now(worker.run(run_dir, foreground=True, from_scratch=args.from_scratch))
+    worker.exit_now(worker.run(run_dir, foreground=True, from_scratch=args.from_scratch,
+                               trust_imports=args.trust_imports))
 
 
 def loaded(path: str) -> specs.JobSpec:
@@ -99,7 +102,7 @@ def start_run(spec: specs.JobSpec, requested: str | None) -> Path:
     runfiles.write_run_spec(run_dir, spec)
     from rlsup.env_check import import_roots  # loaded with check_env
 
-    runfiles.write_import_paths(run_dir, import_roots(spec.env))  # for a resume or enjoy from another shell
+    import_trust.write_import_paths(run_dir, import_roots(spec.env))  # for a resume or enjoy from another shell
     return run_dir
 
 
@@ -122,6 +125,7 @@ def command_enjoy(args: argparse.Namespace) -> int:
     from rlsup.enjoy import RenderUnavailable, enjoy
 
     run_dir = resolve_run(args.run)
+    use_run_imports(run_dir, args.trust_imports)
     report = (lambda line: None) if args.json else print
     video = video_path(args, run_dir)
     try:

@@ -6,20 +6,19 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 
-from rlsup import locks, paths, runfiles
+from rlsup import import_trust, locks, paths, runfiles
 from rlsup.daemon.runner import Signal, WorkerHandle
 from rlsup.jobstate import Exit
 from rlsup.worker_signals import starting_held
 
 log = logging.getLogger("rlsup.daemon")
 
-WORKER_COMMAND = (sys.executable, "-m", "rlsup.worker")
+WORKER_COMMAND = tuple(import_trust.module_command("rlsup.worker"))
 # psutil derives create_time from boot time and clock ticks: equal for one process, to rounding.
 START_TIME_TOLERANCE_S = 0.05
 
@@ -51,14 +50,23 @@ def same_process_alive(pid: int, start_time: float | None) -> bool:
     return start_time is None or abs(created - start_time) <= START_TIME_TOLERANCE_S
 
 
-def worker_environment(gpus: tuple[int, ...]) -> dict[str, str]:
-    """The daemon's environment with the job's GPUs; "" hides every GPU from a CPU-only job."""
+def worker_environment(gpus: tuple[int, ...], run_dir: Path) -> dict[str, str]:
+    """The daemon's environment with the job's GPUs ("" hides every GPU from a CPU-only job), and a PYTHONPATH
+    without the run."""
     environment = dict(os.environ)
+    import_trust.without_run(environment, run_dir)
     environment["CUDA_VISIBLE_DEVICES"] = ",".join(str(index) for index in gpus)
     # CUDA numbers GPUs fastest first unless told otherwise; NVML, which placed the job, by PCI bus.
     environment["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     environment["PYTHONUNBUFFERED"] = "1"
     return environment
+
+
+def worker_directory() -> Path:
+    """The workers' cwd: this home, which only its user writes. Never the run: a run directory may come from
+    someone else, and Python before 3.11 puts the cwd of `-m` first on sys.path (a `gymnasium.py` dropped into
+    a paused job's run ran at its resume), as every `-c` child (env processes, V-trace actors) does on any."""
+    return paths.home_path()
 
 
 class LocalRunner:
@@ -78,7 +86,8 @@ class LocalRunner:
             with starting_held():  # a stop or reload sent while it starts waits until it listens
                 popen = subprocess.Popen([*self.command, str(run_dir)], stdin=subprocess.DEVNULL,
                                          stdout=descriptor, stderr=descriptor, start_new_session=True,
-                                         env=worker_environment(gpus), cwd=run_dir, close_fds=True)
+                                         env=worker_environment(gpus, run_dir), cwd=worker_directory(),
+                                         close_fds=True)
         finally:
             os.close(descriptor)
         start_time = process_start_time(popen.pid) or time.time()

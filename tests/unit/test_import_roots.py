@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from rlsup import paths, runfiles
+from rlsup import import_trust
 from rlsup import spec as specs
 from rlsup.env_check import import_roots, module_root
 
@@ -45,10 +45,11 @@ def test_a_damaged_import_paths_entry_is_left_out_and_later_imports_still_work(d
     real = tmp_path / "real"
     real.mkdir()
     (real / "rlsup_roots_recorded.py").write_text("")
-    runfiles.atomic_write_json(tmp_path / paths.IMPORT_PATHS, {"sys_path": [damaged, str(tmp_path / "gone"),
-                                                                           str(real)]})
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    import_trust.write_import_paths(run_dir, [damaged, str(tmp_path / "gone"), str(real)])
     monkeypatch.setattr(sys, "path", list(sys.path))
-    runfiles.use_import_paths(tmp_path)
+    import_trust.use_import_paths(run_dir)
     assert sys.path[-1] == str(real) and damaged not in sys.path and str(tmp_path / "gone") not in sys.path
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("rlsup_roots_never_written")

@@ -122,7 +122,9 @@ def test_an_env_that_cannot_be_made_is_the_env_error_the_serial_vectoriser_raise
 
 def test_an_env_that_raises_in_its_process_is_a_clear_error(tmp_path: Path, monkeypatch, caplog) -> None:
     (tmp_path / "breaking_env.py").write_text(BREAKING_ENV)
-    monkeypatch.syspath_prepend(str(tmp_path))  # the env processes import what this one can
+    # On the PYTHONPATH the env processes inherit; this process's sys.path is not theirs.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    monkeypatch.syspath_prepend(str(tmp_path))
     with vectors(SubprocessVectorEnv(EnvSection(id="breaking_env:Breaking-v0"), SEEDS[:3], slices=2)) as (
             vector,):
         vector.reset()
