@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rlsup_testing import video_start
 
 from rlsup import spec as specs
 from rlsup.algos.envs import make_env
@@ -79,13 +80,8 @@ def test_the_video_holds_each_example_envs_frames(tmp_path: Path, name: str) -> 
     for frame in frames:
         recorder(frame)
     recorder.close()
-    capture = cv2.VideoCapture(str(video))
-    try:
-        count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
-        readable, first = capture.read()
-    finally:
-        capture.release()
-    assert readable and count == len(frames)
+    count, first = video_start(video)
+    assert first is not None and count == len(frames)
     assert first.shape[0] >= frames[0].shape[0] and min(first.shape[:2]) >= 100, first.shape
     assert first.max() > 0 and first.std() > 0  # a picture, not a black screen
     height, width = frames[0].shape[:2]
