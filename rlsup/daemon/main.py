@@ -49,6 +49,7 @@ class Daemon:
         self.mover = moves.RunMover(self.wake)  # runs made locally moving under a cluster's run_root
         self.pending_reload: set[int] = set()   # live edits that reached a worker still starting
         self.known_jobs: set[int] = set()       # jobs whose file has been checked since start-up
+        self.resumed: set[int] = set()          # paused jobs resumed, not yet started: they take back a slot
         # (job, worker pid, sentence) of each status.json notice already recorded as an event
         self.notices_seen: set[tuple[int, int, str]] = set()
         self.last_version: int | None = None
@@ -203,6 +204,8 @@ class Daemon:
             changes: JobChanges = {"applied_seq": job.desired_seq}
             if job.state in (State.FAILED, State.KILLED) and target is State.QUEUED:
                 changes.update(restarts=0, not_before=0.0)
+            if job.state is State.PAUSED and target is State.QUEUED:
+                self.resumed.add(job.id)
             self.store.transition(job.id, target, f"{job.desired} requested", **changes)
         elif job.new_intent:
             self.store.update(job.id, applied_seq=job.desired_seq)
@@ -258,11 +261,31 @@ class Daemon:
         by_id = {job.id: job for job in queued}
         for placement in plan.start + on_clusters.start:
             self.contain(placement.job_id, lambda: self.start(by_id[placement.job_id], placement.gpus))
+        self.reclaim_slots(queued, active, plan.waiting)
         for job_id, reason in {**plan.waiting, **on_clusters.waiting}.items():
             if by_id[job_id].reason != reason and not reason.startswith("restart backoff"):
                 self.store.update(job_id, reason=reason)
                 # Once per new reason, so the events say why the job waits after the table row scrolls.
                 self.store.add_event(job_id, "waiting", reason)
+
+    def reclaim_slots(self, queued: list[Job], active: list[Job], waiting: dict[int, str]) -> None:
+        """Resumed jobs keep their place in the queue: a later job holding a CPU slot pauses and queues again.
+
+        Only a resumed job does this, not any higher-priority submit: priority orders the queue, and a new
+        job never interrupts a running one. The later job pauses with a checkpoint and resumes when a slot
+        frees, as an edit's restart does. GPU jobs are not reclaimed (yet)."""
+        self.resumed &= {job.id for job in queued}
+        resumed = [candidate(job) for job in queued if job.id in self.resumed and not job.cluster
+                   and not job.gpus_wanted and waiting.get(job.id, "").startswith("waiting for a CPU slot")]
+        if not resumed:
+            return
+        cpu_jobs = [job for job in active if not job.gpus]
+        running = [candidate(job) for job in cpu_jobs if job.state is State.RUNNING and job.desired is Desired.RUNNING]
+        freeing = sum(1 for job in cpu_jobs if job.state in (State.PAUSING, State.STOPPING))
+        by_id = {job.id: job for job in cpu_jobs}
+        for victim, resumed_id in scheduler.slots_to_reclaim(resumed, running, freeing).items():
+            self.contain(victim, lambda: self.begin_pause(
+                by_id[victim], f"yields its CPU slot to job {resumed_id}, resumed ahead of it in the queue"))
 
     def start(self, job: Job, gpus: tuple[int, ...]) -> None:
         # The state is written before the spawn: a daemon dying in between leaves a job in
@@ -277,6 +300,7 @@ class Daemon:
                 self.store.transition(job.id, State.STARTING, "a worker already trains this run",
                                       process=process_of(worker, gpus), exit_code=None)
             return
+        self.resumed.discard(job.id)
         where = f" on GPU {','.join(map(str, gpus))}" if gpus else f" on cluster {job.cluster}" if job.cluster else ""
         self.store.transition(job.id, State.STARTING, "placed" + where, process=Process(gpus), started=time.time(),
                               exit_code=None)

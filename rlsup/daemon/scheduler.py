@@ -100,9 +100,31 @@ class Schedule:
     waiting: dict[int, str]
 
 
-def order(candidates: list[Candidate]) -> list[Candidate]:
+def queue_key(candidate: Candidate) -> tuple[int, int]:
     """Higher priority first; ties by submission order (the job id)."""
-    return sorted(candidates, key=lambda candidate: (-candidate.priority, candidate.job_id))
+    return -candidate.priority, candidate.job_id
+
+
+def order(candidates: list[Candidate]) -> list[Candidate]:
+    return sorted(candidates, key=queue_key)
+
+
+def slots_to_reclaim(resumed: list[Candidate], running: list[Candidate], freeing: int) -> dict[int, int]:
+    """Running CPU jobs to pause so that resumed jobs get their place back: {job to pause: resumed job}.
+
+    A pause gives its slot to the next job in the queue; without this, the resumed job would wait behind
+    jobs submitted after it until they end. Each resumed job waiting for a CPU slot (in queue order) takes a
+    slot already being freed (freeing: jobs pausing or stopping), else the slot of the running job last
+    in queue order, if that job comes after it: one ahead of it in the queue keeps its slot.
+    """
+    victims = sorted(running, key=queue_key, reverse=True)
+    reclaimed: dict[int, int] = {}
+    for waiting in order(resumed):
+        if freeing > 0:
+            freeing -= 1
+        elif victims and queue_key(victims[0]) > queue_key(waiting):
+            reclaimed[victims.pop(0).job_id] = waiting.job_id
+    return reclaimed
 
 
 def place(candidates: list[Candidate], *, active_gpu_sets: list[tuple[int, ...]], active_cpu_jobs: int,
