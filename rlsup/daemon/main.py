@@ -11,14 +11,15 @@ from pathlib import Path
 from typing import Callable
 
 from rlsup import hardware as hardware_module, jobstate, runfiles, spec as specs
-from rlsup.daemon import edits, hooks, moves, scheduler
+from rlsup.daemon import hooks, moves, scheduler
+from rlsup.daemon.edit_queue import EditHandling, EditQueue
 from rlsup.daemon.runner import JobRunner, RunnerUnavailable, Signal, WorkerHandle
 from rlsup.daemon.runners import Runners
 from rlsup.daemon.supervisor import LocalRunner
 from rlsup.daemon.settings_file import load_settings
 from rlsup.daemon.watcher import SpecWatcher
 from rlsup.jobstate import ACTIVE, Desired, EditAction, Exit, State
-from rlsup.jobview import WorkerStatus, jobs_following, read_worker_status
+from rlsup.jobview import WorkerStatus, read_worker_status
 from rlsup.store import Job, JobChanges, Process, SentSignal, SignalKind, Store
 
 log = logging.getLogger("rlsup.daemon")
@@ -28,7 +29,7 @@ STATUS_POLL_S = 0.25      # reading status.json of active jobs: starting -> runn
 LOG_TAIL_LINES = 12       # lines of worker.log quoted in a failure reason
 
 
-class Daemon:
+class Daemon(EditHandling):
     """The reconcile loop. Only this class writes job states and, through its runner, starts and signals workers.
 
     machine (the hardware placement sees) and runner (where workers run) are built by the caller:
@@ -45,6 +46,7 @@ class Daemon:
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.watcher = SpecWatcher(settings.debounce_s, self.wake)
+        self.edit_queue = EditQueue()           # saves judged, and the jobs they still have to reach
         self.hooks = hooks.Hooks(self.store)    # before recover(): the exits it settles run their hooks
         self.mover = moves.RunMover(self.wake)  # runs made locally moving under a cluster's run_root
         self.pending_reload: set[int] = set()   # live edits that reached a worker still starting
@@ -89,7 +91,8 @@ class Daemon:
             self.dirty = True
             self.contain(moved.job_id, lambda: moves.record(self.mover, self.store, moved))
         for path in self.watcher.due():
-            self.check_file(path)
+            self.queue_file(path)
+        self.apply_queued_edits()
         if ended or self.dirty or version != self.last_version or now - self.last_reconcile >= FULL_RECONCILE_S:
             self.last_version, self.last_reconcile, self.dirty = version, now, False
             self.reconcile()
@@ -178,12 +181,13 @@ class Daemon:
         """Watch every job's file; check new jobs' files once, for edits made before the watch began."""
         jobs = self.store.jobs() if jobs is None else jobs
         self.watcher.watch(job.spec_path for job in jobs if job.state is not State.KILLED)
+        new: dict[str, list[Job]] = collections.defaultdict(list)
         for job in jobs:
-            if job.id not in self.known_jobs:
-                self.known_jobs.add(job.id)
-                fresh = self.store.job(job.id)  # the list may predate this reconcile's own changes
-                if fresh.state is not State.KILLED:
-                    self.contain(job.id, lambda: self.check_edit(fresh))
+            if job.id not in self.known_jobs and job.state is not State.KILLED:
+                new[job.spec_path].append(job)
+            self.known_jobs.add(job.id)
+        for path, following in new.items():
+            self.queue_file(path, following)
 
     # ------------------------------------------------------------------ reconcile
 
@@ -317,52 +321,6 @@ class Daemon:
     def record_worker(self, worker: WorkerHandle, gpus: tuple[int, ...]) -> None:
         """What recognises the worker after a daemon restart."""
         self.store.update(worker.job_id, process=process_of(worker, gpus))
-
-    # ------------------------------------------------------------------ edits of job files
-
-    def check_file(self, path: str) -> None:
-        for job in jobs_following(path, self.store.jobs()):
-            self.contain(job.id, lambda job=job: self.check_edit(job))
-
-    def check_edit(self, job: Job) -> None:
-        """Judge the job's saved file once per content, then carry out what the edit needs."""
-        saved = edits.read_saved(job)
-        if saved is None:
-            return
-        self.store.update(job.id, spec_seen=saved.digest)
-        try:
-            current = runfiles.read_run_spec(Path(job.run_dir))
-        except specs.SpecError as error:
-            decision: edits.Decision = edits.unreadable_run_spec(error)
-        else:
-            decision = edits.decide(job, current, saved)
-        if isinstance(decision, edits.Refuse):
-            log.info("job %s: edit refused: %s", job.id, decision.message.splitlines()[0])
-            self.store.add_event(job.id, "refused", decision.message)
-        elif decision is not None:
-            self.apply_edit(job, decision)
-
-    def apply_edit(self, job: Job, edit: edits.Accept) -> None:
-        runfiles.write_run_spec(Path(job.run_dir), edit.spec)
-        if edit.new_identity:
-            self.store.update(job.id, algo=edit.spec.job.algo, env=edit.spec.env.id)
-        self.store.add_event(job.id, "edit", edit.summary)
-        section = edit.spec.job
-        job = self.store.update(job.id, name=section.name, priority=section.priority, total_steps=section.total_steps,
-                                max_restarts=section.max_restarts, gpus_wanted=section.gpus, cluster=section.cluster)
-        log.info("job %s: edit applied (%s) -> %s", job.id, ", ".join(c.field for c in edit.changes), edit.action)
-        if edit.action is EditAction.RELOAD and job.state is State.STARTING:
-            self.pending_reload.add(job.id)  # SIGHUP before its handler exists would kill it
-        elif edit.action is EditAction.RELOAD:
-            self.reload(job.id)
-        elif edit.action is EditAction.RESTART:
-            self.begin_pause(job, edit.restart_reason)
-        elif edit.action is EditAction.REQUEUE:
-            self.store.transition(job.id, State.QUEUED,
-                                  f"total_steps raised to {section.total_steps} (done at step {job.step})",
-                                  not_before=0.0)
-        self.dirty = True
-        self.wake.set()
 
     # ------------------------------------------------------------------ workers' progress and exits
 
