@@ -225,7 +225,7 @@ def indented(cells: tuple[str, ...]) -> tuple[str, ...]:
 
 def table_cells(row: jobview.JobRow) -> tuple[str, ...]:
     job = row.job
-    state = f"{job.state.value} (foreground)" if row.foreground else job.state.value
+    state = f"{job.state.value} (foreground)" if row.foreground else job.state.value + jobview.waiting_words(job)
     return (jobview.job_label(job), job.name, job.algo, job.env, state, f"{row.step:,}/{job.total_steps:,}",
             formatting.speed(row.steps_per_second, missing="-"), formatting.decimal(row.mean_return, 1, missing="-"),
             jobview.where(job), job.run_dir)

@@ -72,7 +72,7 @@ def command_fork(args: argparse.Namespace) -> int:
         return 1
     print(job.id)
     parent = lineage.read_parent(Path(job.run_dir))  # written by prepare_fork before the job was queued
-    print(f"queued {job.name} as job {job.id}, {parent.describe()}", file=sys.stderr)
+    print(f"queued {job.name} as job {job.id} in {job.run_dir}, {parent.describe()}", file=sys.stderr)
     if request.replay and not parent.replay:
         print(f"note: {entry.path.name} holds no replay: the fork starts with empty ones", file=sys.stderr)
     say_unused_fields(parent_run, Path(job.run_dir), path, entry.step)

@@ -188,6 +188,10 @@ def test_a_fork_and_validate_say_when_a_changed_schedule_start_has_no_effect(har
                    .replace("epsilon_end_step", "epsilon_start = 0.5\nepsilon_end_step"))
     code, out, err = harness.cli("fork", parent_run, new)
     assert code == 0, err
+    # The message ended "; run PARENT_RUN", which read as the fork's own run.
+    queued = next(line for line in err.splitlines() if line.startswith("queued "))
+    assert queued.startswith(f"queued new as job {out.strip()} in {harness.job(int(out)).run_dir}, forked from ")
+    assert queued.endswith(f"; the parent's run is {parent_run}"), queued
     warnings = [line for line in err.splitlines() if "no effect" in line]
     assert warnings == [
         f"warning: {new}: dqn.lr = 0.0005 has no effect from the fork's step 1,000 on: lr_end_step = 400 is past, "

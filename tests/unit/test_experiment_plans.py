@@ -166,3 +166,16 @@ def test_the_json_schema_takes_a_sweep_of_identity_fields_only() -> None:
     assert not validator.is_valid({"sweep": {"dqn.lr": []}})
     assert not validator.is_valid({"sweep": {"job.total_steps": [100]}})
     assert not validator.is_valid({"sweep": {"job.seed": [1, 2]}})
+
+
+def test_an_experiments_eta_counts_its_queued_jobs() -> None:
+    """One job running with 60 s left and three queued behind it: the experiment is not over in 60 s."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as home, Store(Path(home)) as store:
+        rows = [row(store, State.RUNNING, 10.0, 60.0)] + [row(store, State.QUEUED, None, None) for _ in range(3)] \
+            + [row(store, State.PAUSED, None, None)]
+    group = groups.grouped(rows)[0]
+    # 50 steps left in each of 4 jobs that will run, at the 50/60 steps/s the running one makes; the paused
+    # job waits for a resume, which no ETA can foresee.
+    assert group.eta_s == 240.0
