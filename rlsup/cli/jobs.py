@@ -23,7 +23,8 @@ INTENT_HELP = {Desired.PAUSED: "pause jobs with a checkpoint",
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     submit = subparsers.add_parser("submit", help="queue a job; starts the daemon if needed")
-    submit.add_argument("job", metavar="JOB.toml", help="the job file; later edits of it reach the job")
+    submit.add_argument("job", metavar="JOB.toml", help="the job file; later edits of it reach the job (rlsup's "
+                        "own examples in jobs/ are followed by a copy, so they stay as they are)")
     submit.add_argument("--name", help="job name (default: [job] name, else the file's stem)")
     submit.add_argument("--priority", type=int, help="higher runs first (default: [job] priority)")
     submit.add_argument("--cluster", metavar="NAME",
@@ -69,6 +70,9 @@ def command_submit(args: argparse.Namespace) -> int:
     else:
         print(f"queued {job.name} as job {job.id}; run directory {job.run_dir}", file=sys.stderr)
         say_who_follows(job)
+    if paths.is_example(Path(args.job)):
+        print(f"note: {args.job} is one of rlsup's examples, which stay as they are: the job follows a copy "
+              "(`e` in the TUI edits it); submit a file of your own to have its edits followed", file=sys.stderr)
     warn_if_gpus_missing(job)
     try:
         client.ensure_daemon()
