@@ -280,14 +280,15 @@ class Daemon(EditHandling):
         frees, as an edit's restart does. GPU jobs are not reclaimed (yet)."""
         self.resumed &= {job.id for job in queued}
         resumed = [candidate(job) for job in queued if job.id in self.resumed and not job.cluster
-                   and not job.gpus_wanted and waiting.get(job.id, "").startswith("waiting for a CPU slot")]
+                   and not job.gpus_wanted and waiting.get(job.id, "").startswith(scheduler.CPU_WAIT)]
         if not resumed:
             return
         cpu_jobs = [job for job in active if not job.gpus]
         running = [candidate(job) for job in cpu_jobs if job.state is State.RUNNING and job.desired is Desired.RUNNING]
-        freeing = sum(1 for job in cpu_jobs if job.state in (State.PAUSING, State.STOPPING))
+        staying = sum(1 for job in cpu_jobs if job.state not in (State.PAUSING, State.STOPPING))
         by_id = {job.id: job for job in cpu_jobs}
-        for victim, resumed_id in scheduler.slots_to_reclaim(resumed, running, freeing).items():
+        free = self.settings.cpu_jobs - staying
+        for victim, resumed_id in scheduler.slots_to_reclaim(resumed, running, free).items():
             self.contain(victim, lambda: self.begin_pause(
                 by_id[victim], f"yields its CPU slot to job {resumed_id}, resumed ahead of it in the queue"))
 
