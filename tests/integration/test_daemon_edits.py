@@ -130,3 +130,22 @@ def test_one_save_of_a_refused_field_and_total_steps_applies_the_budget_and_says
     harness.wait_for(lambda: (runfiles.read_status(Path(job.run_dir)) or {}).get("total_steps") == budget,
                      timeout=60, what="the worker to take the new budget", report=lambda: harness.report(job.id))
     assert harness.job(job.id).pid == pid
+
+
+def test_a_mixed_save_while_paused_applies_its_budget_at_the_resume(harness) -> None:
+    harness.start_daemon()
+    spec = harness.job_file("paused-mixed", total_steps=1_000_000, checkpoint_every=0)
+    original = spec.read_text()
+    job = harness.submit(spec)
+    harness.wait_step(job.id, 100)
+    assert harness.cli("pause", str(job.id))[0] == 0
+    harness.wait_state(job.id, State.PAUSED, timeout=60)
+    spec.write_text(original.replace("lr = 1e-3", "lr = 5e-3").replace("total_steps = 1000000",
+                                                                       "total_steps = 900000"))
+    assert "dqn.lr" in refused_after(harness, job.id, 0)
+    assert harness.job(job.id).total_steps == 900_000 and harness.job(job.id).state is State.PAUSED
+    assert harness.cli("resume", str(job.id))[0] == 0
+    status = harness.wait_step(job.id, 1, timeout=60)
+    assert status["total_steps"] == 900_000
+    assert "lr = 0.001" in (Path(job.run_dir) / "job.toml").read_text()
+    harness.cli("kill", str(job.id))
