@@ -196,8 +196,8 @@ def test_a_fork_and_validate_say_when_a_changed_schedule_start_has_no_effect(har
     assert warnings == [
         f"warning: {new}: dqn.lr = 0.0005 has no effect from the fork's step 1,000 on: lr_end_step = 400 is past, "
         "so lr_end = 0.0001 holds",
-        f"warning: {new}: dqn.epsilon_start = 0.5 has no effect from the fork's step 1,000 on: epsilon_end_step = 1,000 is "
-        "that very step, so epsilon_end = 0.01 holds"], err
+        f"warning: {new}: dqn.epsilon_start = 0.5 has no effect from the fork's step 1,000 on: "
+        "epsilon_end_step = 1,000 is that very step, so epsilon_end = 0.01 holds"], err
     # An lr whose schedule has not ended at the fork's step does change the run: nothing to say.
     new.write_text(decaying.replace("total_steps = 1000", "total_steps = 3000").replace("lr = 1e-3", "lr = 5e-4")
                    .replace("lr_end_step = 400", "lr_end_step = 2000"))
