@@ -57,7 +57,7 @@ MEMBER_INDENT = "  "
 
 
 def group_cells(group: GroupRow, opened: bool, bar_width: int = BAR_WIDTH, marked: bool = False) -> tuple:
-    """An experiment's row: its state counts, summed progress and speed, mean ± std return, slowest ETA."""
+    """An experiment's row: its state counts, summed progress and speed, mean ± std return, ETA."""
     speeds = [row.steps_per_second for row in group.rows if row.steps_per_second is not None]
     algos = ",".join(sorted({row.job.algo for row in group.rows}))
     envs = ",".join(sorted({row.job.env for row in group.rows}))
