@@ -89,8 +89,11 @@ def say_unused_fields(parent_run: Path, run_dir: Path, path: Path, step: int) ->
     field that decides (lr_end_step) for a fork that is not; `rlsup kill` takes a fork not meant at all."""
     from rlsup.schedule_effects import unused
 
-    fork_spec = runfiles.read_run_spec(run_dir)
-    changed = {change.field for change in specs.diff(runfiles.read_run_spec(parent_run), fork_spec)}
+    try:
+        fork_spec = runfiles.read_run_spec(run_dir)
+        changed = {change.field for change in specs.diff(runfiles.read_run_spec(parent_run), fork_spec)}
+    except specs.SpecError:  # the fork is queued: a parent's job.toml gone unreadable since costs only the warning
+        return
     for line in unused(fork_spec, str(path), step=step, changed=changed):
         print(f"warning: {line}", file=sys.stderr)
 
