@@ -17,7 +17,8 @@ log = logging.getLogger("rlsup.daemon")
 
 # Time the loop spends on queued edits before it turns again (intents, exits, status). Each job's share of
 # an edit (its job.toml read and rewritten, its row and events) took ~29 ms, so an edit reaching 1,000 jobs
-# held the loop 25-29 s and a pause of another job waited 24.5 s; in slices it waits one slice at most.
+# held the loop 25-29 s and a pause of another job waited 24.5 s. In slices, measured on 2 loaded cores:
+# the pause was served 0.13-0.28 s after `rlsup pause` returned, and the 1,000 jobs had the edit in 41 s.
 SLICE_S = 0.05
 
 
@@ -122,5 +123,9 @@ class EditHandling:
             self.store.transition(job.id, State.QUEUED,
                                   f"total_steps raised to {section.total_steps} (done at step {job.step})",
                                   not_before=0.0)
-        self.dirty = True
+        # A reconcile at once only for what the edit set moving: a reconcile of 1,000 jobs took 140 ms, and
+        # one after each slice made an edit reaching them take 115 s instead of 29; the once-a-second full
+        # reconcile picks up a queued job's new priority or GPUs soon enough.
+        if edit.action is not EditAction.NOTHING:
+            self.dirty = True
         self.wake.set()
