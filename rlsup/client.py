@@ -77,6 +77,8 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     from rlsup.env_check import check_env_file, import_roots  # imports gymnasium: only a submit pays for it
 
     path = Path(spec_path).expanduser().resolve()
+    # An example is submitted by copy: `e` in the TUI, a newcomer's first edit, changed a file git tracks.
+    copy = copy or paths.is_example(path)
     loaded = specs.load(path)
     if specs.sweep_of(path.read_text(encoding="utf-8"), file=str(path)).fields:
         return submit_experiment(path, experiment=name, priority=priority, cluster=cluster, home=home,
@@ -127,6 +129,7 @@ def submit_experiment(spec_path: str | Path, *, seeds: tuple[int, ...] | None = 
     from rlsup.env_check import check_env_file  # imports gymnasium: only a submit pays for it
 
     path = Path(spec_path).expanduser().resolve()
+    copy = copy or paths.is_example(path)  # as submit() does
     loaded = specs.load(path)  # first: it says why a file cannot be read
     data = path.read_bytes()
     text = data.decode("utf-8", errors="replace")

@@ -42,6 +42,9 @@ class VideoRecorder:
             return
         import cv2
 
+        from rlsup.render_frames import video_frame
+
+        frame = video_frame(frame)  # OpenCV takes bytes only: MinAtar's float frames raised "depth is 6 (CV_64F)"
         if self.writer is None:
             height, width = frame.shape[:2]
             self.writer = cv2.VideoWriter(str(self.path), cv2.VideoWriter_fourcc(*"mp4v"), self.fps, (width, height))

@@ -8,6 +8,7 @@ from typing import Callable
 
 from rlsup import experiments, runfiles
 from rlsup.formatting import MISSING, decimal
+from rlsup.jobstate import Desired, State
 from rlsup.jobview import STATE_ORDER, JobRow, number
 from rlsup.store import Job
 
@@ -35,6 +36,10 @@ def shown(value: Spread | None) -> str:
     return str(value) if value is not None else MISSING
 
 
+def steps_left(row: JobRow) -> int:
+    return max(0, row.job.total_steps - row.step)
+
+
 @dataclass(frozen=True)
 class GroupRow:
     """An experiment: its jobs' rows (in list order) and what they add up to."""
@@ -59,9 +64,20 @@ class GroupRow:
 
     @property
     def eta_s(self) -> float | None:
-        """The slowest job's: the experiment is over when its last job is."""
-        known = [row.eta_s for row in self.rows if row.eta_s is not None]
-        return max(known) if known else None
+        """When its last job is over: the slowest running job's ETA, or later when jobs still wait to run.
+
+        A queued job runs as a slot frees, so the steps left in every job still to run are taken at the speed
+        the running jobs make together (each one's steps left over its ETA). It used to be the slowest running
+        job's alone, as if the queued jobs were not there. A paused job waits for a resume: not counted."""
+        running = [row for row in self.rows if row.eta_s is not None]
+        if not running:
+            return None
+        slowest = max(row.eta_s for row in running)
+        queued = [row for row in self.rows if row.job.state is State.QUEUED and row.job.desired is Desired.RUNNING]
+        speed = sum(steps_left(row) / row.eta_s for row in running if row.eta_s > 0)
+        if not queued or speed <= 0:
+            return slowest
+        return max(slowest, sum(steps_left(row) for row in running + queued) / speed)
 
     @property
     def step(self) -> int:

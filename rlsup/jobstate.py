@@ -85,6 +85,7 @@ def check(old: State, new: State) -> None:
 EXIT_DONE = 0
 EXIT_ERROR = 1
 EXIT_SPEC = 2        # spec or usage error, or a run that cannot resume as it is: never retried
+NOT_RETRIED_AGAIN = "not retried again"  # how a worker's reason for a fault repeated after a restart ends
 EXIT_NO_SPACE = 74   # the disk is full: paused, since a restart would only fill it again
 EXIT_PAUSED = 75
 EXIT_WALL_TIME = 76  # [job] max_wall_s used up: paused with a checkpoint, held paused until a client resumes
@@ -148,7 +149,10 @@ def exit_outcome(ended: Exit, *, desired: Desired, total_steps: int, restarts: i
     if desired is Desired.PAUSED:
         return Outcome(State.PAUSED, f"{ended.describe()} while pausing; resumes from the previous checkpoint")
     if ended.code == EXIT_SPEC:
-        return Outcome(State.FAILED, f"{ended.describe()}: {ended.reason or 'spec or usage error'} (never retried)")
+        reason = ended.reason or "spec or usage error"
+        # A fault repeated after a restart says itself that it is not retried again: once is enough.
+        return Outcome(State.FAILED, f"{ended.describe()}: {reason}"
+                                     + ("" if reason.endswith(NOT_RETRIED_AGAIN) else " (never retried)"))
     crash = f"{ended.describe()}: {ended.reason}" if ended.reason and ended.code is not None else ended.describe()
     if restarts < max_restarts:
         return Outcome(State.QUEUED, f"{crash}; restart {restarts + 1} of {max_restarts} "
@@ -182,6 +186,19 @@ def intent_target(state: State, desired: Desired, *, new_intent: bool) -> State 
     if state in (State.FAILED, State.KILLED) and new_intent:
         return State.QUEUED
     return None
+
+
+# The states in which each intent has nothing left to ask: a done job wanting "running" has run.
+_MET_BY = {Desired.RUNNING: ACTIVE | {State.QUEUED, State.DONE, State.FAILED},
+           Desired.PAUSED: {State.PAUSED, State.PAUSING, State.DONE, State.FAILED, State.KILLED},
+           Desired.KILLED: {State.KILLED, State.DONE, State.FAILED}}
+
+
+def unmet_desire(state: State, desired: Desired) -> Desired | None:
+    """What a client asked that the job's state does not show yet (status says "(wants paused)"); None when met.
+
+    Printed always, it read "done (wants running)", as if the done job were still to run."""
+    return None if State(state) in _MET_BY[Desired(desired)] else Desired(desired)
 
 
 # What each intent tells a user who asks it of a job it cannot act on.

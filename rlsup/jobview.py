@@ -128,6 +128,20 @@ def sorted_rows(rows: list[JobRow]) -> tuple[JobRow, ...]:
 # Which file drives which job
 
 
+WAITING_WIDTH = 32  # a queued job's reason beside its state; `rlsup status`, the detail screen and events give it whole
+
+
+def waiting_summary(reason: str) -> str:
+    """A reason's first clause: "needs 1 GPU; this machine has 0 (set …)" -> "needs 1 GPU"."""
+    clause = reason.splitlines()[0].split(";")[0].split(" (")[0].strip()
+    return clause if len(clause) <= WAITING_WIDTH else clause[:WAITING_WIDTH - 1] + "…"
+
+
+def waiting_words(job: Job) -> str:
+    """": needs 1 GPU" after a queued job's state, in `rlsup list` and the TUI's table alike; else ""."""
+    return f": {waiting_summary(job.reason)}" if job.state is State.QUEUED and job.reason else ""
+
+
 def jobs_following(path: str | Path, jobs: list[Job]) -> list[Job]:
     """The jobs that edits of this file reach (the daemon watches no killed job's file)."""
     wanted = os.path.normpath(str(path))

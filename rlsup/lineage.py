@@ -74,7 +74,8 @@ class Parent:
 
     def describe(self) -> str:
         """One line for status and the worker's log."""
-        return f"forked from {self.origin}; run {self.run_dir}"
+        # The parent's run, said as the parent's: "; run DIR" at the end of the fork's message read as the fork's.
+        return f"forked from {self.origin}; the parent's run is {self.run_dir}"
 
 
 def read_parent(run_dir: Path) -> Parent | None:

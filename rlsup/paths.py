@@ -23,6 +23,15 @@ TENSORBOARD = "tensorboard"     # [log] tensorboard: event files kept equal to m
 IMPORT_PATHS = "import-paths.json"  # where submit found the env's modules, for workers started without them
 
 # Files of RLSUP_HOME.
+# rlsup's own example job files, in its source tree (a clone, as the README's first command uses).
+EXAMPLES = Path(__file__).resolve().parents[1] / "jobs"
+
+
+def is_example(path: Path) -> bool:
+    """Whether path is one of rlsup's examples: submitted by copy, so that editing the job leaves it alone."""
+    return Path(path).resolve().parent == EXAMPLES
+
+
 DATABASE = "rlsup.db"
 DAEMON_LOCK = "daemon.lock"
 DAEMON_LOG = "daemon.log"

@@ -36,8 +36,8 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
     fsync_directory(path.parent)
 
 
-def atomic_write_json(path: Path, value: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(value, indent=1, sort_keys=True) + "\n").encode())
+def atomic_write_json(path: Path, value: Any, *, mode: int = 0o600) -> None:
+    atomic_write_bytes(path, (json.dumps(value, indent=1, sort_keys=True) + "\n").encode(), mode=mode)
 
 
 def read_json(path: Path) -> dict | None:

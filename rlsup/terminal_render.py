@@ -8,6 +8,8 @@ from typing import Callable, TextIO
 
 import numpy as np
 
+from rlsup.render_frames import enlarged, rgb_bytes
+
 UPPER_HALF = "\u2580"  # ▀: its foreground paints a cell's upper pixel, its background the lower one
 RESET = "\x1b[0m"
 HOME = "\x1b[H"
@@ -19,9 +21,14 @@ SPARE_LINES = 2
 
 
 def fit(frame: np.ndarray, columns: int, lines: int) -> np.ndarray:
-    """The frame shrunk (nearest pixel, aspect kept) to at most columns wide and 2 * lines tall."""
+    """The frame shrunk (nearest pixel, aspect kept) to at most columns wide and 2 * lines tall.
+
+    A frame smaller than that is enlarged by the largest whole factor that fits: MinAtar's 10×10 would
+    otherwise be a speck of 10 cells, and a whole factor keeps its cells square and sharp."""
     height, width = frame.shape[:2]
-    scale = min(1.0, columns / width, 2 * lines / height)
+    scale = min(columns / width, 2 * lines / height)
+    if scale >= 1:
+        return enlarged(frame, int(scale))
     rows = np.minimum((np.arange(max(1, int(height * scale))) / scale).astype(int), height - 1)
     cols = np.minimum((np.arange(max(1, int(width * scale))) / scale).astype(int), width - 1)
     return frame[rows][:, cols]
@@ -29,7 +36,7 @@ def fit(frame: np.ndarray, columns: int, lines: int) -> np.ndarray:
 
 def frame_lines(frame: np.ndarray, columns: int, lines: int) -> list[str]:
     """An RGB frame (height, width, 3) as terminal lines: each character cell shows two pixel rows."""
-    pixels = fit(np.asarray(frame, dtype=np.uint8)[..., :3], columns, lines)
+    pixels = fit(rgb_bytes(frame), columns, lines)
     if len(pixels) % 2:  # an odd last row gets a black lower half
         pixels = np.concatenate([pixels, np.zeros_like(pixels[:1])])
     return [cell_row(pixels[index], pixels[index + 1]) for index in range(0, len(pixels), 2)]

@@ -20,7 +20,7 @@ from rlsup.algos.contract import Trainer
 from rlsup.algos.device import UsageError, configure_torch, make_cuda_deterministic, select_device
 from rlsup.checkpoint.manifest import BEST, CheckpointProblem, NoSpace
 from rlsup.jobstate import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC,
-                            EXIT_WALL_TIME)
+                            EXIT_WALL_TIME, NOT_RETRIED_AGAIN)
 from rlsup.progress import FILE_ONLY, LoopClock, ProgressLine, TrainingTime, tell_outcome
 from rlsup.run_spec_watch import RunSpecWatch
 from rlsup.worker_signals import Aborted, Signals
@@ -144,7 +144,7 @@ class TrainingRun:
         if (previous.get("code"), previous.get("step"), previous.get("reason")) != (EXIT_ERROR, step, reason):
             return None
         return EXIT_SPEC, (f"{reason}; the same fault at step {step:,} as the run's previous worker, which a "
-                           "restart from the same checkpoint would repeat: not retried again")
+                           "restart from the same checkpoint would repeat: " + NOT_RETRIED_AGAIN)
 
     def _start(self) -> Trainer:
         from rlsup.algos.envs import EnvError

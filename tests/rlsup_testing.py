@@ -132,6 +132,19 @@ def vtrace_text(*, total_steps: int, serial: bool, seed: int = 5, log_every: int
                                replays="".join(f"\n[[replay]]\n{table(replay)}" for replay in replays))
 
 
+def video_start(path: Path):
+    """(frame count, first frame as BGR or None) of an mp4, read back with OpenCV."""
+    import cv2
+
+    capture = cv2.VideoCapture(str(path))
+    try:
+        count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+        readable, first = capture.read()
+    finally:
+        capture.release()
+    return count, first if readable else None
+
+
 def breakout_job(directory: Path, *, total_steps: int, name: str = "breakout") -> Path:
     path = directory / f"{name}.toml"
     path.write_text(SMALL_BREAKOUT.format(total_steps=total_steps))

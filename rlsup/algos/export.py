@@ -63,7 +63,8 @@ def export_policy(run_dir: Path, *, which: str, format: str, out: Path,
         partial.unlink(missing_ok=True)
         raise
     target = metadata_path(out)
-    runfiles.atomic_write_json(target, {
+    # The user's artefact, like the model torch wrote beside it: 0666 less the umask, not a run file's 0600.
+    runfiles.atomic_write_json(target, mode=0o666, value={
         "format": format, "model": out.name, "rlsup_version": rlsup.__version__,
         "input": {"name": INPUT_NAME, "shape": [None, *layout.shape], "dtype": layout.dtype.name},
         "output": {"name": OUTPUT_NAME, "shape": [None], "dtype": "int64",

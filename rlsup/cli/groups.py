@@ -22,14 +22,14 @@ def group_json(group: GroupRow) -> dict:
 
 
 def group_cells(group: GroupRow) -> tuple[str, ...]:
-    """A group row in the columns of `rlsup list` (jobview.COLUMNS); its last cell gives the slowest ETA."""
+    """A group row in the columns of `rlsup list` (jobview.COLUMNS); its last cell gives the ETA."""
     algos = {row.job.algo for row in group.rows}
     envs = {row.job.env for row in group.rows}
     speeds = [row.steps_per_second for row in group.rows if row.steps_per_second is not None]
     return ("exp", f"{group.experiment} ({len(group.rows)} jobs)", ",".join(sorted(algos)), ",".join(sorted(envs)),
             group.counts, f"{group.step:,}/{group.total_steps:,}",
             formatting.speed(sum(speeds) if speeds else None, missing="-"), groups.shown(group.mean_return), "-",
-            f"slowest ETA {formatting.duration(group.eta_s)}")
+            f"ETA {formatting.duration(group.eta_s)}")
 
 
 def group_intent(reference: str, desired: Desired) -> bool:
@@ -48,7 +48,7 @@ def print_experiment_status(name: str, jobs: list[Job]) -> None:
     """The group's line, its jobs, and variant -> n, final and best evaluation (mean ± std over seeds)."""
     group = GroupRow(name, tuple(jobview.sorted_rows([jobview.read_row(job) for job in jobs])))
     print(f"experiment {name}: {group.counts}; {group.step:,} of {group.total_steps:,} steps; "
-          f"latest return {groups.shown(group.mean_return)}; slowest ETA {formatting.duration(group.eta_s)}")
+          f"latest return {groups.shown(group.mean_return)}; ETA {formatting.duration(group.eta_s)}")
     painted = colour.wanted()
     for row in group.rows:
         job = row.job

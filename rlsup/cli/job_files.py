@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from rlsup import experiments, spec as specs
 from rlsup.cli.program import ENV_CHECK_IMPORTS, import_quietly
+from rlsup.schedule_effects import unused
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,6 +33,8 @@ def command_validate(args: argparse.Namespace) -> int:
     print(f"{args.job}: ok ({spec.job.algo} on {spec.env.id}: {checked.observation} observations, "
           f"{checked.num_actions} actions{network}; {spec.job.total_steps:,} steps)"
           + (f"; [sweep]: {variants} variants checked" if variants else ""))
+    for line in unused(spec, args.job):  # valid, but a field set in vain: said, not refused
+        print(f"warning: {line}", file=sys.stderr)
     return 0
 
 

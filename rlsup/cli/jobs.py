@@ -23,7 +23,8 @@ INTENT_HELP = {Desired.PAUSED: "pause jobs with a checkpoint",
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     submit = subparsers.add_parser("submit", help="queue a job; starts the daemon if needed")
-    submit.add_argument("job", metavar="JOB.toml", help="the job file; later edits of it reach the job")
+    submit.add_argument("job", metavar="JOB.toml", help="the job file; later edits of it reach the job (rlsup's "
+                        "own examples in jobs/ are followed by a copy, so they stay as they are)")
     submit.add_argument("--name", help="job name (default: [job] name, else the file's stem)")
     submit.add_argument("--priority", type=int, help="higher runs first (default: [job] priority)")
     submit.add_argument("--cluster", metavar="NAME",
@@ -69,6 +70,9 @@ def command_submit(args: argparse.Namespace) -> int:
     else:
         print(f"queued {job.name} as job {job.id}; run directory {job.run_dir}", file=sys.stderr)
         say_who_follows(job)
+    if paths.is_example(Path(args.job)):
+        print(f"note: {args.job} is one of rlsup's examples, which stay as they are: the job follows a copy "
+              "(`e` in the TUI edits it); submit a file of your own to have its edits followed", file=sys.stderr)
     warn_if_gpus_missing(job)
     try:
         client.ensure_daemon()
@@ -225,7 +229,7 @@ def indented(cells: tuple[str, ...]) -> tuple[str, ...]:
 
 def table_cells(row: jobview.JobRow) -> tuple[str, ...]:
     job = row.job
-    state = f"{job.state.value} (foreground)" if row.foreground else job.state.value
+    state = f"{job.state.value} (foreground)" if row.foreground else job.state.value + jobview.waiting_words(job)
     return (jobview.job_label(job), job.name, job.algo, job.env, state, f"{row.step:,}/{job.total_steps:,}",
             formatting.speed(row.steps_per_second, missing="-"), formatting.decimal(row.mean_return, 1, missing="-"),
             jobview.where(job), job.run_dir)

@@ -76,12 +76,30 @@ def command_fork(args: argparse.Namespace) -> int:
         return 1
     print(job.id)
     parent = lineage.read_parent(Path(job.run_dir))  # written by prepare_fork before the job was queued
-    print(f"queued {job.name} as job {job.id}, {parent.describe()}", file=sys.stderr)
+    print(f"queued {job.name} as job {job.id} in {job.run_dir}, {parent.describe()}", file=sys.stderr)
     if request.replay and not parent.replay:
         print(f"note: {entry.path.name} holds no replay: the fork starts with empty ones", file=sys.stderr)
+    say_unused_fields(parent_run, Path(job.run_dir), path, entry.step)
     say_who_follows(job)
     warn_if_gpus_missing(job)
     return 0
+
+
+def say_unused_fields(parent_run: Path, run_dir: Path, path: Path, step: int) -> None:
+    """A warning per changed scheduled field whose schedule is over at the fork's step (schedule_effects.py).
+
+    A warning, not a refusal: the fork is queued all the same, since it may be meant for more than that
+    field (a fresh optimizer, an empty replay, a longer budget, its other fields), and the line names the
+    field that decides (lr_end_step) for a fork that is not; `rlsup kill` takes a fork not meant at all."""
+    from rlsup.schedule_effects import unused
+
+    try:
+        fork_spec = runfiles.read_run_spec(run_dir)
+        changed = {change.field for change in specs.diff(runfiles.read_run_spec(parent_run), fork_spec)}
+    except specs.SpecError:  # the fork is queued: a parent's job.toml gone unreadable since costs only the warning
+        return
+    for line in unused(fork_spec, str(path), step=step, changed=changed):
+        print(f"warning: {line}", file=sys.stderr)
 
 
 def parent_job_of(run_dir: Path) -> Job | None:

@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import client, colour, formatting, jobview, paths, runfiles
+from rlsup import client, colour, formatting, jobstate, jobview, paths, runfiles
 from rlsup.cli.arguments import find_job_or_say, names_experiments
 from rlsup.cli.checkpoints import run_checkpoint_lines
 from rlsup.cli.groups import print_experiment_status
@@ -78,7 +78,8 @@ def command_status(args: argparse.Namespace) -> int:
         return 1
     row = jobview.read_row(job)
     state = colour.paint_state(job.state.value, job.state.value, colour.wanted())
-    print(f"job {job.id} {job.name}: {state} (wants {job.desired})")
+    unmet = jobstate.unmet_desire(job.state, job.desired)
+    print(f"job {job.id} {job.name}: {state}" + (f" (wants {unmet})" if unmet else ""))
     print(f"  step {row.step:,} of {job.total_steps:,}; restarts {job.restarts}/{job.max_restarts}"
           + (f"; pid {job.pid}" if job.pid else "") + (f"; GPU {job.gpus}" if job.gpus else ""))
     if job.cluster:  # where a cluster job runs, and Ray's name for it (`ray job logs` takes it)

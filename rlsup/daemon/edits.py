@@ -1,6 +1,7 @@
 """What a saved edit of a job file asks of its job (DESIGN.md section 5), as a value the loop carries out."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,15 @@ class SavedFile:
 
 
 @dataclass(frozen=True)
+class JudgedFile:
+    """A saved job file parsed once for every job it drives: its spec, or why it does not load."""
+
+    saved: SavedFile
+    spec: specs.JobSpec | None
+    error: specs.SpecError | None
+
+
+@dataclass(frozen=True)
 class Refuse:
     """The job goes on with its current spec; message says why, with file:line where known."""
 
@@ -33,10 +43,14 @@ class Accept:
     changes: tuple[specs.Change, ...]
     action: EditAction
     new_identity: bool = False  # a job that never started takes identity edits too: algo and env change
+    refused: tuple[str, ...] = ()  # the same save's identity fields, not applied
+    refusal: str = ""              # and why: an event of its own, with file:line and the fork to run instead
 
     @property
     def summary(self) -> str:
-        return "applied: " + "; ".join(str(change) for change in self.changes)
+        applied = "applied: " + "; ".join(str(change) for change in self.changes)
+        return f"{applied}\nnot applied, refused from the same save: {', '.join(self.refused)}" if self.refused \
+            else applied
 
     @property
     def restart_reason(self) -> str:
@@ -47,39 +61,64 @@ class Accept:
 Decision = Accept | Refuse | None  # None: nothing differs from the run's spec
 
 
-def read_saved(job: Job) -> SavedFile | None:
-    """The job's file when it differs from what was last judged; None when unreadable or unchanged."""
-    path = Path(job.spec_path)
+def read_saved(path: Path) -> SavedFile | None:
+    """A job file as saved now; None when unreadable."""
     try:
         data = path.read_bytes()
     except OSError:
-        return None  # removed, or mid-rename by an editor: the job goes on with what it has
-    digest = specs.file_digest(data)
-    if digest == job.spec_seen:
-        return None  # saved without a change, or already judged
-    return SavedFile(path, data.decode("utf-8", errors="replace"), digest)
+        return None  # removed, or mid-rename by an editor: its jobs go on with what they have
+    return SavedFile(path, data.decode("utf-8", errors="replace"), specs.file_digest(data))
+
+
+def judge(saved: SavedFile) -> JudgedFile:
+    """Parse the saved file once: every job it drives is judged against this (each with its own overrides)."""
+    try:
+        return JudgedFile(saved, specs.loads(saved.text, file=str(saved.path), default_name=saved.path.stem), None)
+    except specs.SpecError as error:
+        return JudgedFile(saved, None, error)
 
 
 def unreadable_run_spec(error: specs.SpecError) -> Refuse:
     return Refuse(f"{error}\nthe job goes on with its current spec")
 
 
-def decide(job: Job, current: specs.JobSpec, saved: SavedFile) -> Decision:
+def decide(job: Job, current: specs.JobSpec, judged: JudgedFile) -> Decision:
     """Judge a saved job file against the run's current spec, given the job's state (no I/O)."""
+    if judged.error is not None:
+        return unreadable_run_spec(judged.error)
     try:
-        edited = specs.apply_overrides(specs.loads(saved.text, file=str(saved.path), default_name=saved.path.stem),
-                                       job.override_values)
+        edited = specs.apply_overrides(judged.spec, job.override_values)
     except specs.SpecError as error:
         return unreadable_run_spec(error)
     changes = specs.diff(current, edited)
     new_identity = bool(specs.refused(changes))
     if new_identity and not (job.state is State.QUEUED and job.started is None):
-        # The refusal names the command that does what the edit asked: a fork from the newest checkpoint.
-        advice = lineage.fork_advice(job.id, saved.path, current, edited)
-        return Refuse(f"{specs.identity_message(str(saved.path), saved.text, changes)}\n{advice}")
+        return partly_refused(job, current, edited, judged.saved, changes)
     if not changes:
         return None
     # Nothing has been learned by a job never started: the file may still say what the run is.
+    return accept(job, current, edited, changes, new_identity)
+
+
+def partly_refused(job: Job, current: specs.JobSpec, edited: specs.JobSpec, saved: SavedFile,
+                   changes: list[specs.Change]) -> Accept | Refuse:
+    """A started run refuses the save's identity fields and takes the others, and says both.
+
+    Refusing the whole save left a run ending at its old budget while its file showed the new one, with
+    an event naming only the refused field. What a save asks of fields that may change is still asked."""
+    applicable = specs.without_identity(current, edited)
+    applied = specs.diff(current, applicable)
+    # The refusal names the command that does what the edit asked: a fork from the newest checkpoint.
+    advice = lineage.fork_advice(job.id, saved.path, current, edited)
+    refusal = f"{specs.identity_message(str(saved.path), saved.text, changes, applied=applied)}\n{advice}"
+    if not applied:
+        return Refuse(refusal)
+    refused = tuple(change.field for change in specs.refused(changes))
+    return dataclasses.replace(accept(job, current, applicable, applied, False), refused=refused, refusal=refusal)
+
+
+def accept(job: Job, current: specs.JobSpec, edited: specs.JobSpec, changes: list[specs.Change],
+           new_identity: bool) -> Accept:
     action = jobstate.edit_action(job.state, live_only=specs.only_live(changes),
                                   total_steps=edited.job.total_steps, step_reached=job.step)
     # A run keeps what its "auto" fields resolved to, unless the edit changes what they were resolved for.

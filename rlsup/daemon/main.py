@@ -11,14 +11,15 @@ from pathlib import Path
 from typing import Callable
 
 from rlsup import hardware as hardware_module, jobstate, runfiles, spec as specs
-from rlsup.daemon import edits, hooks, moves, scheduler
+from rlsup.daemon import hooks, moves, scheduler
+from rlsup.daemon.edit_queue import EditHandling, EditQueue
 from rlsup.daemon.runner import JobRunner, RunnerUnavailable, Signal, WorkerHandle
 from rlsup.daemon.runners import Runners
 from rlsup.daemon.supervisor import LocalRunner
 from rlsup.daemon.settings_file import load_settings
 from rlsup.daemon.watcher import SpecWatcher
 from rlsup.jobstate import ACTIVE, Desired, EditAction, Exit, State
-from rlsup.jobview import WorkerStatus, jobs_following, read_worker_status
+from rlsup.jobview import WorkerStatus, read_worker_status
 from rlsup.store import Job, JobChanges, Process, SentSignal, SignalKind, Store
 
 log = logging.getLogger("rlsup.daemon")
@@ -28,7 +29,7 @@ STATUS_POLL_S = 0.25      # reading status.json of active jobs: starting -> runn
 LOG_TAIL_LINES = 12       # lines of worker.log quoted in a failure reason
 
 
-class Daemon:
+class Daemon(EditHandling):
     """The reconcile loop. Only this class writes job states and, through its runner, starts and signals workers.
 
     machine (the hardware placement sees) and runner (where workers run) are built by the caller:
@@ -45,10 +46,12 @@ class Daemon:
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.watcher = SpecWatcher(settings.debounce_s, self.wake)
+        self.edit_queue = EditQueue()           # saves judged, and the jobs they still have to reach
         self.hooks = hooks.Hooks(self.store)    # before recover(): the exits it settles run their hooks
         self.mover = moves.RunMover(self.wake)  # runs made locally moving under a cluster's run_root
         self.pending_reload: set[int] = set()   # live edits that reached a worker still starting
         self.known_jobs: set[int] = set()       # jobs whose file has been checked since start-up
+        self.resumed: set[int] = set()          # paused jobs resumed, not yet started: they take back a slot
         # (job, worker pid, sentence) of each status.json notice already recorded as an event
         self.notices_seen: set[tuple[int, int, str]] = set()
         self.last_version: int | None = None
@@ -88,7 +91,8 @@ class Daemon:
             self.dirty = True
             self.contain(moved.job_id, lambda: moves.record(self.mover, self.store, moved))
         for path in self.watcher.due():
-            self.check_file(path)
+            self.queue_file(path)
+        self.apply_queued_edits()
         if ended or self.dirty or version != self.last_version or now - self.last_reconcile >= FULL_RECONCILE_S:
             self.last_version, self.last_reconcile, self.dirty = version, now, False
             self.reconcile()
@@ -177,12 +181,13 @@ class Daemon:
         """Watch every job's file; check new jobs' files once, for edits made before the watch began."""
         jobs = self.store.jobs() if jobs is None else jobs
         self.watcher.watch(job.spec_path for job in jobs if job.state is not State.KILLED)
+        new: dict[str, list[Job]] = collections.defaultdict(list)
         for job in jobs:
-            if job.id not in self.known_jobs:
-                self.known_jobs.add(job.id)
-                fresh = self.store.job(job.id)  # the list may predate this reconcile's own changes
-                if fresh.state is not State.KILLED:
-                    self.contain(job.id, lambda: self.check_edit(fresh))
+            if job.id not in self.known_jobs and job.state is not State.KILLED:
+                new[job.spec_path].append(job)
+            self.known_jobs.add(job.id)
+        for path, following in new.items():
+            self.queue_file(path, following)
 
     # ------------------------------------------------------------------ reconcile
 
@@ -203,6 +208,8 @@ class Daemon:
             changes: JobChanges = {"applied_seq": job.desired_seq}
             if job.state in (State.FAILED, State.KILLED) and target is State.QUEUED:
                 changes.update(restarts=0, not_before=0.0)
+            if job.state is State.PAUSED and target is State.QUEUED:
+                self.resumed.add(job.id)
             self.store.transition(job.id, target, f"{job.desired} requested", **changes)
         elif job.new_intent:
             self.store.update(job.id, applied_seq=job.desired_seq)
@@ -258,11 +265,32 @@ class Daemon:
         by_id = {job.id: job for job in queued}
         for placement in plan.start + on_clusters.start:
             self.contain(placement.job_id, lambda: self.start(by_id[placement.job_id], placement.gpus))
+        self.reclaim_slots(queued, active, plan.waiting)
         for job_id, reason in {**plan.waiting, **on_clusters.waiting}.items():
             if by_id[job_id].reason != reason and not reason.startswith("restart backoff"):
                 self.store.update(job_id, reason=reason)
                 # Once per new reason, so the events say why the job waits after the table row scrolls.
                 self.store.add_event(job_id, "waiting", reason)
+
+    def reclaim_slots(self, queued: list[Job], active: list[Job], waiting: dict[int, str]) -> None:
+        """Resumed jobs keep their place in the queue: a later job holding a CPU slot pauses and queues again.
+
+        Only a resumed job does this, not any higher-priority submit: priority orders the queue, and a new
+        job never interrupts a running one. The later job pauses with a checkpoint and resumes when a slot
+        frees, as an edit's restart does. GPU jobs are not reclaimed (yet)."""
+        self.resumed &= {job.id for job in queued}
+        resumed = [candidate(job) for job in queued if job.id in self.resumed and not job.cluster
+                   and not job.gpus_wanted and waiting.get(job.id, "").startswith(scheduler.CPU_WAIT)]
+        if not resumed:
+            return
+        cpu_jobs = [job for job in active if not job.gpus]
+        running = [candidate(job) for job in cpu_jobs if job.state is State.RUNNING and job.desired is Desired.RUNNING]
+        staying = sum(1 for job in cpu_jobs if job.state not in (State.PAUSING, State.STOPPING))
+        by_id = {job.id: job for job in cpu_jobs}
+        free = self.settings.cpu_jobs - staying
+        for victim, resumed_id in scheduler.slots_to_reclaim(resumed, running, free).items():
+            self.contain(victim, lambda: self.begin_pause(
+                by_id[victim], f"yields its CPU slot to job {resumed_id}, resumed ahead of it in the queue"))
 
     def start(self, job: Job, gpus: tuple[int, ...]) -> None:
         # The state is written before the spawn: a daemon dying in between leaves a job in
@@ -277,6 +305,7 @@ class Daemon:
                 self.store.transition(job.id, State.STARTING, "a worker already trains this run",
                                       process=process_of(worker, gpus), exit_code=None)
             return
+        self.resumed.discard(job.id)
         where = f" on GPU {','.join(map(str, gpus))}" if gpus else f" on cluster {job.cluster}" if job.cluster else ""
         self.store.transition(job.id, State.STARTING, "placed" + where, process=Process(gpus), started=time.time(),
                               exit_code=None)
@@ -293,52 +322,6 @@ class Daemon:
     def record_worker(self, worker: WorkerHandle, gpus: tuple[int, ...]) -> None:
         """What recognises the worker after a daemon restart."""
         self.store.update(worker.job_id, process=process_of(worker, gpus))
-
-    # ------------------------------------------------------------------ edits of job files
-
-    def check_file(self, path: str) -> None:
-        for job in jobs_following(path, self.store.jobs()):
-            self.contain(job.id, lambda job=job: self.check_edit(job))
-
-    def check_edit(self, job: Job) -> None:
-        """Judge the job's saved file once per content, then carry out what the edit needs."""
-        saved = edits.read_saved(job)
-        if saved is None:
-            return
-        self.store.update(job.id, spec_seen=saved.digest)
-        try:
-            current = runfiles.read_run_spec(Path(job.run_dir))
-        except specs.SpecError as error:
-            decision: edits.Decision = edits.unreadable_run_spec(error)
-        else:
-            decision = edits.decide(job, current, saved)
-        if isinstance(decision, edits.Refuse):
-            log.info("job %s: edit refused: %s", job.id, decision.message.splitlines()[0])
-            self.store.add_event(job.id, "refused", decision.message)
-        elif decision is not None:
-            self.apply_edit(job, decision)
-
-    def apply_edit(self, job: Job, edit: edits.Accept) -> None:
-        runfiles.write_run_spec(Path(job.run_dir), edit.spec)
-        if edit.new_identity:
-            self.store.update(job.id, algo=edit.spec.job.algo, env=edit.spec.env.id)
-        self.store.add_event(job.id, "edit", edit.summary)
-        section = edit.spec.job
-        job = self.store.update(job.id, name=section.name, priority=section.priority, total_steps=section.total_steps,
-                                max_restarts=section.max_restarts, gpus_wanted=section.gpus, cluster=section.cluster)
-        log.info("job %s: edit applied (%s) -> %s", job.id, ", ".join(c.field for c in edit.changes), edit.action)
-        if edit.action is EditAction.RELOAD and job.state is State.STARTING:
-            self.pending_reload.add(job.id)  # SIGHUP before its handler exists would kill it
-        elif edit.action is EditAction.RELOAD:
-            self.reload(job.id)
-        elif edit.action is EditAction.RESTART:
-            self.begin_pause(job, edit.restart_reason)
-        elif edit.action is EditAction.REQUEUE:
-            self.store.transition(job.id, State.QUEUED,
-                                  f"total_steps raised to {section.total_steps} (done at step {job.step})",
-                                  not_before=0.0)
-        self.dirty = True
-        self.wake.set()
 
     # ------------------------------------------------------------------ workers' progress and exits
 

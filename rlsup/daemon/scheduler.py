@@ -100,9 +100,38 @@ class Schedule:
     waiting: dict[int, str]
 
 
-def order(candidates: list[Candidate]) -> list[Candidate]:
+CPU_WAIT = "waiting for a CPU slot"  # why a CPU job waits: the reason a resumed job may take a slot back for
+
+
+def queue_key(candidate: Candidate) -> tuple[int, int]:
     """Higher priority first; ties by submission order (the job id)."""
-    return sorted(candidates, key=lambda candidate: (-candidate.priority, candidate.job_id))
+    return -candidate.priority, candidate.job_id
+
+
+def order(candidates: list[Candidate]) -> list[Candidate]:
+    return sorted(candidates, key=queue_key)
+
+
+def slots_to_reclaim(resumed: list[Candidate], running: list[Candidate], free: int) -> dict[int, int]:
+    """Running CPU jobs to pause so that resumed jobs get their place back: {job to pause: resumed job}.
+
+    A pause gives its slot to the next job in the queue; without this, the resumed job would wait behind
+    jobs submitted after it until they end. Each resumed job waiting for a CPU slot (in queue order) takes a
+    slot that will be free once the jobs pausing or stopping have ended (free), else the slot of the running
+    job last in queue order, if that job comes after it: one ahead of it in the queue keeps its slot. With
+    more jobs running than cpu_jobs allows (free < 0: the setting was lowered), a pause frees no slot that a
+    resumed job could take, so none is asked for.
+    """
+    if free < 0:
+        return {}
+    victims = sorted(running, key=queue_key, reverse=True)
+    reclaimed: dict[int, int] = {}
+    for waiting in order(resumed):
+        if free > 0:
+            free -= 1
+        elif victims and queue_key(victims[0]) > queue_key(waiting):
+            reclaimed[victims.pop(0).job_id] = waiting.job_id
+    return reclaimed
 
 
 def place(candidates: list[Candidate], *, active_gpu_sets: list[tuple[int, ...]], active_cpu_jobs: int,
@@ -128,7 +157,7 @@ def place(candidates: list[Candidate], *, active_gpu_sets: list[tuple[int, ...]]
                 cpu_free -= 1
                 start.append(Placement(candidate.job_id))
             else:
-                waiting[candidate.job_id] = f"waiting for a CPU slot ({settings.cpu_jobs} in use)"
+                waiting[candidate.job_id] = f"{CPU_WAIT} ({settings.cpu_jobs} in use)"
         elif candidate.gpus_wanted > len(gpu_indices):
             waiting[candidate.job_id] = gpu_shortage(candidate.gpus_wanted, len(gpu_indices))
         elif blocked_by is not None:

@@ -5,8 +5,8 @@ locating (errors with file:line:field), rules (cross-field rules, shared with th
 loading, sweep ([sweep] tables), changes (diffs by edit class, refusals), render (resolved TOML, JSON Schema)
 and overrides.
 """
-from rlsup.spec.changes import (Change, diff, identity_message, merge_live, only_live, refusal_message,
-                                refused, settle)
+from rlsup.spec.changes import (Change, diff, identity_message, merge_live, only_live,
+                                refusal_message, refused, settle, without_identity)
 from rlsup.spec.fields import (ARRAY_TABLES, EDIT_CLASSES, IDENTITY, LIVE, RESUME, TABLES, CheckpointSection,
                                DqnSection, EnvSection, EvalSection, JobSection, JobSpec, LogSection, ReplaySection,
                                VtraceSection, env_state_fields, former_names, setting)
@@ -26,5 +26,5 @@ __all__ = [
     "identity_message", "item_violations", "job_violations", "json_schema", "line_of", "load", "loads",
     "locate_keys", "make_overrides", "merge_live", "only_live", "pin_overrides", "refusal_message", "refused",
     "render_toml", "SWEEP_TABLE", "Sweep", "sanitize_name", "setting", "settle", "share_violations", "sweep_of",
-    "whole_shares",
+    "whole_shares", "without_identity",
 ]

@@ -93,9 +93,25 @@ def refusal_message(changes: list[Change], file: str | None = None, text: str | 
     return "\n".join(located) + "\nstart a new run to use them"
 
 
-def identity_message(file: str, text: str, changes: list[Change]) -> str:
-    """refusal_message for an edit of a running job's file, which goes on as it was."""
-    return refusal_message(changes, file, text) + "; the job goes on with its current spec"
+def identity_message(file: str, text: str, changes: list[Change], applied: list[Change] = ()) -> str:
+    """refusal_message for an edit of a running job's file: it goes on as it was, but for the fields applied."""
+    if not applied:
+        return refusal_message(changes, file, text) + "; the job goes on with its current spec"
+    return (refusal_message(changes, file, text) + "; the rest of this save is applied: "
+            + "; ".join(str(change) for change in applied))
+
+
+def without_identity(current: JobSpec, edited: JobSpec) -> JobSpec:
+    """edited with every identity field as current has it: the part of an edit a started run may take."""
+    sections = {}
+    for section in dataclasses.fields(JobSpec):
+        old, new = getattr(current, section.name), getattr(edited, section.name)
+        if isinstance(old, tuple):
+            sections[section.name] = old  # array tables hold identity fields only
+            continue
+        kept = {f.name: getattr(old, f.name) for f in dataclasses.fields(old) if f.metadata["edit"] == IDENTITY}
+        sections[section.name] = dataclasses.replace(new, **kept)
+    return dataclasses.replace(edited, **sections)
 
 
 def only_live(changes: list[Change]) -> bool:

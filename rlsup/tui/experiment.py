@@ -115,7 +115,7 @@ def group_grid(group: GroupRow) -> Table:
     for label, value in (("Jobs", f"{len(group.rows)}: {group.counts}"),
                          ("Steps", f"{group.step:,} of {group.total_steps:,}"),
                          ("Latest return", f"{shown(group.mean_return)} (mean ± std)"),
-                         ("Slowest ETA", duration(group.eta_s))):
+                         ("ETA", duration(group.eta_s))):
         grid.add_row(label, value)
     return grid
 

@@ -8,15 +8,13 @@ from textual.widgets import DataTable
 
 from rlsup.formatting import decimal, duration, short_count, speed
 from rlsup.groups import GroupRow, grouped, shown
-from rlsup.jobstate import State
-from rlsup.jobview import JobRow, job_label, where
+from rlsup.jobview import JobRow, job_label, waiting_words, where
 from rlsup.tui.overlay import experiment_of_key, group_key
 from rlsup.tui.widgets import state_text
 
 BAR_WIDTH = 10
 COMPACT_BAR_WIDTH = 5
 COMPACT_BELOW = 120  # table columns under which the progress bar shrinks: at 100 the full bar left no room
-WAITING_WIDTH = 32  # a queued job's reason in the state cell; the detail screen and events give it whole
 EIGHTHS = " ▏▎▍▌▋▊▉█"
 JOB_COLUMNS = (("mark", ""), ("id", "ID"), ("name", "Name"), ("algo", "Algo"), ("env", "Env"), ("state", "State"),
                ("progress", "Step / total"), ("speed", "Steps/s"), ("return", "Return"), ("eta", "ETA"),
@@ -59,7 +57,7 @@ MEMBER_INDENT = "  "
 
 
 def group_cells(group: GroupRow, opened: bool, bar_width: int = BAR_WIDTH, marked: bool = False) -> tuple:
-    """An experiment's row: its state counts, summed progress and speed, mean ± std return, slowest ETA."""
+    """An experiment's row: its state counts, summed progress and speed, mean ± std return, ETA."""
     speeds = [row.steps_per_second for row in group.rows if row.steps_per_second is not None]
     algos = ",".join(sorted({row.job.algo for row in group.rows}))
     envs = ",".join(sorted({row.job.env for row in group.rows}))
@@ -78,17 +76,10 @@ def state_cell(row: JobRow) -> Text:
     text.no_wrap, text.overflow = True, "ellipsis"
     if row.foreground:
         text.append(" foreground", style="bold magenta")
-    if row.job.state is State.QUEUED and row.job.reason:
-        text.append(f": {waiting_summary(row.job.reason)}", style="dim")
+    text.append(waiting_words(row.job), style="dim")
     if row.drift:
         text.append(f" ⚠ {row.drift}", style="bold yellow")
     return text
-
-
-def waiting_summary(reason: str) -> str:
-    """A reason's first clause: "needs 1 GPU; this machine has 0 (set …)" -> "needs 1 GPU"."""
-    clause = reason.splitlines()[0].split(";")[0].split(" (")[0].strip()
-    return clause if len(clause) <= WAITING_WIDTH else clause[:WAITING_WIDTH - 1] + "…"
 
 
 def share_out(wanted: dict[str, int], room: int, minimum: int) -> dict[str, int]:

@@ -104,3 +104,48 @@ def test_a_job_that_never_started_takes_any_edit(harness) -> None:
     waiting = harness.job(job.id)
     assert (waiting.state, waiting.total_steps) == (State.QUEUED, 900)
     assert not harness.events(job.id, "refused")
+
+
+def test_one_save_of_a_refused_field_and_total_steps_applies_the_budget_and_says_both(harness) -> None:
+    """The job used to end at its old budget while its file showed the new one, and the event named lr only."""
+    harness.start_daemon()
+    spec = harness.job_file("mixed", total_steps=1_000_000, checkpoint_every=0)
+    original = spec.read_text()
+    job = harness.submit(spec)
+    step = harness.wait_step(job.id, 300)["step"]
+    pid = harness.job(job.id).pid
+    budget = step + 20_000  # room for the SIGHUP to land before the worker passes it (see the test above)
+    spec.write_text(original.replace("lr = 1e-3", "lr = 5e-3").replace("total_steps = 1000000",
+                                                                       f"total_steps = {budget}"))
+    refusal = refused_after(harness, job.id, 0)
+    assert f"{spec}:{line_of(original, 'lr =')}: dqn.lr: 0.001 -> 0.005" in refusal
+    assert f"job.total_steps: 1000000 -> {budget}" in refusal and "applied" in refusal
+    applied = harness.wait_for(lambda: harness.events(job.id, "edit"), timeout=30, what="the applied part")
+    assert f"job.total_steps: 1000000 -> {budget}" in applied[0].message and "dqn.lr" in applied[0].message
+    run_spec = (Path(job.run_dir) / "job.toml").read_text()
+    assert f"total_steps = {budget}" in run_spec and "lr = 0.001" in run_spec
+    code, out, _ = harness.cli("status", str(job.id))
+    assert code == 0 and "dqn.lr: 0.001 -> 0.005" in out and f"job.total_steps: 1000000 -> {budget}" in out
+    # The worker itself runs to the new budget: it says so in status.json, the same worker (live, no restart).
+    harness.wait_for(lambda: (runfiles.read_status(Path(job.run_dir)) or {}).get("total_steps") == budget,
+                     timeout=60, what="the worker to take the new budget", report=lambda: harness.report(job.id))
+    assert harness.job(job.id).pid == pid
+
+
+def test_a_mixed_save_while_paused_applies_its_budget_at_the_resume(harness) -> None:
+    harness.start_daemon()
+    spec = harness.job_file("paused-mixed", total_steps=1_000_000, checkpoint_every=0)
+    original = spec.read_text()
+    job = harness.submit(spec)
+    harness.wait_step(job.id, 100)
+    assert harness.cli("pause", str(job.id))[0] == 0
+    harness.wait_state(job.id, State.PAUSED, timeout=60)
+    spec.write_text(original.replace("lr = 1e-3", "lr = 5e-3").replace("total_steps = 1000000",
+                                                                       "total_steps = 900000"))
+    assert "dqn.lr" in refused_after(harness, job.id, 0)
+    assert harness.job(job.id).total_steps == 900_000 and harness.job(job.id).state is State.PAUSED
+    assert harness.cli("resume", str(job.id))[0] == 0
+    status = harness.wait_step(job.id, 1, timeout=60)
+    assert status["total_steps"] == 900_000
+    assert "lr = 0.001" in (Path(job.run_dir) / "job.toml").read_text()
+    harness.cli("kill", str(job.id))

@@ -74,3 +74,25 @@ def test_submit_warns_at_once_when_the_machine_lacks_the_gpus(harness, monkeypat
     assert "warning" in err and "needs 1 GPU; this machine has 0 (set [job] gpus = 0 to run it on the CPU)" in err
     job = harness.job(int(out))
     assert harness.wait_state(job.id, State.QUEUED).state == State.QUEUED
+
+
+def test_a_resumed_job_keeps_its_place_before_later_jobs(harness) -> None:
+    """One CPU slot: pausing the first job starts the second; resuming the first takes its slot back."""
+    harness.settings(cpu_jobs=1)
+    long = dict(total_steps=1_000_000, checkpoint_every=0)
+    first = harness.submit(harness.job_file("first", **long))
+    second = harness.submit(harness.job_file("second", **long))
+    harness.start_daemon()
+    harness.wait_step(first.id, 1)
+    assert harness.cli("pause", str(first.id))[0] == 0
+    harness.wait_state(first.id, State.PAUSED, timeout=60)
+    harness.wait_step(second.id, 1)
+
+    assert harness.cli("resume", str(first.id))[0] == 0
+    harness.wait_step(first.id, 1, timeout=60)
+    later = harness.job(second.id)
+    assert later.state is State.QUEUED and later.desired.value == "running", harness.report(second.id)
+    assert harness.newest_checkpoint(later.run_dir).reason == "pause"  # it yielded with a checkpoint, lost nothing
+    assert any(f"to job {first.id}" in event.message for event in harness.events(second.id, "state"))
+    for job in (first, second):
+        harness.cli("kill", str(job.id))

@@ -5,7 +5,7 @@ import json
 import os
 import subprocess
 
-from rlsup_testing import breakout_job, cartpole_job, cartpole_text, rlsup_command, run_rlsup
+from rlsup_testing import breakout_job, cartpole_job, cartpole_text, rlsup_command, run_rlsup, video_start
 
 from rlsup import runfiles, spec as specs
 
@@ -46,8 +46,6 @@ def test_terminal_render_of_cartpole_without_pygame_names_the_render_extra(tmp_p
 
 def test_enjoy_writes_a_cartpole_video_with_pygame(tmp_path):
     """`--render video` end to end: pygame draws CartPole's frames and OpenCV writes an mp4 that reads back."""
-    import cv2
-
     run_dir, video = tmp_path / "run", tmp_path / "cartpole.mp4"
     trained = run_rlsup("run", cartpole_job(tmp_path, total_steps=1_000), "--run-dir", run_dir)
     assert trained.returncode == 0, trained.stderr
@@ -56,12 +54,7 @@ def test_enjoy_writes_a_cartpole_video_with_pygame(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""  # not even SDL's complaint about a missing display
     length = int(json.loads(result.stdout)["returns"][0])  # CartPole pays 1 per step: the return is the length
-    capture = cv2.VideoCapture(str(video))
-    try:
-        frames = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
-        readable, frame = capture.read()
-    finally:
-        capture.release()
-    assert readable and frame.shape == (400, 600, 3)  # CartPole's rgb_array screen
+    frames, frame = video_start(video)
+    assert frame is not None and frame.shape == (400, 600, 3)  # CartPole's rgb_array screen
     assert frames == length  # one frame per step
     assert frame.std() > 0  # a drawing, not a blank screen

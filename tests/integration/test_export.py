@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -139,3 +140,15 @@ def test_onnx_without_its_extra_is_one_sentence(tmp_path: Path, monkeypatch: pyt
     assert_one_line_error(run_rlsup("export", run_dir, "--format", "onnx", "--out", tmp_path / "p.onnx"), 2,
                           "exporting to ONNX needs onnxscript, which is not installed: pip install 'rlsup[onnx]'")
     assert not (tmp_path / "p.onnx").exists()
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated")
+def test_the_description_has_the_models_mode(tmp_path: Path) -> None:
+    """Both files are the user's artefacts, shared alike: FILE.json was 0600 beside a 0644 model."""
+    run_dir = trained(tmp_path, cartpole_text(total_steps=300))
+    out = tmp_path / "policy.torchscript"
+    export(run_dir, "torchscript", out)
+    umask = os.umask(0)
+    os.umask(umask)
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in (out, out.with_name(out.name + ".json"))}
+    assert set(modes.values()) == {0o666 & ~umask}, modes

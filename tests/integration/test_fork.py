@@ -168,3 +168,46 @@ def test_a_fork_that_cannot_be_made_is_one_sentence_and_queues_nothing(harness, 
     assert sorted(path.name for path in (harness.home / "runs").iterdir()) == [Path(parent_run).name]
     # A replay that changed shape is fine when the fork leaves the parent's replay behind.
     assert refused(good.replace("capacity = 5_000", "capacity = 6_000"), "--no-replay").returncode == 0
+
+
+def test_a_fork_and_validate_say_when_a_changed_schedule_start_has_no_effect(harness, tmp_path: Path) -> None:
+    """A fork at 60,000 of a run whose lr_end_step is 40,000 trained at lr_end whatever its lr said, silently."""
+    decaying = harness.job_text(total_steps=1_000, checkpoint_every=500).replace(
+        "lr = 1e-3\n", "lr = 1e-3\nlr_end = 1e-4\nlr_end_step = 400\n")
+    parent_file = tmp_path / "parent.toml"
+    parent_file.write_text(decaying)
+    result = run_rlsup("run", parent_file)
+    assert result.returncode == 0, result.stderr
+    parent_run = result.stdout.splitlines()[0]
+    harness.settings(cpu_jobs=0)
+    harness.start_daemon()
+
+    new = tmp_path / "new.toml"
+    # epsilon_end_step = 1,000 is the fork's very step: from it on, epsilon is epsilon_end whatever the start.
+    new.write_text(decaying.replace("total_steps = 1000", "total_steps = 3000").replace("lr = 1e-3", "lr = 5e-4")
+                   .replace("epsilon_end_step", "epsilon_start = 0.5\nepsilon_end_step"))
+    code, out, err = harness.cli("fork", parent_run, new)
+    assert code == 0, err
+    # The message ended "; run PARENT_RUN", which read as the fork's own run.
+    queued = next(line for line in err.splitlines() if line.startswith("queued "))
+    assert queued.startswith(f"queued new as job {out.strip()} in {harness.job(int(out)).run_dir}, forked from ")
+    assert queued.endswith(f"; the parent's run is {parent_run}"), queued
+    warnings = [line for line in err.splitlines() if "no effect" in line]
+    assert warnings == [
+        f"warning: {new}: dqn.lr = 0.0005 has no effect from the fork's step 1,000 on: lr_end_step = 400 is past, "
+        "so lr_end = 0.0001 holds",
+        f"warning: {new}: dqn.epsilon_start = 0.5 has no effect from the fork's step 1,000 on: "
+        "epsilon_end_step = 1,000 is that very step, so epsilon_end = 0.01 holds"], err
+    # An lr whose schedule has not ended at the fork's step does change the run: nothing to say.
+    new.write_text(decaying.replace("total_steps = 1000", "total_steps = 3000").replace("lr = 1e-3", "lr = 5e-4")
+                   .replace("lr_end_step = 400", "lr_end_step = 2000"))
+    code, _, err = harness.cli("fork", parent_run, new, "--name", "later-end")
+    assert code == 0 and "no effect" not in err, err
+
+    # validate: an lr whose schedule ends before learning starts is never used by any update.
+    early = tmp_path / "early.toml"
+    early.write_text(decaying.replace("lr_end_step = 400", "lr_end_step = 100"))
+    code, out, err = harness.cli("validate", early)
+    assert code == 0 and ": ok (" in out
+    assert f"{early}: dqn.lr = 0.001 has no effect: lr_end_step = 100 comes before learning_starts = 200, " \
+           "so every update uses lr_end = 0.0001" in err, err

@@ -48,3 +48,51 @@ def test_name_lets_two_jobs_share_a_file_and_status_says_so(harness) -> None:
     assert f"now drives jobs {first.id}, {second}: its edits reach both" in err, err
     code, out, _ = harness.cli("status", str(first.id))
     assert f"follows {original}" in out and f"jobs {first.id}, {second}" in out
+
+
+def test_an_edit_reaching_many_jobs_is_judged_once_and_the_loop_serves_intents_meanwhile(harness) -> None:
+    """Each job's share of an edit took ~29 ms on the loop: 1,000 jobs held a pause of another job 24.5 s."""
+    harness.settings(cpu_jobs=0)  # all queued: what is measured is the edit, not training
+    harness.start_daemon()
+    other = harness.submit(harness.job_file("other"))
+    path = harness.job_file("many", total_steps=400)
+    count = 300
+    code, _, err = harness.cli("submit", path, "--seeds", f"1-{count}")
+    assert code == 0, err
+    many = [job.id for job in harness.store.jobs() if job.id != other.id]
+    assert len(many) == count
+
+    def applied() -> int:
+        return sum(1 for job in harness.store.jobs() if job.id != other.id and job.total_steps == 500)
+
+    path.write_text(harness.job_text(total_steps=500))
+    harness.wait_for(applied, timeout=60, what="the edit to reach its first job")
+    assert harness.cli("pause", str(other.id))[0] == 0
+    harness.wait_state(other.id, State.PAUSED, timeout=120)
+    assert applied() < count, "the pause waited for the whole edit"
+    harness.wait_for(lambda: applied() == count, timeout=240, what="the edit to reach every job")
+    log = (harness.home / paths.DAEMON_LOG).read_text()
+    assert log.count(f"edit of {path} judged once for {count} job(s)") == 1, log[-3000:]
+    assert all(len(harness.events(job_id, "edit")) == 1 for job_id in many)
+
+
+def test_a_second_save_during_a_long_edit_reaches_every_job_and_the_first_is_not_left_anywhere(harness) -> None:
+    """Saved twice quickly: the jobs still waiting for the first save take the second, the others take it too."""
+    harness.settings(cpu_jobs=0)
+    harness.start_daemon()
+    path = harness.job_file("twice", total_steps=400)
+    count = 200
+    code, _, err = harness.cli("submit", path, "--seeds", f"1-{count}")
+    assert code == 0, err
+
+    def budgets() -> list[int]:
+        return [job.total_steps for job in harness.store.jobs()]
+
+    path.write_text(harness.job_text(total_steps=500))
+    harness.wait_for(lambda: 500 in budgets(), timeout=60, what="the first save to reach a job")
+    path.write_text(harness.job_text(total_steps=600))
+    harness.wait_for(lambda: set(budgets()) == {600}, timeout=240, what="the second save to reach every job",
+                     report=lambda: str(sorted(set(budgets()))))
+    assert all("total_steps = 600" in (Path(job.run_dir) / "job.toml").read_text() for job in harness.store.jobs())
+    log = (harness.home / paths.DAEMON_LOG).read_text()
+    assert log.count(f"edit of {path} judged once for") == 2, log[-3000:]

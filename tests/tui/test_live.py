@@ -96,6 +96,16 @@ async def test_edits_show_as_applied_and_refused_events(daemon_home, job_file, w
         await wait_until(pilot, lambda: any(kind == "refused" and "seed" in message
                                             for kind, message in shown_events(app)),
                          what="the refused edit in the events pane", report=explain)
+        # The refused seed still in the file, and a new budget: the budget applies, and the pane names both.
+        path.write_text(path.read_text().replace("total_steps = 300000", "total_steps = 400000"))
+        await wait_until(pilot, lambda: any(kind == "refused" and "job.seed" in message
+                                            and "job.total_steps: 300000 -> 400000" in message
+                                            for kind, message in shown_events(app))
+                         and any(kind == "edit" and "job.total_steps: 300000 -> 400000" in message
+                                 and "job.seed" in message for kind, message in shown_events(app)),
+                         what="the save's refused and applied fields, both named", report=explain)
+        await wait_until(pilot, lambda: "400k" in table.get_cell(str(job.id), "progress").plain,
+                         what="the applied budget in the table", report=explain)
 
 
 async def test_banner_while_the_daemon_is_down_and_D_starts_it(daemon_home, wait_until):

@@ -110,11 +110,11 @@ def test_pinned_overrides_win_over_any_edit_of_the_file_so_a_seed_edit_is_no_ide
         job = job_of(store, overrides)
         assert job.experiment == "cp" and job.override_values == overrides
         edited = BASE.replace("seed = 3", "seed = 8").replace('name = "cp"', 'name = "other"')
-        assert edits.decide(job, current, edits.SavedFile(Path("cp.toml"), edited, "x")) is None
-        longer = edits.decide(job, current, edits.SavedFile(Path("cp.toml"), edited + "[job]\n", "y"))
+        assert edits.decide(job, current, edits.judge(edits.SavedFile(Path("cp.toml"), edited, "x"))) is None
+        longer = edits.decide(job, current, edits.judge(edits.SavedFile(Path("cp.toml"), edited + "[job]\n", "y")))
         assert isinstance(longer, edits.Refuse)  # a file that does not load is still refused
         raised = edited.replace('[job]\n', '[job]\ntotal_steps = 5000\n')
-        accepted = edits.decide(job, current, edits.SavedFile(Path("cp.toml"), raised, "z"))
+        accepted = edits.decide(job, current, edits.judge(edits.SavedFile(Path("cp.toml"), raised, "z")))
         assert isinstance(accepted, edits.Accept)
         assert [change.field for change in accepted.changes] == ["job.total_steps"]
         assert (accepted.spec.job.seed, accepted.spec.job.name, accepted.spec.job.total_steps) == (5, "cp-s5", 5000)
@@ -166,3 +166,16 @@ def test_the_json_schema_takes_a_sweep_of_identity_fields_only() -> None:
     assert not validator.is_valid({"sweep": {"dqn.lr": []}})
     assert not validator.is_valid({"sweep": {"job.total_steps": [100]}})
     assert not validator.is_valid({"sweep": {"job.seed": [1, 2]}})
+
+
+def test_an_experiments_eta_counts_its_queued_jobs() -> None:
+    """One job running with 60 s left and three queued behind it: the experiment is not over in 60 s."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as home, Store(Path(home)) as store:
+        rows = [row(store, State.RUNNING, 10.0, 60.0)] + [row(store, State.QUEUED, None, None) for _ in range(3)] \
+            + [row(store, State.PAUSED, None, None)]
+    group = groups.grouped(rows)[0]
+    # 50 steps left in each of 4 jobs that will run, at the 50/60 steps/s the running one makes; the paused
+    # job waits for a resume, which no ETA can foresee.
+    assert group.eta_s == 240.0

@@ -264,3 +264,23 @@ def test_each_intent_has_one_verb_and_one_refusal():
 ])
 def test_edit_actions(state, live_only, total, reached, action):
     assert jobstate.edit_action(state, live_only=live_only, total_steps=total, step_reached=reached) == action
+
+
+def test_a_repeated_fault_says_once_that_it_is_not_retried():
+    """It read "...would repeat: not retried again (never retried)"; and it was retried, once."""
+    reason = "ValueError: x; the same fault at step 40 as the run's previous worker, which a restart from the " \
+             f"same checkpoint would repeat: {jobstate.NOT_RETRIED_AGAIN}"
+    result = outcome(Exit(code=jobstate.EXIT_SPEC, reason=reason), restarts=1, max_restarts=10)
+    assert result.state is F and result.reason.endswith("would repeat: not retried again"), result.reason
+    assert "never retried" not in result.reason
+
+
+def test_a_state_says_what_is_wanted_only_when_it_differs():
+    """`done (wants running)` read as if the done job were still to run."""
+    assert jobstate.unmet_desire(State.DONE, jobstate.Desired.RUNNING) is None
+    assert jobstate.unmet_desire(State.RUNNING, jobstate.Desired.RUNNING) is None
+    assert jobstate.unmet_desire(State.PAUSED, jobstate.Desired.PAUSED) is None
+    assert jobstate.unmet_desire(State.KILLED, jobstate.Desired.KILLED) is None
+    assert jobstate.unmet_desire(State.RUNNING, jobstate.Desired.PAUSED) is jobstate.Desired.PAUSED
+    assert jobstate.unmet_desire(State.PAUSED, jobstate.Desired.RUNNING) is jobstate.Desired.RUNNING
+    assert jobstate.unmet_desire(State.DONE, jobstate.Desired.KILLED) is None  # nothing left to kill

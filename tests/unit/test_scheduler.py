@@ -177,3 +177,16 @@ def test_gpu_shortage_says_how_to_run_anyway() -> None:
 
     assert gpu_shortage(1, 0) == "needs 1 GPU; this machine has 0 (set [job] gpus = 0 to run it on the CPU)"
     assert gpu_shortage(4, 2) == "needs 4 GPUs; this machine has 2 (set [job] gpus = 2 to run it)"
+
+
+def test_a_resumed_job_takes_back_the_slot_of_the_last_job_in_queue_order():
+    """Pausing gave its slot to a job behind it: at resume that job, not an earlier one, yields it."""
+    running = [Candidate(2), Candidate(3), Candidate(4, priority=5)]
+    assert scheduler.slots_to_reclaim([Candidate(1)], running, free=0) == {3: 1}
+    # Ahead of it in the queue (higher priority) keeps its slot; a slot already being freed serves it instead.
+    assert scheduler.slots_to_reclaim([Candidate(4)], [Candidate(5, priority=1), Candidate(2)], free=0) == {}
+    assert scheduler.slots_to_reclaim([Candidate(1)], running, free=1) == {}
+    assert scheduler.slots_to_reclaim([Candidate(2, priority=1), Candidate(1)], [Candidate(3), Candidate(4)],
+                                      free=0) == {4: 2, 3: 1}
+    # cpu_jobs lowered below the jobs running (0 holds the queue): a pause would free nothing to take.
+    assert scheduler.slots_to_reclaim([Candidate(1)], running, free=-2) == {}
