@@ -8,9 +8,7 @@ from typing import Any
 from rlsup import spec as specs
 from rlsup.fieldcheck import INT64_MAX
 from rlsup.spec.locating import Located, Problem
-
-# A typo such as --seeds 1-10000 is refused rather than queued as ten thousand jobs.
-MAX_JOBS = 1000
+from rlsup.spec.sweep import MAX_JOBS
 SEEDS_FORMS = "give seeds as 1-5, 1,4,9 or both (1-3,7)"
 
 
@@ -30,7 +28,8 @@ def parse_seeds(text: str) -> tuple[int, ...]:
     """ "1-5" -> (1, 2, 3, 4, 5); "1,4,9" and mixtures ("1-3,7") too; raises SeedsError."""
     seeds: list[int] = []
     for part in text.split(","):
-        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        # ASCII only: \d alone also matches '١' or '１', which int() reads, so '١-٣' queued seeds 1 to 3.
+        match = re.fullmatch(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?", part, re.ASCII)
         if not match:
             raise SeedsError(f"--seeds {text!r}: {part.strip()!r} is not a seed or a range; {SEEDS_FORMS}")
         first, last = int(match[1]), int(match[2] or match[1])
@@ -49,6 +48,9 @@ def parse_seeds(text: str) -> tuple[int, ...]:
 
 def plan(sweep: specs.Sweep, seeds: tuple[int, ...] | None, experiment: str) -> list[PlannedJob]:
     """The jobs of variants x seeds, named readably ("cartpole-lr3e-4-s2"); without seeds, the file's seed."""
+    count = sweep.count() * len(seeds or (None,))
+    if count > MAX_JOBS:  # counted before any job is made
+        raise SeedsError(f"the experiment would queue {count:,} jobs; at most {MAX_JOBS:,} go in one submit")
     labels = field_labels([name for name, _ in sweep.fields])
     planned = []
     for variant in sweep.variants():
@@ -57,8 +59,6 @@ def plan(sweep: specs.Sweep, seeds: tuple[int, ...] | None, experiment: str) -> 
             parts = [f"{labels[name]}{compact(value)}" for name, value in variant.items()]
             parts += [f"s{seed}"] if seed is not None else []
             planned.append(PlannedJob(specs.sanitize_name("-".join([experiment, *parts])), values))
-    if len(planned) > MAX_JOBS:
-        raise SeedsError(f"the experiment would queue {len(planned)} jobs; at most {MAX_JOBS} go in one submit")
     return unique_names(planned)
 
 

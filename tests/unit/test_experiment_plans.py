@@ -24,7 +24,9 @@ def test_seeds_are_ranges_and_lists(text: str, seeds: tuple) -> None:
 @pytest.mark.parametrize("text, fragment", [("", "'' is not a seed"), ("1-", "'1-' is not a seed"),
                                             ("a,2", "'a' is not a seed"), ("-3", "'-3' is not a seed"),
                                             ("5-1", "runs backwards; write 1-5"), ("1-3,2", "seed 2 is given twice"),
-                                            ("0-5000", "more than 1000 seeds")])
+                                            ("0-5000", "more than 1000 seeds"),
+                                            # Arabic-Indic and full-width digits are digits to \d, not seeds
+                                            ("\u0661-\u0663", "is not a seed"), ("\uff11", "is not a seed")])
 def test_bad_seeds_are_one_sentence_naming_the_argument(text: str, fragment: str) -> None:
     with pytest.raises(experiments.SeedsError) as raised:
         experiments.parse_seeds(text)
