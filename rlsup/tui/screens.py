@@ -287,7 +287,10 @@ def job_details(row: JobRow, home: Path, per_row: int = 4) -> Group:
 def lineage_pairs(run_dir: Path) -> list[tuple[str, str]]:
     """A fork's parent and the chain of forks it ends (parent.json: one small file), else nothing."""
     parent = lineage.read_parent(run_dir)
-    return [("Forked from", f"{parent.origin}\n{lineage.lineage_line(run_dir)}")] if parent else []
+    if parent is None:
+        problem = lineage.parent_problem(run_dir)  # a damaged fork says so, as `rlsup status` does
+        return [("Forked from", printable(problem))] if problem else []
+    return [("Forked from", printable_lines(f"{parent.origin}\n{lineage.lineage_line(run_dir)}"))]
 
 
 def run_times(job: Job) -> list[tuple[str, str]]:
