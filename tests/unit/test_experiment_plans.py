@@ -39,8 +39,8 @@ def test_a_sweep_expands_to_variants_times_seeds_named_readably() -> None:
     sweep = specs.sweep_of(text)
     assert sweep.fields == (("dqn.lr", (1e-4, 3e-4)), ("dqn.gamma", (0.9, 0.99)))
     planned = experiments.plan(sweep, (1, 2), "cp")
-    assert [job.name for job in planned][:3] == ["cp-lr1e-4-gamma0.9-s1", "cp-lr1e-4-gamma0.9-s2",
-                                                 "cp-lr1e-4-gamma0.99-s1"]
+    assert [job.name for job in planned][:3] == ["cp-lr0.0001-gamma0.9-s1", "cp-lr0.0001-gamma0.9-s2",
+                                                 "cp-lr0.0001-gamma0.99-s1"]
     assert len(planned) == 8 and len({job.name for job in planned}) == 8
     assert planned[-1].values == {"dqn.lr": 3e-4, "dqn.gamma": 0.99, "job.seed": 2}
     spec = experiments.variant_spec(specs.loads(text), planned[-1])
@@ -49,16 +49,27 @@ def test_a_sweep_expands_to_variants_times_seeds_named_readably() -> None:
 
 def test_without_seeds_each_variant_keeps_the_files_seed_and_without_a_sweep_there_is_one_job() -> None:
     assert [job.name for job in experiments.plan(specs.sweep_of(BASE + '[sweep]\n"dqn.lr" = [1e-4]\n'), None,
-                                                 "cp")] == ["cp-lr1e-4"]
+                                                 "cp")] == ["cp-lr0.0001"]
     assert experiments.plan(specs.Sweep(), None, "cp") == [experiments.PlannedJob("cp", {})]
     labels = experiments.field_labels(["dqn.lr", "vtrace.lr", "dqn.gamma"])
     assert labels == {"dqn.lr": "dqn.lr", "vtrace.lr": "vtrace.lr", "dqn.gamma": "gamma"}
 
 
-@pytest.mark.parametrize("value, shown", [(1e-4, "1e-4"), (3e-4, "3e-4"), (0.99, "0.99"), (100.0, "100"),
-                                          (2.5e-5, "2.5e-5"), (True, "true"), ([64, 64], "64x64"), ("atari", "atari")])
+@pytest.mark.parametrize("value, shown", [(1e-4, "0.0001"), (3e-4, "0.0003"), (0.99, "0.99"), (100.0, "100"),
+                                          (2.5e-5, "0.000025"), (1e-3, "0.001"), (0.0023, "0.0023"), (-0.5, "-0.5"),
+                                          (1.5e7, "15000000"), (True, "true"), ([64, 64], "64x64"),
+                                          ("atari", "atari")])
 def test_values_are_named_compactly(value, shown: str) -> None:
     assert experiments.compact(value) == shown
+
+
+def test_every_number_of_a_sweep_is_named_in_one_format_that_sorts_by_value() -> None:
+    # 1e-3 was named lr1e-3 beside lr0.0023: two formats in one list, and names that sorted 1e-3, 1e-4, 5e-4.
+    values = [1e-5, 3e-5, 1e-4, 5e-4, 1e-3, 0.0023, 0.01, 0.5]
+    sweep = specs.sweep_of(BASE + f'[sweep]\n"dqn.lr" = [{", ".join(map(repr, reversed(values)))}]\n')
+    names = [job.name for job in experiments.plan(sweep, None, "cp")]
+    assert all("e-" not in name for name in names), names
+    assert sorted(names) == [f"cp-lr{experiments.compact(value)}" for value in values]
 
 
 @pytest.mark.parametrize("sweep, fragment", [
