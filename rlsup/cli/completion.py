@@ -39,7 +39,9 @@ def command_complete(args: argparse.Namespace) -> int:
         words += list(dict.fromkeys(job.experiment for job in jobs if job.experiment))
     # One word a line: a name holding a line break or a control character (stored before names were sanitised
     # on every path) would be two words, or act on the terminal; it is left out, and its id still completes.
-    print("\n".join(word for word in words if word.isprintable()))
+    for word in words:
+        if word.isprintable():
+            print(word)
     return 0
 
 

@@ -78,6 +78,11 @@ def test_completion_never_runs_what_a_name_says(rlsup_home, tmp_path, shell):
     assert listed.returncode == 0 and not control_characters(listed.stdout + listed.stderr), listed.stdout
     shown = run_rlsup("status", "1")  # the hostile name's job
     assert shown.returncode == 0 and not control_characters(shown.stdout + shown.stderr), shown.stdout
+    (run_dir / "worker.log").write_text("step 1\n\x1b[2J\x1b[Hcleared\rprogress \u202eright-to-left\n")
+    logged = run_rlsup("logs", "4")
+    assert logged.returncode == 0 and "\\x1b[2J\\x1b[Hcleared" in logged.stdout, logged.stdout
+    assert "progress \\u202eright-to-left" in logged.stdout, logged.stdout
+    assert not control_characters(logged.stdout + logged.stderr), logged.stdout
 
 
 def test_a_live_edit_of_the_name_is_sanitised_like_a_submit(harness, tmp_path):

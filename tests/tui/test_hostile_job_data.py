@@ -9,6 +9,7 @@ from rlsup.hardware import FakeHardware
 from rlsup.store import Store
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.jobstable import JobsTable
+from rlsup.tui.logtail import LogTail
 from rlsup.tui.screens import job_details
 
 HOSTILE = "$(touch MARKER)\x1b[31mred\u202eevil\nline"
@@ -37,3 +38,7 @@ async def test_rows_and_details_show_a_hostile_name_and_reason_as_text(rlsup_hom
         shown = console.export_text()
         assert "\\x1b]0;title\\x07" in shown and "a\\x1b[2J" in shown, shown
         assert not control_characters(shown), shown
+        pane = app.screen.query_one(LogTail)
+        pane.show(("step 1", "\x1b[2J\x1b[Hcleared\rprogress \u202eright-to-left"))
+        await wait_until(pilot, lambda: len(pane.lines) == 2, what="the log lines")
+        assert pane.lines[1] == "\\x1b[2J\\x1b[Hcleared\\rprogress \\u202eright-to-left"
