@@ -18,7 +18,7 @@ from rlsup.store import Store
 # A name as a hostile job file can spell it: a command substitution, backquotes, a colour escape, a bidi override.
 HOSTILE = "$(touch MARKER)`touch BACKQUOTED`\x1b[31mred\u202eevil"
 HOSTILE_TOML = '"$(touch MARKER)`touch BACKQUOTED`\\u001b[31mred\\u202eevil"'
-SHELLS = ["bash"] + (["zsh"] if shutil.which("zsh") else [])
+SHELLS = ["bash"] + [shell for shell in ("zsh", "fish") if shutil.which(shell)]
 
 
 def control_characters(text: str) -> list[str]:
@@ -41,7 +41,9 @@ def complete_in(shell: str, tmp_path: Path, *words: str) -> list[str]:
     script.write_text(run_rlsup("completion", shell).stdout)
     line = " ".join(["rlsup", *map(shlex.quote, words)])
     program = f'source {shlex.quote(str(script))}; COMP_WORDS=({line}); COMP_CWORD={len(words)}; '
-    if shell == "bash":
+    if shell == "fish":  # fish completes a command line given as a string, as it does at TAB
+        program = f'source {shlex.quote(str(script))}; complete -C {shlex.quote(line)}'
+    elif shell == "bash":
         program += '_rlsup; printf "%s\\n" "${COMPREPLY[@]}"'
     else:  # zsh calls the function through bashcompinit's compgen -F, which prints what it offers
         program = ("autoload -U +X compinit && compinit -u; "  # -u: never ask whether to trust a directory
