@@ -186,6 +186,12 @@ class Store:
             return _job(rows[0])
         return self._find_by_run_dir(text)
 
+    def name_holder(self, name: str, other_than: int) -> int | None:
+        """The id of a job other than other_than that holds name, or None."""
+        row = self.connection.execute("SELECT id FROM jobs WHERE name = ? AND id != ? LIMIT 1",
+                                      (name, int(other_than))).fetchone()
+        return row["id"] if row else None
+
     def free_name(self, name: str) -> str:
         """name, or name-2, name-3…: the first that no job holds, so that a name finds one job."""
         candidate, number = name, 1

@@ -1,6 +1,7 @@
 """What a saved edit of a job file asks of its job (DESIGN.md section 5), as a value the loop carries out."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,10 +34,11 @@ class Accept:
     changes: tuple[specs.Change, ...]
     action: EditAction
     new_identity: bool = False  # a job that never started takes identity edits too: algo and env change
+    note: str = ""  # what of the edit was not applied, and why (keep_name)
 
     @property
     def summary(self) -> str:
-        return "applied: " + "; ".join(str(change) for change in self.changes)
+        return "applied: " + "; ".join(str(change) for change in self.changes) + (f"; {self.note}" if self.note else "")
 
     @property
     def restart_reason(self) -> str:
@@ -84,3 +86,17 @@ def decide(job: Job, current: specs.JobSpec, saved: SavedFile) -> Decision:
                                   total_steps=edited.job.total_steps, step_reached=job.step)
     # A run keeps what its "auto" fields resolved to, unless the edit changes what they were resolved for.
     return Accept(edited if new_identity else specs.settle(current, edited), tuple(changes), action, new_identity)
+
+
+def keep_name(decision: Decision, current: specs.JobSpec, path: Path, holder: int | None) -> Decision:
+    """An edit whose new name job holder already holds keeps the job's name, and says so: a name finds one job
+    (issue 24), and the rest of the edit applies as it would have."""
+    if holder is None or not isinstance(decision, Accept):
+        return decision
+    note = (f"{path}: job.name {decision.spec.job.name!r} is job {holder}'s name, and a name finds one job: "
+            f"this job keeps {current.job.name!r}")
+    changes = tuple(change for change in decision.changes if change.field != "job.name")
+    if not changes:
+        return Refuse(note)
+    return dataclasses.replace(decision, spec=decision.spec.replace("job", name=current.job.name), changes=changes,
+                               note=note)

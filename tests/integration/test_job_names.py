@@ -35,3 +35,21 @@ def test_a_name_two_jobs_share_is_refused_with_their_ids(rlsup_home, tmp_path):
     with Store(rlsup_home) as store:
         assert [store.job(job_id).desired for job_id in ids] == [Desired.RUNNING, Desired.RUNNING]
     assert run_rlsup("status", "2").stdout.startswith("job 2 dup:")
+
+
+def test_a_live_edit_to_a_name_another_job_holds_keeps_the_jobs_own_name(harness):
+    harness.settings(cpu_jobs=0)  # both jobs wait in the queue: their files' edits still apply
+    harness.start_daemon()
+    holder = harness.submit(harness.job_file("alpha"))
+    spec = harness.job_file("beta")
+    job = harness.submit(spec)
+    spec.write_text(spec.read_text().replace("[job]\n", '[job]\nname = "alpha"\n', 1)
+                    .replace("total_steps = 2000", "total_steps = 900"))
+    harness.wait_for(lambda: harness.events(job.id, "edit"), timeout=30, what="the edit to apply",
+                     report=lambda: harness.report(job.id))
+    edited = harness.job(job.id)
+    assert (edited.name, edited.total_steps) == ("beta", 900)
+    message = harness.events(job.id, "edit")[-1].message
+    assert f"job.name 'alpha' is job {holder.id}'s name" in message and "keeps 'beta'" in message, message
+    assert specs.load(Path(job.run_dir) / "job.toml").job.name == "beta"
+    assert run_rlsup("status", "alpha").stdout.startswith(f"job {holder.id} alpha:")
