@@ -100,6 +100,8 @@ def _values_problem(name: str, values: Any) -> str | None:
         return f"must be a list of values, e.g. [{values!r}], not a single value"
     if not values:
         return "needs at least one value"
+    if len(values) > MAX_JOBS:  # before the checks below, of which the repeat check is quadratic
+        return f"lists {len(values):,} values; one submit queues at most {MAX_JOBS:,} jobs"
     section, _, field = name.partition(".")
     cls = TABLES[section]
     for value in values:
