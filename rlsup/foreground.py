@@ -46,8 +46,8 @@ def register(run_dir: Path, spec: JobSpec, home: Path | None = None) -> Path:
     path = directory / f"{os.getpid()}-{secrets.token_hex(4)}.json"
     runfiles.atomic_write_json(path, {
         "pid": os.getpid(), "start_time": psutil.Process().create_time(), "run_dir": str(Path(run_dir).resolve()),
-        "name": sanitize_name(spec.job.name), "algo": spec.job.algo, "env": spec.env.id, "total_steps": spec.job.total_steps,
-        "started": time.time()})
+        "name": sanitize_name(spec.job.name), "algo": spec.job.algo, "env": spec.env.id,
+        "total_steps": spec.job.total_steps, "started": time.time()})
     return path
 
 

@@ -23,7 +23,8 @@ def test_a_sweep_of_a_billion_variants_is_refused_in_one_line_by_validate_and_su
     lrs = ", ".join(f"{(index + 1) * 1e-6:.6g}" for index in range(1000))
     gammas = ", ".join(f"{0.5 + index * 1e-4:.4f}" for index in range(1000))
     batch_sizes = ", ".join(str(index + 1) for index in range(1000))
-    text = cartpole_text() + f'\n[sweep]\n"dqn.lr" = [{lrs}]\n"dqn.gamma" = [{gammas}]\n"dqn.batch_size" = [{batch_sizes}]\n'
+    text = (cartpole_text() + f'\n[sweep]\n"dqn.lr" = [{lrs}]\n"dqn.gamma" = [{gammas}]\n'
+            f'"dqn.batch_size" = [{batch_sizes}]\n')
     path = tmp_path / "huge.toml"
     path.write_text(text)
     sweep_line = text.splitlines().index("[sweep]") + 1

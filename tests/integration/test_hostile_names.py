@@ -47,7 +47,8 @@ def complete_in(shell: str, tmp_path: Path, *words: str) -> list[str]:
         program += '_rlsup; printf "%s\\n" "${COMPREPLY[@]}"'
     else:  # zsh calls the function through bashcompinit's compgen -F, which prints what it offers
         program = ("autoload -U +X compinit && compinit -u; "  # -u: never ask whether to trust a directory
-                   + program + f"words=({line}); CURRENT={len(words) + 1}; compgen -F _rlsup -- {shlex.quote(words[-1])}")
+                   + program + f"words=({line}); CURRENT={len(words) + 1}; "
+                   f"compgen -F _rlsup -- {shlex.quote(words[-1])}")
     bin_dir = completion_bin(tmp_path)
     result = subprocess.run([shell, "-c", program], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                             env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
