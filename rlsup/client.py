@@ -13,7 +13,7 @@ from typing import Callable
 from rlsup import experiments, foreground, import_trust, jobstate, locks, paths, runfiles, spec as specs
 from rlsup.jobstate import ACTIVE, Desired, State
 from rlsup.jobview import foreground_advice, jobs_following
-from rlsup.store import Job, Store
+from rlsup.store import AmbiguousName, Job, Store
 
 
 class DaemonError(RuntimeError):
@@ -87,11 +87,14 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     # The env is made once now, so a space rlsup cannot train is refused here, not when the worker starts.
     loaded = check_env_file(loaded, path).spec
     data = path.read_bytes()
-    overrides = specs.make_overrides(loaded, name=name, priority=priority, cluster=cluster)
-    effective = specs.apply_overrides(loaded, overrides)
     home = home or paths.rlsup_home()
     with Store(home) as store:
         bound = jobs_following(path, store.jobs())
+        # A name finds one job: a second job of a taken name (a --copy, a fork, --name) is name-2, name-3…
+        free = store.free_name(specs.sanitize_name(loaded.job.name if name is None else name))
+    overrides = specs.make_overrides(loaded, name=None if name is None and free == loaded.job.name else free,
+                                     priority=priority, cluster=cluster)
+    effective = specs.apply_overrides(loaded, overrides)
     if bound and not copy and name is None:
         raise FileAlreadyBound(bound_message(path, bound))
     run_dir = paths.new_run_dir(effective.job.name, home, runs_root(effective, home))
@@ -226,12 +229,20 @@ def find_job(reference: str, home: Path | None = None) -> Job:
     home = Path(home) if home else paths.home_path()
     if (home / paths.DATABASE).exists():
         with Store(home) as store:
-            job = store.find_job(reference)
+            job = one_job(store, reference)
         if job is not None:
             return job
-    elif run_directory(reference) is None:
+    elif run_directory(reference) is None and live_foreground_run(reference, home) is None:
         raise JobNotFound(f"no jobs yet in {home}; queue one with `rlsup submit JOB.toml`")
     raise JobNotFound(not_found_message(reference, home))
+
+
+def one_job(store: Store, reference: str) -> Job | None:
+    """store.find_job, with a name that several jobs share refused (JobNotFound naming their ids)."""
+    try:
+        return store.find_job(reference)
+    except AmbiguousName as error:
+        raise JobNotFound(str(error)) from None
 
 
 def run_directory(reference: str) -> Path | None:
@@ -239,15 +250,23 @@ def run_directory(reference: str) -> Path | None:
     return path.resolve() if (path / paths.JOB_FILE).is_file() else None
 
 
-def not_found_message(reference: str, home: Path, action: str = "show") -> str:
-    """Why no job answers to reference; for a run directory, what to do with it instead of action."""
+def live_foreground_run(reference: str, home: Path) -> foreground.Registration | None:
+    """The live foreground run a reference names, by its run directory or by its name."""
     run_dir = run_directory(reference)
+    return next((run for run in foreground.live_runs(home)
+                 if run.run_dir == run_dir or run.name == reference.strip()), None)
+
+
+def not_found_message(reference: str, home: Path, action: str = "show") -> str:
+    """Why no job answers to reference; for a foreground run or a run directory, what to do instead of action."""
+    run_dir = run_directory(reference)
+    # A run directory no job owns, or a name no job holds, can be a foreground `rlsup run`'s: the daemon does
+    # not manage it, so the answer says what does (its terminal).
+    live = live_foreground_run(reference, home)
+    if live is not None:
+        return f"{run_dir or reference.strip()} is {foreground_advice(live.pid, live.run_dir, action)}"
     if run_dir is None:
         return f"no job {reference!r} (give a job id, a job name or a run directory)"
-    # A run directory no job owns is a foreground `rlsup run`, live or not (or a copied run).
-    live = next((run for run in foreground.live_runs(home) if run.run_dir == run_dir), None)
-    if live is not None:
-        return f"{run_dir} is {foreground_advice(live.pid, run_dir, action)}"
     return f"{run_dir} is a run directory that no queued job owns; continue it with: rlsup run --resume {run_dir}"
 
 
@@ -255,7 +274,7 @@ def set_intent(reference: str, desired: Desired, *, home: Path | None = None,
                start_daemon: bool = True) -> Job:
     """Record pause / resume / kill for a job; the daemon applies it within a tick."""
     with Store(home) as store:
-        job = store.find_job(reference)
+        job = one_job(store, reference)
         if job is None:
             raise JobNotFound(not_found_message(reference, store.home, desired.verb))
         job = store.set_desired(job.id, desired)

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from rlsup import spec as specs
 from rlsup.fieldcheck import INT64_MAX
 from rlsup.spec.locating import Located, Problem
-
-# A typo such as --seeds 1-10000 is refused rather than queued as ten thousand jobs.
-MAX_JOBS = 1000
+from rlsup.spec.sweep import MAX_JOBS
+DECIMAL_WIDTH = 16  # characters of a number in a variant's name before its exponent is kept (decimal_digits)
 SEEDS_FORMS = "give seeds as 1-5, 1,4,9 or both (1-3,7)"
 
 
@@ -30,7 +30,8 @@ def parse_seeds(text: str) -> tuple[int, ...]:
     """ "1-5" -> (1, 2, 3, 4, 5); "1,4,9" and mixtures ("1-3,7") too; raises SeedsError."""
     seeds: list[int] = []
     for part in text.split(","):
-        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        # ASCII only: \d alone also matches '١' or '１', which int() reads, so '١-٣' queued seeds 1 to 3.
+        match = re.fullmatch(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?", part, re.ASCII)
         if not match:
             raise SeedsError(f"--seeds {text!r}: {part.strip()!r} is not a seed or a range; {SEEDS_FORMS}")
         first, last = int(match[1]), int(match[2] or match[1])
@@ -48,7 +49,10 @@ def parse_seeds(text: str) -> tuple[int, ...]:
 
 
 def plan(sweep: specs.Sweep, seeds: tuple[int, ...] | None, experiment: str) -> list[PlannedJob]:
-    """The jobs of variants x seeds, named readably ("cartpole-lr3e-4-s2"); without seeds, the file's seed."""
+    """The jobs of variants x seeds, named readably ("cartpole-lr0.0003-s2"); without seeds, the file's seed."""
+    count = sweep.count() * len(seeds or (None,))
+    if count > MAX_JOBS:  # counted before any job is made
+        raise SeedsError(f"the experiment would queue {count:,} jobs; at most {MAX_JOBS:,} go in one submit")
     labels = field_labels([name for name, _ in sweep.fields])
     planned = []
     for variant in sweep.variants():
@@ -57,8 +61,6 @@ def plan(sweep: specs.Sweep, seeds: tuple[int, ...] | None, experiment: str) -> 
             parts = [f"{labels[name]}{compact(value)}" for name, value in variant.items()]
             parts += [f"s{seed}"] if seed is not None else []
             planned.append(PlannedJob(specs.sanitize_name("-".join([experiment, *parts])), values))
-    if len(planned) > MAX_JOBS:
-        raise SeedsError(f"the experiment would queue {len(planned)} jobs; at most {MAX_JOBS} go in one submit")
     return unique_names(planned)
 
 
@@ -69,17 +71,30 @@ def field_labels(fields: list[str]) -> dict[str, str]:
 
 
 def compact(value: Any) -> str:
-    """A value as short as it reads: 0.0003 -> "3e-4", 0.99 -> "0.99", [64, 64] -> "64x64"."""
+    """A value as it reads in a variant's name: 0.0003 -> "0.0003", 0.99 -> "0.99", [64, 64] -> "64x64"."""
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, float):
-        plain = f"{value:g}"
-        mantissa, exponent = f"{value:e}".split("e")
-        scientific = f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
-        return min(plain, scientific, key=len)
+        return decimal_digits(value)
     if isinstance(value, list):
         return "x".join(compact(item) for item in value)
     return str(value)
+
+
+def decimal_digits(value: float) -> str:
+    """Every number in positional decimal, never with an exponent: 1e-3 -> "0.001", 2.5e-5 -> "0.000025".
+
+    One format for all, where the shorter of the two made lr1e-3 beside lr0.0023. Decimal, not scientific,
+    because names sort as text (ls, the TUI's filter, `rlsup list`): decimals below 1 (learning rates,
+    discounts, exploration rates: what sweeps list) sort by value, while 1e-3, 1e-4, 5e-4 sort as no value
+    does. The price is length at small values: 0.00001 is 7 characters against 4, well within a name's 64.
+    The digits are repr's, the shortest that read back as the same float. Only a value whose decimal would
+    pass DECIMAL_WIDTH characters (below about 1e-14, or beyond 1e16: no rate or discount) keeps repr's
+    exponent, so that 1e-300 is not a name of 302 characters cut to 64.
+    """
+    digits = format(Decimal(repr(value)), "f")
+    digits = digits.rstrip("0").rstrip(".") if "." in digits else digits
+    return digits if len(digits) <= DECIMAL_WIDTH else repr(value).replace("e-0", "e-").replace("e+", "e")
 
 
 def unique_names(planned: list[PlannedJob]) -> list[PlannedJob]:

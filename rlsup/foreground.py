@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 
 from rlsup import locks, paths, runfiles
-from rlsup.spec import JobSpec
+from rlsup.spec import JobSpec, sanitize_name
 
 # psutil derives create_time from boot time and clock ticks: equal for one process, to rounding
 # (the daemon's supervisor recognises its workers with the same tolerance).
@@ -46,8 +46,8 @@ def register(run_dir: Path, spec: JobSpec, home: Path | None = None) -> Path:
     path = directory / f"{os.getpid()}-{secrets.token_hex(4)}.json"
     runfiles.atomic_write_json(path, {
         "pid": os.getpid(), "start_time": psutil.Process().create_time(), "run_dir": str(Path(run_dir).resolve()),
-        "name": spec.job.name, "algo": spec.job.algo, "env": spec.env.id, "total_steps": spec.job.total_steps,
-        "started": time.time()})
+        "name": sanitize_name(spec.job.name), "algo": spec.job.algo, "env": spec.env.id,
+        "total_steps": spec.job.total_steps, "started": time.time()})
     return path
 
 

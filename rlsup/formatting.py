@@ -21,6 +21,24 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def printable(text: str) -> str:
+    """text that a terminal only shows: each character it would act on instead (an escape sequence's ESC, a line
+    break, a bidi override that reorders the line, a lone surrogate) written as its Python escape, e.g. \\x1b.
+
+    For what comes from a job's data (names, reasons, paths, log lines): a job file, or a run received from
+    someone else, must not be able to recolour, rewrite or reorder what the user reads.
+    """
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(character if character.isprintable() else ascii(character)[1:-1] for character in text)
+
+
+def printable_lines(text: str) -> str:
+    """printable(), keeping line breaks: for the sentences of several lines a reason or an event can be."""
+    return "\n".join(printable(line) for line in str(text).split("\n"))
+
+
 def short_count(value: float | None) -> str:
     """12_345 -> 12.3k, 2_000_000 -> 2M: a step count that fits a narrow column."""
     if value is None:

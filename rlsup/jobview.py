@@ -186,7 +186,7 @@ def where(job: Job, *, gpu_label: str = "gpu ", separator: str = ",", blank: str
 
 # What to do instead of asking the daemon to act on a foreground run, which lives in its terminal.
 FOREGROUND_INSTEAD = {
-    "pause": "press Ctrl-C in its terminal to pause it with a checkpoint",
+    "pause": "press Ctrl-C in its terminal to pause it with a checkpoint (from another terminal: kill -INT {pid})",
     "resume": "it runs in its terminal; once paused there, continue it with: rlsup run --resume {run_dir}",
     "kill": "press Ctrl-C twice in its terminal to stop it at once, without a checkpoint",
     "edit": "press Ctrl-C in its terminal, then continue it with your edited file: "
@@ -197,7 +197,7 @@ FOREGROUND_INSTEAD = {
 
 def foreground_advice(pid: int, run_dir: str | Path, action: str) -> str:
     """"a foreground run (…), not the daemon's: what to do instead of action" (pause, resume, kill, edit, show)."""
-    instead = FOREGROUND_INSTEAD[action].format(run_dir=shlex.quote(str(run_dir)))
+    instead = FOREGROUND_INSTEAD[action].format(run_dir=shlex.quote(str(run_dir)), pid=pid)
     return f"a foreground run (`rlsup run`, pid {pid}), not the daemon's: {instead}"
 
 

@@ -6,6 +6,7 @@ import os
 import shlex
 import shutil
 import time
+import typing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from rlsup import paths, runfiles
 from rlsup import spec as specs
 from rlsup.checkpoint import manifest as manifests
 from rlsup.checkpoint.manifest import BEST, CheckpointEntry, CheckpointProblem
+from rlsup.fieldcheck import check_value
 
 PARENT_FILE = "parent.json"
 # The parent's checkpoint, hard-linked (or copied) into the fork at fork time: the parent may rotate it
@@ -79,14 +81,36 @@ class Parent:
 
 
 def read_parent(run_dir: Path) -> Parent | None:
-    """The run's parent.json, or None for a run that is not a fork (or whose file cannot be read)."""
-    data = runfiles.read_json(Path(run_dir) / PARENT_FILE)
+    """The run's parent.json, or None for a run that is not a fork (or whose file cannot be read: parent_problem)."""
+    parent = _parse_parent(Path(run_dir) / PARENT_FILE)
+    return parent if isinstance(parent, Parent) else None
+
+
+def parent_problem(run_dir: Path) -> str | None:
+    """Why a fork's parent.json cannot be read, in one sentence naming it and the field; None when it reads (or
+    the run is no fork)."""
+    path = Path(run_dir) / PARENT_FILE
+    if not path.exists():
+        return None
+    parent = _parse_parent(path)
+    return parent if isinstance(parent, str) else None
+
+
+def _parse_parent(path: Path) -> Parent | str | None:
+    """parent.json as a Parent, or why it is not one. A run may come from someone else: every field is checked
+    for its type where it is read, so that "step": "x" is this sentence, not a traceback in whatever formats it."""
+    data = runfiles.read_json(path)
     if data is None:
-        return None
-    try:
-        return Parent(**{name: data[name] for name in Parent.__dataclass_fields__})
-    except (KeyError, TypeError):
-        return None
+        return None if not path.exists() else f"{path}: not a JSON object"
+    for name, hint in typing.get_type_hints(Parent).items():
+        if name not in data:
+            return f"{path}: {name} is missing"
+        optional = type(None) in typing.get_args(hint)
+        kind = next(arg for arg in typing.get_args(hint) if arg is not type(None)) if optional else hint
+        problem = None if optional and data[name] is None else check_value(data[name], kind, {})
+        if problem:
+            return f"{path}: {name} {problem}"
+    return Parent(**{name: data[name] for name in Parent.__dataclass_fields__})
 
 
 def ancestors(run_dir: Path) -> list[Parent]:

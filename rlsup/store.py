@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from rlsup import jobstate, paths
 from rlsup.jobrecord import Event, Job, JobChanges, Process, SentSignal, SignalKind, change_columns, job_from_row
 from rlsup.jobstate import ACTIVE, Desired, State
+from rlsup.spec import numbered_name
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -94,6 +95,10 @@ class StoreError(RuntimeError):
     """The database cannot be used (a newer schema, a corrupt file)."""
 
 
+class AmbiguousName(LookupError):
+    """A job name that more than one job holds: the message names their ids."""
+
+
 class Store:
     """A connection to $RLSUP_HOME/rlsup.db; one per thread, cheap to open."""
 
@@ -165,17 +170,35 @@ class Store:
         return _job(row) if row else None
 
     def find_job(self, reference: str | int | Path) -> Job | None:
-        """A job by id, by name (the newest of that name), or by run directory (path or its name)."""
+        """A job by id, by name, or by run directory (path or its name); AmbiguousName for a name jobs share."""
         text = str(reference).strip()
         if text.isdigit():
             found = self.job(int(text))
             if found:
                 return found
-        row = self.connection.execute("SELECT * FROM jobs WHERE name = ? ORDER BY id DESC LIMIT 1",
-                                      (text,)).fetchone()
-        if row:
-            return _job(row)
+        rows = self.connection.execute("SELECT * FROM jobs WHERE name = ? ORDER BY id", (text,)).fetchall()
+        if len(rows) > 1:
+            # Only a store from before names were unique (or a live edit to a taken name) holds such a name:
+            # picking the newest acted on a job the user may not have meant.
+            ids = [str(row["id"]) for row in rows]
+            raise AmbiguousName(f"{text!r} names jobs {', '.join(ids[:-1])} and {ids[-1]}: give one of their ids")
+        if rows:
+            return _job(rows[0])
         return self._find_by_run_dir(text)
+
+    def name_holder(self, name: str, other_than: int) -> int | None:
+        """The id of a job other than other_than that holds name, or None."""
+        row = self.connection.execute("SELECT id FROM jobs WHERE name = ? AND id != ? LIMIT 1",
+                                      (name, int(other_than))).fetchone()
+        return row["id"] if row else None
+
+    def free_name(self, name: str) -> str:
+        """name, or name-2, name-3…: the first that no job holds, so that a name finds one job."""
+        candidate, number = name, 1
+        while self.connection.execute("SELECT 1 FROM jobs WHERE name = ?", (candidate,)).fetchone():
+            number += 1
+            candidate = numbered_name(name, number)
+        return candidate
 
     def _find_by_run_dir(self, text: str) -> Job | None:
         candidates = {text, text.rstrip("/")}

@@ -35,8 +35,9 @@ def initialise_from_parent(run_dir: Path, trainer: Trainer) -> tuple[dict, str]:
     also when a restart before the fork's first checkpoint begins again from the same place.
     """
     parent = lineage.read_parent(run_dir)
-    if parent is None:
-        raise CheckpointProblem(f"{Path(run_dir) / lineage.PARENT_FILE} cannot be read: the fork cannot start")
+    if parent is None:  # the same file at every restart: exit 2, never retried
+        problem = lineage.parent_problem(run_dir) or f"{Path(run_dir) / lineage.PARENT_FILE} cannot be read"
+        raise CheckpointProblem(f"{problem}: the fork cannot start")
     fresh = trainer.state_dict(include_replay=False)
     manifest, state = load_checkpoint(Path(run_dir) / lineage.INHERITED_CHECKPOINT)
     trainer_state = dict(state["trainer"])

@@ -32,13 +32,16 @@ def command_complete(args: argparse.Namespace) -> int:
         return 0
     with Store(paths.home_path()) as store:
         jobs = store.jobs()
+    words = []
     if "jobs" in args.what:
-        for job in jobs:
-            print(job.id)
-            print(job.name)
+        words += [word for job in jobs for word in (str(job.id), job.name)]
     if "experiments" in args.what:
-        for experiment in dict.fromkeys(job.experiment for job in jobs if job.experiment):
-            print(experiment)
+        words += list(dict.fromkeys(job.experiment for job in jobs if job.experiment))
+    # One word a line: a name holding a line break or a control character (stored before names were sanitised
+    # on every path) would be two words, or act on the terminal; it is left out, and its id still completes.
+    for word in words:
+        if word.isprintable():
+            print(word)
     return 0
 
 
@@ -74,9 +77,19 @@ def references(subparser: argparse.ArgumentParser) -> str:
 def bash_script(commands: dict) -> str:
     cases = "\n".join(f"        {name}) options=\"{' '.join(flag for action in options for flag in action.option_strings)}"
                       f"\"; references=\"{taken}\";;" for name, (options, taken) in commands.items())
+    # What `rlsup __complete` prints is data: a job name could read `$(touch x)`. compgen -W expands its word
+    # list as the shell expands a command line, so it only ever gets the fixed command names; everything else
+    # is read line by line with `read -r` and compared with the typed prefix by [[ ]], which expand nothing.
     return f"""# rlsup completion for bash: eval "$(rlsup completion bash)"
+_rlsup_offer() {{
+    local word
+    while IFS= read -r word; do
+        [[ -n $word && $word == "$1"* ]] && COMPREPLY+=("$word")
+    done
+}}
 _rlsup() {{
     local current=${{COMP_WORDS[COMP_CWORD]}} options="" references=""
+    COMPREPLY=()
     if [ "$COMP_CWORD" -eq 1 ]; then
         COMPREPLY=($(compgen -W "{' '.join(commands)}" -- "$current"))
         return
@@ -87,9 +100,9 @@ _rlsup() {{
     if [[ $current == -* ]]; then
         COMPREPLY=($(compgen -W "$options" -- "$current"))
     elif [ -n "$references" ]; then
-        COMPREPLY=($(compgen -W "$(rlsup __complete $references 2>/dev/null)" -- "$current") $(compgen -d -- "$current"))
+        _rlsup_offer "$current" < <(rlsup __complete $references 2>/dev/null; compgen -d -- "$current")
     else
-        COMPREPLY=($(compgen -f -- "$current"))
+        _rlsup_offer "$current" < <(compgen -f -- "$current")
     fi
 }}
 complete -o filenames -F _rlsup rlsup"""

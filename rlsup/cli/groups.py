@@ -53,7 +53,8 @@ def print_experiment_status(name: str, jobs: list[Job]) -> None:
     for row in group.rows:
         job = row.job
         state = colour.paint_state(job.state.value.ljust(8), job.state.value, painted)
-        print(f"{INDENT}{job.id:>4}  {job.name}  {state}  {row.step:,}/{job.total_steps:,}  {job.run_dir}")
+        print(f"{INDENT}{job.id:>4}  {formatting.printable(job.name)}  {state}  {row.step:,}/{job.total_steps:,}  "
+              f"{formatting.printable(job.run_dir)}")
     cells = [groups.VARIANT_HEADINGS, *groups.variant_cells(groups.variant_results(jobs))]
     widths = [max(len(line[index]) for line in cells) for index in range(4)]
     print("\nevaluations (mean ± std over seeds):")

@@ -144,7 +144,7 @@ def command_intent(args: argparse.Namespace) -> int:
             print(f"rlsup: {verb} recorded, but {error}", file=sys.stderr)
             code = 1
             continue
-        print(f"job {job.id} ({job.name}): {verb} requested (now {job.state})")
+        print(f"job {job.id} ({formatting.printable(job.name)}): {verb} requested (now {job.state})")
         if job.state is State.DONE and args.desired is Desired.RUNNING:
             print(f"  it reached its budget; raise total_steps in {job.spec_path} to train further")
     return code
@@ -208,10 +208,10 @@ def print_table(rows: list[jobview.JobRow]) -> None:
     lines: list[tuple[tuple[str, ...], str | None]] = [(COLUMNS, None)]  # cells, and the state to colour by
     for entry in groups.grouped(rows):
         if isinstance(entry, groups.GroupRow):
-            lines.append((group_views.group_cells(entry), None))
-            lines.extend((indented(table_cells(row)), row.job.state.value) for row in entry.rows)
+            lines.append((printable_cells(group_views.group_cells(entry)), None))
+            lines.extend((indented(printable_cells(table_cells(row))), row.job.state.value) for row in entry.rows)
         else:
-            lines.append((table_cells(entry), entry.job.state.value))
+            lines.append((printable_cells(table_cells(entry)), entry.job.state.value))
     widths = [max(len(cells[index]) for cells, _ in lines) for index in range(len(COLUMNS) - 1)]
     painted = colour.wanted()
     state_column = COLUMNS.index("STATE")
@@ -220,6 +220,11 @@ def print_table(rows: list[jobview.JobRow]) -> None:
         if state:  # colour after padding: escape codes have no width on screen
             padded[state_column] = colour.paint_state(padded[state_column], state, painted)
         print("  ".join(padded) + "  " + cells[-1])
+
+
+def printable_cells(cells: tuple[str, ...]) -> tuple[str, ...]:
+    """Every cell holds a job's data (names, paths, envs), which a job file or a received run wrote."""
+    return tuple(formatting.printable(cell) for cell in cells)
 
 
 def indented(cells: tuple[str, ...]) -> tuple[str, ...]:

@@ -114,7 +114,8 @@ def lineage_lines(run_dir: Path) -> list[str]:
     """What `rlsup status` says of a fork: its parent, and the chain of forks it ends."""
     parent = lineage.read_parent(run_dir)
     if parent is None:
-        return []
+        problem = lineage.parent_problem(run_dir)
+        return [f"a fork, but {problem}"] if problem else []
     return [parent.describe(), f"lineage: {lineage.lineage_line(run_dir)}"]
 
 

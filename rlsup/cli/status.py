@@ -38,7 +38,7 @@ def command_logs(args: argparse.Namespace) -> int:
         return 1
     path = Path(job.run_dir) / paths.LOG_FILE
     for line in runfiles.tail_lines(path, args.lines):
-        print(line)
+        print(formatting.printable(line))
     if args.follow:
         try:
             follow(path)
@@ -59,7 +59,7 @@ def follow(path: Path, *, poll_s: float = 0.25) -> None:
                 handle.seek(offset)
                 data = handle.read(size - offset)
             offset = size
-            sys.stdout.write(data.decode(errors="replace"))
+            sys.stdout.write(formatting.printable_lines(data.decode(errors="replace")))
             sys.stdout.flush()
         time.sleep(poll_s)
 
@@ -79,22 +79,22 @@ def command_status(args: argparse.Namespace) -> int:
     row = jobview.read_row(job)
     state = colour.paint_state(job.state.value, job.state.value, colour.wanted())
     unmet = jobstate.unmet_desire(job.state, job.desired)
-    print(f"job {job.id} {job.name}: {state}" + (f" (wants {unmet})" if unmet else ""))
+    print(f"job {job.id} {formatting.printable(job.name)}: {state}" + (f" (wants {unmet})" if unmet else ""))
     print(f"  step {row.step:,} of {job.total_steps:,}; restarts {job.restarts}/{job.max_restarts}"
           + (f"; pid {job.pid}" if job.pid else "") + (f"; GPU {job.gpus}" if job.gpus else ""))
     if job.cluster:  # where a cluster job runs, and Ray's name for it (`ray job logs` takes it)
         ref = job.process.ref if job.process else None
         print(f"  runs on cluster {job.where}" + (f" as {ref}" if ref else ""))
-    print("  " + following_line(job) + f"\n  run  {job.run_dir}")
+    print("  " + formatting.printable(following_line(job)) + f"\n  run  {formatting.printable(job.run_dir)}")
     if job.experiment:
         print(f"  one of experiment {job.experiment} (`rlsup status {job.experiment}` shows all of its jobs)")
     for line in lineage_lines(Path(job.run_dir)):
-        print("  " + line)
+        print("  " + formatting.printable(line))
     if job.reason:
-        print("  " + job.reason.replace("\n", "\n  "))
+        print("  " + formatting.printable_lines(job.reason).replace("\n", "\n  "))
     drift = client.spec_drift(job)
     if drift:
-        print("  " + drift)
+        print("  " + formatting.printable_lines(drift))
     print_events(job, args.events)
     print("\ncheckpoints:")
     for line in run_checkpoint_lines(Path(job.run_dir)):
@@ -108,7 +108,7 @@ def print_events(job: Job, count: int) -> None:
     print("\nevents:")
     for event in events:
         change = f"{event.from_state or ''} -> {event.to_state}" if event.to_state else event.kind
-        message = event.message.replace("\n", "\n" + " " * 22)
+        message = formatting.printable_lines(event.message).replace("\n", "\n" + " " * 22)
         print(f"  {formatting.clock_time(event.time, formatting.DATE_AND_TIME)}  {change:20} {message}")
 
 

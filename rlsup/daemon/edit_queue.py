@@ -96,6 +96,9 @@ class EditHandling:
             decision: edits.Decision = edits.unreadable_run_spec(error)
         else:
             decision = edits.decide(job, current, judged)
+            if isinstance(decision, edits.Accept) and decision.spec.job.name != current.job.name:
+                holder = self.store.name_holder(decision.spec.job.name, job.id)
+                decision = edits.keep_name(decision, current, judged.saved.path, holder)
         if isinstance(decision, edits.Refuse):
             log.info("job %s: edit refused: %s", job.id, decision.message.splitlines()[0])
             self.store.add_event(job.id, "refused", decision.message)

@@ -45,10 +45,11 @@ class Accept:
     new_identity: bool = False  # a job that never started takes identity edits too: algo and env change
     refused: tuple[str, ...] = ()  # the same save's identity fields, not applied
     refusal: str = ""              # and why: an event of its own, with file:line and the fork to run instead
+    note: str = ""                 # what else of the edit was not applied, and why (keep_name)
 
     @property
     def summary(self) -> str:
-        applied = "applied: " + "; ".join(str(change) for change in self.changes)
+        applied = "applied: " + "; ".join(str(change) for change in self.changes) + (f"; {self.note}" if self.note else "")
         return f"{applied}\nnot applied, refused from the same save: {', '.join(self.refused)}" if self.refused \
             else applied
 
@@ -123,3 +124,17 @@ def accept(job: Job, current: specs.JobSpec, edited: specs.JobSpec, changes: lis
                                   total_steps=edited.job.total_steps, step_reached=job.step)
     # A run keeps what its "auto" fields resolved to, unless the edit changes what they were resolved for.
     return Accept(edited if new_identity else specs.settle(current, edited), tuple(changes), action, new_identity)
+
+
+def keep_name(decision: Decision, current: specs.JobSpec, path: Path, holder: int | None) -> Decision:
+    """An edit whose new name job holder already holds keeps the job's name, and says so: a name finds one job
+    (issue 24), and the rest of the edit applies as it would have."""
+    if holder is None or not isinstance(decision, Accept):
+        return decision
+    note = (f"{path}: job.name {decision.spec.job.name!r} is job {holder}'s name, and a name finds one job: "
+            f"this job keeps {current.job.name!r}")
+    changes = tuple(change for change in decision.changes if change.field != "job.name")
+    if not changes:
+        return Refuse(note)
+    return dataclasses.replace(decision, spec=decision.spec.replace("job", name=current.job.name), changes=changes,
+                               note=note)

@@ -10,7 +10,8 @@ from rlsup.spec.changes import (Change, diff, identity_message, merge_live, only
 from rlsup.spec.fields import (ARRAY_TABLES, EDIT_CLASSES, IDENTITY, LIVE, RESUME, TABLES, CheckpointSection,
                                DqnSection, EnvSection, EvalSection, JobSection, JobSpec, LogSection, ReplaySection,
                                VtraceSection, env_state_fields, former_names, setting)
-from rlsup.spec.loading import SpecDeprecation, field_problem, load, loads, sanitize_name, sweep_of
+from rlsup.spec.loading import (SpecDeprecation, field_problem, load, loads, numbered_name, sanitize_name,
+                                sweep_of)
 from rlsup.spec.locating import Problem, SpecError, dotted, field_path, line_of, locate_keys
 from rlsup.spec.overrides import apply_overrides, file_digest, make_overrides, pin_overrides
 from rlsup.spec.render import json_schema, render_toml
@@ -25,6 +26,6 @@ __all__ = [
     "diff", "dotted", "env_state_fields", "field_path", "field_problem", "file_digest", "former_names",
     "identity_message", "item_violations", "job_violations", "json_schema", "line_of", "load", "loads",
     "locate_keys", "make_overrides", "merge_live", "only_live", "pin_overrides", "refusal_message", "refused",
-    "render_toml", "SWEEP_TABLE", "Sweep", "sanitize_name", "setting", "settle", "share_violations", "sweep_of",
-    "whole_shares", "without_identity",
+    "numbered_name", "render_toml", "SWEEP_TABLE", "Sweep", "sanitize_name", "setting", "settle", "share_violations",
+    "sweep_of", "whole_shares", "without_identity",
 ]

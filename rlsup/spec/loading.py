@@ -165,7 +165,16 @@ def _suggestion(word: str, choices: list[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+NAME_LENGTH = 64  # characters of a job name: part of its run directory's name, and a column of `rlsup list`
+
+
 def sanitize_name(name: str) -> str:
     """A name safe as a path component: no separators, no dots at the start, no control characters."""
     cleaned = re.sub(r"[^A-Za-z0-9_.\-]+", "-", name).strip("-.")
-    return cleaned[:64] or "job"
+    return cleaned[:NAME_LENGTH] or "job"
+
+
+def numbered_name(name: str, number: int) -> str:
+    """name-2, name-3…: another job's name when name is taken, cut so that the number is kept whole."""
+    suffix = f"-{number}"
+    return sanitize_name(name[:NAME_LENGTH - len(suffix)] + suffix)

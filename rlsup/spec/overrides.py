@@ -40,6 +40,11 @@ def apply_overrides(loaded: JobSpec, overrides: dict) -> JobSpec:
         section, field = key.split(".", 1)
         if entry.get("pinned") or getattr(getattr(loaded, section), field) == entry["file"]:
             loaded = loaded.replace(section, **{field: entry["value"]})
+    # Every job's spec passes here, at submit and at each live edit the daemon judges: a name the file changed
+    # after submit (so no override holds it) is sanitised like the first one, before it reaches the store, a
+    # shell's completion or a terminal.
+    if sanitize_name(loaded.job.name) != loaded.job.name:
+        loaded = loaded.replace("job", name=sanitize_name(loaded.job.name))
     return loaded
 
 

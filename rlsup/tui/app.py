@@ -11,11 +11,13 @@ from typing import Callable, Iterator
 
 from textual import work
 from textual.app import App, SuspendNotSupported
+from textual.markup import escape
 from textual.screen import Screen
 from textual.worker import get_current_worker
 
 from rlsup import client, jobstate, jobview, paths, plotting, spec as specs
 from rlsup.checkpoint.manifest import verify
+from rlsup.formatting import printable
 from rlsup.jobstate import ACTIVE, Desired
 from rlsup.jobview import JobRow
 from rlsup.tui import data, messages, overlay
@@ -265,7 +267,8 @@ class RlsupApp(App):
         if row is None or not row.foreground:
             return row
         advice = jobview.foreground_advice(jobview.pid_of(row.job), row.job.run_dir, action)
-        self.notify(f"{row.job.name} is {advice}.", title="Foreground run", severity="warning", timeout=12)
+        self.notify(f"{escape(printable(row.job.name))} is {escape(advice)}.", title="Foreground run",
+                    severity="warning", timeout=12)
         return None
 
     # -- actions -----------------------------------------------------------------------------
@@ -295,7 +298,8 @@ class RlsupApp(App):
         if desired is not Desired.KILLED:
             self.send_intent(desired, job.id)
             return
-        question = f"Kill job {job.id} ({job.name})? It stops without a checkpoint."
+        # Static reads markup: a name from a store older than name sanitising is shown as text, never as markup.
+        question = f"Kill job {job.id} ({escape(printable(job.name))})? It stops without a checkpoint."
         if job.state in ACTIVE:
             question += " Progress since its last checkpoint is lost."
         self.push_screen(ConfirmScreen(question, yes="Kill"),

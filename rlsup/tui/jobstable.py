@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
-from rlsup.formatting import decimal, duration, short_count, speed
+from rlsup.formatting import decimal, duration, printable, printable_lines, short_count, speed
 from rlsup.groups import GroupRow, grouped, shown
 from rlsup.jobview import JobRow, job_label, waiting_words, where
 from rlsup.tui.overlay import experiment_of_key, group_key
@@ -40,8 +40,9 @@ def width(cell: Text | str) -> int:
 
 
 def cut(text: str) -> Text:
-    """Text that ends in "…" where its column is narrower than it (a name is never read as markup)."""
-    return Text(text, no_wrap=True, overflow="ellipsis")
+    """Text that ends in "…" where its column is narrower than it (a name is never read as markup, nor acted on
+    by the terminal: it is a job's data)."""
+    return Text(printable(text), no_wrap=True, overflow="ellipsis")
 
 
 def job_cells(row: JobRow, bar_width: int = BAR_WIDTH, indent: str = "", marked: bool = False) -> tuple:
@@ -76,9 +77,9 @@ def state_cell(row: JobRow) -> Text:
     text.no_wrap, text.overflow = True, "ellipsis"
     if row.foreground:
         text.append(" foreground", style="bold magenta")
-    text.append(waiting_words(row.job), style="dim")
+    text.append(printable(waiting_words(row.job)), style="dim")
     if row.drift:
-        text.append(f" ⚠ {row.drift}", style="bold yellow")
+        text.append(f" ⚠ {printable_lines(row.drift)}", style="bold yellow")
     return text
 
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from textual.widgets import Log
 
+from rlsup.formatting import printable
+
 # Lines kept in the pane: the poller's tail is shorter, so a reader scrolled up keeps some history.
 KEPT_LINES = 2_000
 
@@ -29,6 +31,7 @@ class LogTail(Log):
     def show(self, lines: tuple[str, ...]) -> None:
         # Appending keeps the reader's place; Log scrolls along only when it was at the end.
         following = self.is_vertical_scroll_end
+        lines = tuple(printable(line) for line in lines)  # a run's log is its data: shown, never acted on
         appended = new_lines(list(self.lines), lines)
         if appended is None:
             self.clear()

@@ -13,7 +13,8 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
 
 from rlsup import lineage
-from rlsup.formatting import DATE_AND_MINUTE, clock_time, decimal, duration, short_count, speed
+from rlsup.formatting import (DATE_AND_MINUTE, clock_time, decimal, duration, printable, printable_lines, short_count,
+                               speed)
 from rlsup.jobstate import ACTIVE, State
 from rlsup.jobview import JobRow, job_label, pid_of
 from rlsup.store import Job
@@ -265,7 +266,7 @@ def job_details(row: JobRow, home: Path, per_row: int = 4) -> Group:
     job = row.job
     stamp = DATE_AND_MINUTE
     pairs: list[tuple[str, object]] = [
-        ("Job", f"{job_label(job)} {job.name}"), ("State", state_text(job.state)),
+        ("Job", f"{job_label(job)} {printable(job.name)}"), ("State", state_text(job.state)),
         ("Algo / env", f"{job.algo} on {job.env}"), ("Wanted", str(job.desired)),
         ("Step", f"{short_count(row.step)} of {short_count(job.total_steps)}"),
         ("Steps/s", speed(row.steps_per_second)), ("ETA", duration(row.eta_s)),
@@ -276,16 +277,20 @@ def job_details(row: JobRow, home: Path, per_row: int = 4) -> Group:
         ("Submitted", clock_time(job.submitted, stamp)), *run_times(job),
     ]
     return Group(label_grid(pairs, per_row),
-                 label_grid([("Reason", job.reason or "–"),
-                             ("Job file", job.spec_path + (f"  ⚠ {row.drift}" if row.drift else "")),
-                             ("Run dir", home_relative(job.run_dir, home)),
+                 label_grid([("Reason", printable_lines(job.reason or "–")),  # a job's data: shown, never acted on
+                             ("Job file", printable(job.spec_path)
+                              + (f"  ⚠ {printable_lines(row.drift)}" if row.drift else "")),
+                             ("Run dir", printable(home_relative(job.run_dir, home))),
                              *lineage_pairs(Path(job.run_dir))], per_row=1))
 
 
 def lineage_pairs(run_dir: Path) -> list[tuple[str, str]]:
     """A fork's parent and the chain of forks it ends (parent.json: one small file), else nothing."""
     parent = lineage.read_parent(run_dir)
-    return [("Forked from", f"{parent.origin}\n{lineage.lineage_line(run_dir)}")] if parent else []
+    if parent is None:
+        problem = lineage.parent_problem(run_dir)  # a damaged fork says so, as `rlsup status` does
+        return [("Forked from", printable(problem))] if problem else []
+    return [("Forked from", printable_lines(f"{parent.origin}\n{lineage.lineage_line(run_dir)}"))]
 
 
 def run_times(job: Job) -> list[tuple[str, str]]:

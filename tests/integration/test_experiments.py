@@ -78,10 +78,10 @@ def test_a_sweep_file_queues_variants_times_seeds_with_their_values(harness) -> 
     assert code == 0, err
     jobs = [harness.job(int(line)) for line in out.split()]
     assert [job.name for job in jobs] == [
-        "grid-lr1e-4-hidden_sizes16-s1", "grid-lr1e-4-hidden_sizes16-s4",
-        "grid-lr1e-4-hidden_sizes32x32-s1", "grid-lr1e-4-hidden_sizes32x32-s4",
-        "grid-lr3e-4-hidden_sizes16-s1", "grid-lr3e-4-hidden_sizes16-s4",
-        "grid-lr3e-4-hidden_sizes32x32-s1", "grid-lr3e-4-hidden_sizes32x32-s4"]
+        "grid-lr0.0001-hidden_sizes16-s1", "grid-lr0.0001-hidden_sizes16-s4",
+        "grid-lr0.0001-hidden_sizes32x32-s1", "grid-lr0.0001-hidden_sizes32x32-s4",
+        "grid-lr0.0003-hidden_sizes16-s1", "grid-lr0.0003-hidden_sizes16-s4",
+        "grid-lr0.0003-hidden_sizes32x32-s1", "grid-lr0.0003-hidden_sizes32x32-s4"]
     resolved = [runfiles.read_run_spec(Path(job.run_dir)) for job in jobs]
     assert [(spec.dqn.lr, spec.dqn.hidden_sizes, spec.job.seed) for spec in resolved] == [
         (lr, sizes, seed) for lr in (1e-4, 3e-4) for sizes in ([16], [32, 32]) for seed in (1, 4)]
@@ -92,7 +92,7 @@ def test_a_sweep_file_queues_variants_times_seeds_with_their_values(harness) -> 
     assert code == 0 and "8 done" in out
     variants = [line.split() for line in out.split("evaluations")[1].splitlines()[2:] if line.strip()]
     assert [cells[:3] for cells in variants] == [
-        [f"dqn.lr={lr}", f"dqn.hidden_sizes={sizes}", "2"] for lr in ("1e-4", "3e-4") for sizes in ("16", "32x32")]
+        [f"dqn.lr={lr}", f"dqn.hidden_sizes={sizes}", "2"] for lr in ("0.0001", "0.0003") for sizes in ("16", "32x32")]
     assert all("–" not in cells for cells in variants), out  # every variant was evaluated
 
     listing = json.loads(harness.cli("list", "--json")[1])

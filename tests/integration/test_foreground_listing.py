@@ -103,3 +103,16 @@ def test_a_foreground_run_beside_a_queued_job_keeps_the_job_s_id(foreground_run,
     entries = {entry["name"]: entry for entry in listed()}
     assert (entries["queued"]["id"], entries["queued"]["foreground"]) == (queued.id, False)
     assert entries["fg-cartpole"]["foreground"] is True
+
+
+def test_a_foreground_run_named_in_a_command_is_found_and_the_answer_says_what_to_do(foreground_run, rlsup_home):
+    process, run_dir = foreground_run("fg")
+    wait_until_listed_running(process)
+    for command, advice in ((("pause", "fg"), f"press Ctrl-C in its terminal to pause it with a checkpoint "
+                                              f"(from another terminal: kill -INT {process.pid})"),
+                            (("kill", "fg"), "press Ctrl-C twice in its terminal"),
+                            (("status", "fg"), f"`rlsup list` shows it, and its log is {run_dir}/worker.log")):
+        said = run_rlsup(*command)
+        assert said.returncode == 1 and "Traceback" not in said.stderr, said.stderr
+        assert f"rlsup: fg is a foreground run (`rlsup run`, pid {process.pid}), not the daemon's: {advice}" in \
+            said.stderr, said.stderr

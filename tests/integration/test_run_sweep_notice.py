@@ -19,7 +19,7 @@ def test_run_trains_the_files_own_values_and_says_the_sweep_is_left_out(tmp_path
     assert result.returncode == 0, result.stderr
     assert sweep_lines(result.stderr) == [
         f"rlsup: {path} has a [sweep] of 4 variants: rlsup run trains only the file's own values "
-        f"(dqn.lr=1e-3 dqn.hidden_sizes=32x32); `rlsup submit {path}` queues every variant"], result.stderr
+        f"(dqn.lr=0.001 dqn.hidden_sizes=32x32); `rlsup submit {path}` queues every variant"], result.stderr
     trained = runfiles.read_run_spec(tmp_path / "run")
     assert (trained.dqn.lr, list(trained.dqn.hidden_sizes), trained.job.total_steps) == (1e-3, [32, 32], 300)
 

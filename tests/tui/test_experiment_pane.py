@@ -76,7 +76,7 @@ async def test_a_group_row_shows_its_variant_table_before_and_after_evaluations(
         before = pane_text(app)
         assert figures(before) == {"Jobs": "4: 4 queued", "Steps": "0 of 6,000", "Latest return": "– (mean ± std)",
                                    "ETA": "–"}
-        assert variant_lines(before) == [["dqn.lr=1e-3", "2", "–", "–"], ["dqn.lr=3e-4", "2", "–", "–"]]
+        assert variant_lines(before) == [["dqn.lr=0.001", "2", "–", "–"], ["dqn.lr=0.0003", "2", "–", "–"]]
         assert variant_lines(before) == expected_lines(stored_jobs(daemon_home, "sweep"))
         assert not app.screen.query_one(CheckpointsTable).display  # the pane took the side column
 

@@ -24,7 +24,9 @@ def test_seeds_are_ranges_and_lists(text: str, seeds: tuple) -> None:
 @pytest.mark.parametrize("text, fragment", [("", "'' is not a seed"), ("1-", "'1-' is not a seed"),
                                             ("a,2", "'a' is not a seed"), ("-3", "'-3' is not a seed"),
                                             ("5-1", "runs backwards; write 1-5"), ("1-3,2", "seed 2 is given twice"),
-                                            ("0-5000", "more than 1000 seeds")])
+                                            ("0-5000", "more than 1000 seeds"),
+                                            # Arabic-Indic and full-width digits are digits to \d, not seeds
+                                            ("\u0661-\u0663", "is not a seed"), ("\uff11", "is not a seed")])
 def test_bad_seeds_are_one_sentence_naming_the_argument(text: str, fragment: str) -> None:
     with pytest.raises(experiments.SeedsError) as raised:
         experiments.parse_seeds(text)
@@ -37,8 +39,8 @@ def test_a_sweep_expands_to_variants_times_seeds_named_readably() -> None:
     sweep = specs.sweep_of(text)
     assert sweep.fields == (("dqn.lr", (1e-4, 3e-4)), ("dqn.gamma", (0.9, 0.99)))
     planned = experiments.plan(sweep, (1, 2), "cp")
-    assert [job.name for job in planned][:3] == ["cp-lr1e-4-gamma0.9-s1", "cp-lr1e-4-gamma0.9-s2",
-                                                 "cp-lr1e-4-gamma0.99-s1"]
+    assert [job.name for job in planned][:3] == ["cp-lr0.0001-gamma0.9-s1", "cp-lr0.0001-gamma0.9-s2",
+                                                 "cp-lr0.0001-gamma0.99-s1"]
     assert len(planned) == 8 and len({job.name for job in planned}) == 8
     assert planned[-1].values == {"dqn.lr": 3e-4, "dqn.gamma": 0.99, "job.seed": 2}
     spec = experiments.variant_spec(specs.loads(text), planned[-1])
@@ -47,16 +49,27 @@ def test_a_sweep_expands_to_variants_times_seeds_named_readably() -> None:
 
 def test_without_seeds_each_variant_keeps_the_files_seed_and_without_a_sweep_there_is_one_job() -> None:
     assert [job.name for job in experiments.plan(specs.sweep_of(BASE + '[sweep]\n"dqn.lr" = [1e-4]\n'), None,
-                                                 "cp")] == ["cp-lr1e-4"]
+                                                 "cp")] == ["cp-lr0.0001"]
     assert experiments.plan(specs.Sweep(), None, "cp") == [experiments.PlannedJob("cp", {})]
     labels = experiments.field_labels(["dqn.lr", "vtrace.lr", "dqn.gamma"])
     assert labels == {"dqn.lr": "dqn.lr", "vtrace.lr": "vtrace.lr", "dqn.gamma": "gamma"}
 
 
-@pytest.mark.parametrize("value, shown", [(1e-4, "1e-4"), (3e-4, "3e-4"), (0.99, "0.99"), (100.0, "100"),
-                                          (2.5e-5, "2.5e-5"), (True, "true"), ([64, 64], "64x64"), ("atari", "atari")])
+@pytest.mark.parametrize("value, shown", [(1e-4, "0.0001"), (3e-4, "0.0003"), (0.99, "0.99"), (100.0, "100"),
+                                          (2.5e-5, "0.000025"), (1e-3, "0.001"), (0.0023, "0.0023"), (-0.5, "-0.5"),
+                                          (1.5e7, "15000000"), (True, "true"), ([64, 64], "64x64"),
+                                          ("atari", "atari")])
 def test_values_are_named_compactly(value, shown: str) -> None:
     assert experiments.compact(value) == shown
+
+
+def test_every_number_of_a_sweep_is_named_in_one_format_that_sorts_by_value() -> None:
+    # 1e-3 was named lr1e-3 beside lr0.0023: two formats in one list, and names that sorted 1e-3, 1e-4, 5e-4.
+    values = [1e-5, 3e-5, 1e-4, 5e-4, 1e-3, 0.0023, 0.01, 0.5]
+    sweep = specs.sweep_of(BASE + f'[sweep]\n"dqn.lr" = [{", ".join(map(repr, reversed(values)))}]\n')
+    names = [job.name for job in experiments.plan(sweep, None, "cp")]
+    assert all("e-" not in name for name in names), names
+    assert sorted(names) == [f"cp-lr{experiments.compact(value)}" for value in values]
 
 
 @pytest.mark.parametrize("sweep, fragment", [
@@ -179,3 +192,12 @@ def test_an_experiments_eta_counts_its_queued_jobs() -> None:
     # 50 steps left in each of 4 jobs that will run, at the 50/60 steps/s the running one makes; the paused
     # job waits for a resume, which no ETA can foresee.
     assert group.eta_s == 240.0
+
+
+def test_a_sweep_list_longer_than_a_submit_queues_is_refused_at_its_line_before_its_values_are_compared() -> None:
+    # Each value was compared with every one before it (a repeat check): 20,000 values took 23 s.
+    values = ", ".join(str(index + 1) for index in range(50_000))
+    with pytest.raises(specs.SpecError) as raised:
+        specs.loads(BASE + f'[sweep]\n"dqn.batch_size" = [{values}]\n', file="long.toml")
+    assert str(raised.value) == ("long.toml:7: sweep.dqn.batch_size: lists 50,000 values; one submit queues at most "
+                                 "1,000 jobs")

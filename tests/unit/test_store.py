@@ -10,7 +10,7 @@ import pytest
 
 from rlsup import store as store_module
 from rlsup.jobstate import Desired, State, TransitionError
-from rlsup.store import Process, SentSignal, SignalKind, Store, StoreError
+from rlsup.store import AmbiguousName, Process, SentSignal, SignalKind, Store, StoreError
 
 
 @pytest.fixture
@@ -130,7 +130,10 @@ def test_find_job_by_id_name_and_run_directory(store, tmp_path):
     newer = submit(store, "pong_x", run_dir=tmp_path / "runs" / "pong_x-2")
     assert store.find_job(str(first.id)).id == first.id
     assert store.find_job(first.id).id == first.id
-    assert store.find_job("pong_x").id == newer.id  # a name means its newest job
+    # A name two jobs share (a store from before names were unique) is refused, naming both: the newest was
+    # picked silently, and may not be the job meant (issue 24 item 10).
+    with pytest.raises(AmbiguousName, match=f"'pong_x' names jobs {first.id} and {newer.id}: give one of their ids"):
+        store.find_job("pong_x")
     assert store.find_job(str(run_dir)).id == first.id
     assert store.find_job(str(run_dir) + "/").id == first.id
     assert store.find_job(run_dir.name).id == first.id
