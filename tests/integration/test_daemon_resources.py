@@ -1,0 +1,28 @@
+"""The daemon's loop and resources under attack (issue 23): a huge log line, a flooding hook, a lost store."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlsup import paths, runfiles
+from rlsup.daemon import main as daemon_main
+from rlsup.jobstate import State
+
+HUGE_LINE = 24 * 1024 * 1024
+
+
+def test_a_failing_job_with_a_24_mib_log_line_is_quoted_within_a_fixed_bound(harness) -> None:
+    breaks = harness.submit(harness.job_file("breaks", total_steps=1_500))
+    run_dir = Path(breaks.run_dir)
+    # A `\r` progress bar's one line, then a run whose job.toml no longer parses: its worker exits 2.
+    (run_dir / paths.LOG_FILE).write_bytes(b"progress" + b"#" * HUGE_LINE)
+    (run_dir / paths.JOB_FILE).write_text("[job]\ntotal_steps = -1\n")
+    harness.start_daemon()
+
+    failed = harness.wait_state(breaks.id, State.FAILED)
+    quoted = failed.reason.partition("last lines of worker.log:\n")[2]
+    assert quoted, failed.reason[:2000]
+    # The daemon read the log's end, not the whole line: what it quotes is bounded whatever the file's size.
+    assert len(quoted.encode()) <= runfiles.QUOTED_TAIL_BYTES + 200 * daemon_main.LOG_TAIL_LINES
+    code, out, err = harness.cli("logs", str(breaks.id), "-n", "5")
+    assert code == 0, err
+    assert len(out.encode()) <= runfiles.TAIL_BYTES + 2000 and runfiles.CUT_MARK in out
