@@ -1,0 +1,72 @@
+"""The store under attack (issue 23): a write lock held by another process, a corrupt file, a lost file."""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from rlsup import client, paths
+from rlsup.jobstate import Desired, State
+from rlsup_testing import assert_one_line_error, cartpole_job, run_rlsup
+
+# Holds a real write transaction on the database named by argv[1] until its stdin closes.
+HOLD_WRITE_LOCK = """
+import sqlite3, sys
+connection = sqlite3.connect(sys.argv[1], isolation_level=None)
+connection.execute("BEGIN IMMEDIATE")
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+@contextlib.contextmanager
+def write_lock_held(database: Path):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_WRITE_LOCK, str(database)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        yield holder
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+        holder.stdout.close()
+
+
+def test_a_held_write_lock_lets_list_read_and_makes_pause_one_line_that_loses_nothing(harness) -> None:
+    job = harness.submit(harness.job_file("waits"))
+    with write_lock_held(harness.home / paths.DATABASE):
+        listed = run_rlsup("list")
+        assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
+        assert "waits" in listed.stdout
+        # The store answers no write for as long as the lock is held: the pause is reported, not recorded.
+        paused = run_rlsup("pause", str(job.id))
+        assert_one_line_error(paused, 1, "busy", "pause", "not recorded", "again")
+        assert harness.job(job.id).desired is Desired.RUNNING
+    again = run_rlsup("pause", str(job.id))
+    assert again.returncode == 0, again.stderr
+    assert harness.wait_state(job.id, State.PAUSED).desired is Desired.PAUSED
+
+
+def test_a_database_of_garbage_is_one_line_from_every_command(rlsup_home, tmp_path) -> None:
+    job_file = cartpole_job(tmp_path, name="garbage")
+    database = rlsup_home / paths.DATABASE
+    database.write_bytes(b"this is not a database\n" * 500)
+    commands = [["list"], ["list", "--json"], ["submit", job_file], ["pause", "1"], ["resume", "1"], ["kill", "1"],
+                ["logs", "1"], ["status", "1"], ["checkpoints", "1"], ["daemon", "status"], ["daemon", "start"],
+                ["fork", "1", job_file], ["plot", "1"], ["export", "1", "--format", "torchscript", "--out", tmp_path / "policy.pt"]]
+    try:
+        for command in commands:
+            result = run_rlsup(*command)
+            assert result.returncode != 0, command
+            assert_one_line_error(result, result.returncode, str(database), "not an rlsup store")
+    finally:
+        daemon = client.daemon_status(rlsup_home)
+        if daemon.pid:  # a daemon that started on a store it cannot read would be the defect
+            os.kill(daemon.pid, signal.SIGKILL)
+    # Completion prints nothing rather than a traceback into the user's shell.
+    completed = run_rlsup("__complete", "jobs")
+    assert completed.stdout == "" and "Traceback" not in completed.stderr
+    assert database.read_bytes() == b"this is not a database\n" * 500  # nothing overwrote it
