@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from rlsup import foreground, paths, runfiles
+from rlsup import foreground, locks, paths, runfiles
 from rlsup.jobstate import ACTIVE, Desired, State
 from rlsup.store import Job, Process
 
@@ -208,3 +208,16 @@ def foreground_jobs(home: Path | None = None, stored: Iterable[Job] = ()) -> lis
     adopted = {job.pid for job in stored if job.pid is not None}
     return [foreground_job(run, read_worker_status(run.run_dir)) for run in foreground.live_runs(home)
             if run.pid not in adopted]
+
+
+def unowned_workers(home: Path, stored: Iterable[Job]) -> list[tuple[int, Path]]:
+    """(pid, run directory) of each worker, found by its run's lock, training a run of home's runs/ that no
+    stored job and no foreground run owns: one whose job a lost store took with it."""
+    owned = {Path(job.run_dir) for job in stored} | {run.run_dir for run in foreground.live_runs(home)}
+    runs = Path(home) / "runs"
+    found = []
+    for run_dir in sorted(runs.iterdir()) if runs.is_dir() else []:
+        holder = locks.holder(run_dir / paths.WORKER_LOCK) if run_dir not in owned else None
+        if holder is not None and holder.held and holder.pid:
+            found.append((holder.pid, run_dir))
+    return found

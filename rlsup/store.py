@@ -114,11 +114,14 @@ class Store:
     def _open(self) -> None:
         self.connection.row_factory = sqlite3.Row
         self.connection.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
+        # Read first, without the write lock: a reader (rlsup list) must not wait for a writer to migrate nothing.
+        version = self.schema_version()
+        if version == 0:
+            refuse_if_lost(self.path)  # emptied under a home whose jobs it held (checked again under the lock)
         self.connection.execute("PRAGMA journal_mode = WAL")  # already WAL: a read, no lock taken
         self.connection.execute("PRAGMA synchronous = NORMAL")
         self.connection.execute("PRAGMA foreign_keys = ON")
-        # Read first, without the write lock: a reader (rlsup list) must not wait for a writer to migrate nothing.
-        if self.schema_version() != SCHEMA_VERSION:
+        if version != SCHEMA_VERSION:
             self._migrate()
         mark_made(self.path)
 

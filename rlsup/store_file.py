@@ -57,8 +57,8 @@ def mark_made(path: Path) -> None:
 def refuse_if_lost(path: Path) -> None:
     """Raise StoreLost when a store was made at path and what is there now holds no schema."""
     if made_mark(path).exists():
-        raise StoreLost(f"{path} is gone or empty, but this home had a store: its jobs are not in a new one. "
-                        f"Restore it from a backup, or delete {made_mark(path)} to begin an empty store")
+        raise StoreLost(f"{path} is gone or empty, but this home had a store, whose jobs a new one would hide: "
+                        f"restore it from a backup, or delete {made_mark(path)} to begin an empty store")
 
 
 def exists(home: Path) -> bool:
@@ -70,13 +70,28 @@ def exists(home: Path) -> bool:
     return False
 
 
-def identity(path: Path) -> tuple[int, int] | None:
-    """(device, inode) of the file at path now, None when there is none: the daemon compares it with its own."""
-    try:
-        found = os.stat(path)
-    except FileNotFoundError:
+class FileGuard:
+    """The store's file as a daemon opened it. Its path naming no file, another file, or a shorter one means
+    the store was deleted, replaced or cut under the daemon, which would go on reading what it holds open
+    while clients see another store. SQLite never shrinks the file: rlsup runs no VACUUM."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        found = os.stat(self.path)
+        self.identity, self.size = (found.st_dev, found.st_ino), found.st_size
+
+    def lost(self) -> str | None:
+        """What happened to the file since, or None while it is the one opened."""
+        try:
+            found = os.stat(self.path)
+        except FileNotFoundError:
+            return "was deleted"
+        if (found.st_dev, found.st_ino) != self.identity:
+            return "was replaced by another file"
+        if found.st_size < self.size:
+            return f"was cut from {self.size} to {found.st_size} bytes"
+        self.size = found.st_size
         return None
-    return found.st_dev, found.st_ino
 
 
 def create_private(path: Path) -> None:

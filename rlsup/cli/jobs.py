@@ -187,6 +187,9 @@ def command_list(args: argparse.Namespace) -> int:
         with Store(home) as store:
             stored = store.jobs()
     rows = [jobview.read_row(job) for job in stored + jobview.foreground_jobs(home, stored)]
+    for pid, run_dir in jobview.unowned_workers(home, stored):
+        print(f"rlsup: worker pid {pid} trains {run_dir}, which no job owns (its store was lost): `kill -INT {pid}` "
+              f"pauses it with a checkpoint; `rlsup run --resume {run_dir}` continues it", file=sys.stderr)
     if args.json:
         print(json.dumps(listing_json(rows), indent=1))
         return 0

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from rlsup import hardware as hardware_module, jobstate, runfiles, spec as specs
+from rlsup import hardware as hardware_module, jobstate, runfiles, spec as specs, store_file
 from rlsup.daemon import edits, hooks, moves, scheduler
 from rlsup.daemon.runner import JobRunner, RunnerUnavailable, Signal, WorkerHandle
 from rlsup.daemon.runners import Runners
@@ -40,6 +40,8 @@ class Daemon:
         self.home = Path(home)
         self.settings = settings
         self.store = Store(self.home)
+        self.store_file = store_file.FileGuard(self.store.path)
+        self.store_lost = False  # its file was deleted, replaced or cut: the daemon stops (run() says why)
         self.runner: JobRunner = runner or Runners(LocalRunner(), lambda: self.settings.clusters)
         self.machine = machine or hardware_module.Hardware()
         self.wake = threading.Event()
@@ -71,12 +73,15 @@ class Daemon:
         finally:
             self.watcher.stop()
             self.hooks.stop()
-            self.store.add_event(None, "daemon", "daemon stopped; workers keep running")
+            if not self.store_lost:
+                self.store.add_event(None, "daemon", "daemon stopped; workers keep running")
             log.info("daemon stopped; %d worker(s) left running", len(self.runner.handles()))
             self.store.close()
             self.machine.close()
 
     def tick(self) -> None:
+        if self.check_store_file():
+            return
         if self.reload_settings:
             self.apply_settings()
         now = time.monotonic()
@@ -99,6 +104,17 @@ class Daemon:
             self.last_sample = now
             self.sample_hardware()
         self.hooks.follow(self.settings)
+
+    def check_store_file(self) -> bool:
+        """Stop when the store's file is not the one this daemon reads: a pause would reach another job than
+        the one listed, and new submits would wait for ever."""
+        lost = self.store_file.lost()
+        if lost:
+            log.error("%s %s: the daemon stops, its workers keep running; restore the store, then start the "
+                      "daemon again", self.store.path, lost)
+            self.store_lost = True
+            self.request_stop()
+        return bool(lost)
 
     def request_stop(self, *_signal_arguments) -> None:
         self.stopping.set()

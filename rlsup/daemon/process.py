@@ -18,6 +18,8 @@ from rlsup.daemon.startup import AlreadyRunning, detach_output, setup_logging, t
 
 log = logging.getLogger("rlsup.daemon")
 
+EXIT_STORE_LOST = 3  # the store's file was deleted, replaced or cut under the daemon (daemon.log says which)
+
 
 def run(home: Path | None = None, *, settings: scheduler.Settings | None = None,
         machine: hardware_module.Machine | None = None, runner: JobRunner | None = None, detach: bool = False) -> int:
@@ -64,4 +66,4 @@ def run(home: Path | None = None, *, settings: scheduler.Settings | None = None,
         return 1
     finally:
         os.close(lock)
-    return 0
+    return EXIT_STORE_LOST if daemon.store_lost else 0

@@ -8,9 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rlsup import client, paths
-from rlsup.jobstate import Desired, State
-from rlsup_testing import assert_one_line_error, cartpole_job, run_rlsup
+import pytest
+
+from rlsup import client, paths, runfiles, store_file
+from rlsup.daemon.process import EXIT_STORE_LOST
+from rlsup.jobstate import EXIT_PAUSED, Desired, State
+from rlsup.store import Store
+from rlsup_testing import alive, assert_one_line_error, cartpole_job, run_rlsup
 
 # Holds a real write transaction on the database named by argv[1] until its stdin closes.
 HOLD_WRITE_LOCK = """
@@ -70,3 +74,41 @@ def test_a_database_of_garbage_is_one_line_from_every_command(rlsup_home, tmp_pa
     completed = run_rlsup("__complete", "jobs")
     assert completed.stdout == "" and "Traceback" not in completed.stderr
     assert database.read_bytes() == b"this is not a database\n" * 500  # nothing overwrote it
+
+
+@pytest.mark.parametrize("damage", ["unlink", "truncate"])
+def test_a_store_lost_under_a_running_daemon_is_never_silently_replaced(harness, damage) -> None:
+    daemon = harness.start_daemon()
+    job = harness.submit(harness.job_file("trains", total_steps=1_000_000, checkpoint_every=0))
+    harness.wait_step(job.id, 100)
+    worker = harness.job(job.id).pid
+    database = harness.home / paths.DATABASE
+    if damage == "unlink":
+        database.unlink()
+    else:  # everything checkpointed into the file first, so that cutting it loses the jobs
+        harness.store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        os.truncate(database, 0)
+
+    # The daemon notices its file is not the store any more, and stops with one line and its own code.
+    harness.wait_for(lambda: daemon.poll() is not None, timeout=60, what="the daemon to stop",
+                     report=lambda: (harness.home / paths.DAEMON_LOG).read_text())
+    assert daemon.returncode == EXIT_STORE_LOST
+    lost = [line for line in (harness.home / paths.DAEMON_LOG).read_text().splitlines() if "ERROR" in line]
+    assert len(lost) == 1 and str(database) in lost[0] and "stops" in lost[0], lost
+    # Clients refuse to make an empty store where one was, each in one line that says how to go on.
+    for command in (["list"], ["pause", str(job.id)], ["submit", harness.job_file("another")]):
+        assert_one_line_error(run_rlsup(*command), 1, str(database), "restore it")
+    assert not database.exists() or database.stat().st_size == 0
+    assert alive(worker), "the worker goes on training: nothing was lost but the store"
+
+    # The user begins again: the worker no job owns is listed, with what stops it. (No connection stays open on
+    # the old store: one would keep a new client from making a cut file a store again.)
+    harness.store.close()
+    store_file.made_mark(database).unlink()
+    listed = run_rlsup("list")
+    harness.store = Store(harness.home)
+    assert listed.returncode == 0, listed.stderr
+    assert f"pid {worker}" in listed.stderr and job.run_dir in listed.stderr and "kill -INT" in listed.stderr
+    os.kill(worker, signal.SIGINT)
+    harness.wait_for(lambda: not alive(worker), timeout=120, what="the unowned worker to pause")
+    assert runfiles.read_exit(Path(job.run_dir))["code"] == EXIT_PAUSED
