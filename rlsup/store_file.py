@@ -37,8 +37,14 @@ def translated(path: Path, timeout_s: float) -> Iterator[None]:
     try:
         yield
     except sqlite3.OperationalError as error:
-        if "locked" in str(error) or "busy" in str(error):
+        text = str(error)
+        if "locked" in text or "busy" in text:
             raise StoreBusy(path, timeout_s) from None
+        if "unable to open" in text or "readonly" in text:  # a read-only directory or file: not a damaged one
+            raise StoreError(f"{path} cannot be opened to write ({error}): rlsup writes it, and beside it its -wal "
+                             f"and -shm files; make {Path(path).parent} writable") from None
+        if "disk" in text:  # full, or an I/O error
+            raise StoreError(f"{path}: {error}; nothing was recorded") from None
         raise not_a_store(path, error) from None
     except sqlite3.DatabaseError as error:  # "file is not a database", "database disk image is malformed"
         raise not_a_store(path, error) from None

@@ -33,13 +33,13 @@ def main(arguments: list[str]) -> int:
             open_pipe = bool(chunk)
             tail += chunk
             del tail[:-tail_bytes]
-    tail += read_available(reading) if open_pipe else b""
-    os.close(reading)  # a child left behind that writes on gets EPIPE: nothing more is kept
-    with contextlib.suppress(subprocess.TimeoutExpired):
+    with contextlib.suppress(subprocess.TimeoutExpired):  # the pipe closed early: the shell's end is all to wait for
         shell.wait(timeout=max(0.0, deadline - time.monotonic()))
+    tail += read_available(reading) if open_pipe else b""
     write_out(bytes(tail[-tail_bytes:]))
-    if shell.poll() is None:  # past its deadline
+    if shell.poll() is None:  # past its deadline; decided before the pipe closes, which may end it otherwise
         os.killpg(0, signal.SIGKILL)  # the shell, what it started, and this process: the daemon sees signal 9
+    os.close(reading)  # a child left behind that writes on gets EPIPE: nothing more is kept
     code = shell.returncode
     if code < 0:  # killed by a signal: end the same way, so the daemon reports that signal
         signal.signal(-code, signal.SIG_DFL)

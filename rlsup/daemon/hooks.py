@@ -29,6 +29,8 @@ OUTPUT_LOGGED_BYTES = 4096
 # daemon kills the group itself only this long after, should hook_shell.py not have.
 BACKSTOP_AFTER_S = 2.0
 HOOK_SHELL = str(Path(__file__).with_name("hook_shell.py"))
+# A hook's bytes reach daemon.log escaped: a terminal showing the log must not take them for commands.
+CONTROL_ESCAPES = {code: f"\\x{code:02x}" for code in (*range(32), *range(127, 160)) if code != ord("\t")}
 
 
 @dataclass
@@ -154,4 +156,4 @@ def log_end(hook: RunningHook, code: int, seconds: float) -> None:
     finally:
         os.close(hook.output)
     for line in text.splitlines():
-        log.log(level, "%s output: %s", hook.name(), line)
+        log.log(level, "%s output: %s", hook.name(), line.translate(CONTROL_ESCAPES))

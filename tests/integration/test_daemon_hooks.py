@@ -185,3 +185,21 @@ def test_a_hook_whose_daemon_was_killed_still_ends_at_its_timeout(harness, tmp_p
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(hook, signal.SIGKILL)
+
+
+def test_a_hooks_background_child_and_binary_output_neither_hold_nor_reach_the_log_raw(harness, tmp_path) -> None:
+    child_pid = tmp_path / "child-pid"
+    # The child keeps the output pipe open long after the hook's shell ended; the shell writes escape bytes.
+    harness.settings(on_failed=f"sleep 600 & echo $! > {child_pid}; printf 'red\\033[31m\\377\\n'", hook_timeout_s=60)
+    failing_job(harness)
+    harness.start_daemon()
+    daemon_log = harness.home / paths.DAEMON_LOG
+    harness.wait_for(lambda: re.search(r"on_failed hook \(pid \d+\) exited 0", daemon_log.read_text()), timeout=60,
+                     what="the hook's end, its child still running", report=harness.report)
+    child = int(child_pid.read_text())
+    try:
+        assert alive(child)
+        output = [line for line in daemon_log.read_text().splitlines() if "output: " in line]
+        assert [line.partition("output: ")[2] for line in output] == ["red\\x1b[31m\ufffd"]
+    finally:
+        os.kill(child, signal.SIGKILL)
