@@ -19,7 +19,7 @@ from rlsup.daemon.settings_file import load_settings
 from rlsup.daemon.watcher import SpecWatcher
 from rlsup.jobstate import ACTIVE, Desired, EditAction, Exit, State
 from rlsup.jobview import WorkerStatus, jobs_following, read_worker_status
-from rlsup.store import Job, JobChanges, Process, SentSignal, SignalKind, Store
+from rlsup.store import Job, JobChanges, Process, SentSignal, SignalKind, Store, StoreBusy
 
 log = logging.getLogger("rlsup.daemon")
 
@@ -50,6 +50,7 @@ class Daemon:
         self.hooks = hooks.Hooks(self.store)    # before recover(): the exits it settles run their hooks
         self.mover = moves.RunMover(self.wake)  # runs made locally moving under a cluster's run_root
         self.pending_reload: set[int] = set()   # live edits that reached a worker still starting
+        self.unsettled: list[tuple[WorkerHandle, Exit]] = []  # exits reaped while the store was busy
         self.known_jobs: set[int] = set()       # jobs whose file has been checked since start-up
         # (job, worker pid, sentence) of each status.json notice already recorded as an event
         self.notices_seen: set[tuple[int, int, str]] = set()
@@ -67,7 +68,10 @@ class Daemon:
         self.recover()   # also checks every job's file once: edits made while no daemon watched
         try:
             while not self.stopping.is_set():
-                self.tick()
+                try:
+                    self.tick()
+                except StoreBusy as error:  # another process holds the write lock: what was not recorded waits
+                    log.warning("%s; the daemon tries again", error.why)
                 self.wake.wait(self.settings.tick_s)
                 self.wake.clear()
         finally:
@@ -86,9 +90,10 @@ class Daemon:
             self.apply_settings()
         now = time.monotonic()
         version = self.store.data_version()
-        ended = self.runner.reap()
+        ended, self.unsettled = self.unsettled + self.runner.reap(), []
         for worker, outcome in ended:
-            self.contain(worker.job_id, lambda: self.finish(worker, outcome))
+            if not self.contain(worker.job_id, lambda: self.finish(worker, outcome)):
+                self.unsettled.append((worker, outcome))  # reaped, so nothing else would settle it
         for moved in self.mover.finished():
             self.dirty = True
             self.contain(moved.job_id, lambda: moves.record(self.mover, self.store, moved))
@@ -106,8 +111,7 @@ class Daemon:
         self.hooks.follow(self.settings)
 
     def check_store_file(self) -> bool:
-        """Stop when the store's file is not the one this daemon reads: a pause would reach another job than
-        the one listed, and new submits would wait for ever."""
+        """Stop when the store's file is not the one read here: pause 1 would reach another job than listed."""
         lost = self.store_file.lost()
         if lost:
             log.error("%s %s: the daemon stops, its workers keep running; restore the store, then start the "
@@ -169,13 +173,18 @@ class Daemon:
         self.store.add_event(job.id, "adopted", f"adopted worker pid {worker.pid} holding the run ({why})")
         return worker
 
-    def contain(self, job_id: int, action: Callable[[], object]) -> None:
-        """Do one job's part of the loop; whatever in that job breaks it fails the job, never the daemon."""
+    def contain(self, job_id: int, action: Callable[[], object]) -> bool:
+        """Do one job's part of the loop; whatever in that job breaks it fails the job, never the daemon. A busy
+        store is no fault of the job (failing it killed its worker): nothing was recorded, and False says so."""
         try:
             action()
+        except StoreBusy as error:
+            log.warning("job %s: %s; tried again", job_id, error.why)
+            return False
         except Exception as error:
             log.exception("job %s: the daemon could not handle it", job_id)
             self.fail_broken(job_id, f"the daemon could not handle this job: {type(error).__name__}: {error}")
+        return True
 
     def fail_broken(self, job_id: int, reason: str) -> None:
         try:

@@ -112,3 +112,17 @@ def test_a_store_lost_under_a_running_daemon_is_never_silently_replaced(harness,
     os.kill(worker, signal.SIGINT)
     harness.wait_for(lambda: not alive(worker), timeout=120, what="the unowned worker to pause")
     assert runfiles.read_exit(Path(job.run_dir))["code"] == EXIT_PAUSED
+
+
+def test_a_write_lock_held_past_the_busy_timeout_fails_no_job_and_stops_no_daemon(harness) -> None:
+    daemon = harness.start_daemon()
+    job = harness.submit(harness.job_file("trains", total_steps=1_000_000, checkpoint_every=0))
+    harness.wait_step(job.id, 100)
+    worker = harness.job(job.id).pid
+    log = harness.home / paths.DAEMON_LOG
+    with write_lock_held(harness.home / paths.DATABASE):
+        # The daemon's writes (the step it follows) wait out their busy timeout and find the store busy.
+        harness.wait_for(lambda: "busy" in log.read_text(), timeout=120, what="the daemon to find the store busy")
+    moved = harness.wait_step(job.id, harness.job(job.id).step + 100)
+    assert moved["pid"] == worker and alive(worker), harness.report(job.id)
+    assert harness.job(job.id).state is State.RUNNING and daemon.poll() is None
