@@ -10,8 +10,9 @@ from typing import Iterator
 from rlsup import paths
 
 
-class StoreError(RuntimeError):
-    """The database cannot be used (a newer schema, a corrupt file, a lost one)."""
+class StoreError(sqlite3.DatabaseError):
+    """The database cannot be used (a newer schema, a corrupt file, a lost one). A DatabaseError, so that what
+    already answers SQLite's errors (the TUI's poller and actions) answers these sentences too."""
 
 
 class StoreBusy(StoreError):
