@@ -37,6 +37,8 @@ def translated(path: Path, timeout_s: float) -> Iterator[None]:
     """SQLite's errors on path as StoreError sentences: busy (nothing written), or not a database."""
     try:
         yield
+    except StoreError:  # a sentence already (a DatabaseError too)
+        raise
     except sqlite3.OperationalError as error:
         text = str(error)
         if "locked" in text or "busy" in text:
@@ -64,8 +66,9 @@ def mark_made(path: Path) -> None:
 def refuse_if_lost(path: Path) -> None:
     """Raise StoreLost when a store was made at path and what is there now holds no schema."""
     if made_mark(path).exists():
-        raise StoreLost(f"{path} is gone or empty, but this home had a store, whose jobs a new one would hide: "
-                        f"restore it from a backup, or delete {made_mark(path)} to begin an empty store")
+        raise StoreLost(f"{path} is missing, empty or another database, but this home had a store, whose jobs a "
+                        f"new one would hide: restore it from a backup, or delete {made_mark(path)} to begin an empty "
+                        f"store")
 
 
 def exists(home: Path) -> bool:

@@ -97,7 +97,7 @@ def test_a_store_lost_under_a_running_daemon_is_never_silently_replaced(harness,
     assert len(lost) == 1 and str(database) in lost[0] and "stops" in lost[0], lost
     # Clients refuse to make an empty store where one was, each in one line that says how to go on.
     for command in (["list"], ["pause", str(job.id)], ["submit", harness.job_file("another")]):
-        assert_one_line_error(run_rlsup(*command), 1, str(database), "restore it")
+        assert_one_line_error(run_rlsup(*command), 1, str(database), "had a store", "restore it")
     assert not database.exists() or database.stat().st_size == 0
     assert alive(worker), "the worker goes on training: nothing was lost but the store"
 
