@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import os
 import shlex
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -217,7 +218,18 @@ def unowned_workers(home: Path, stored: Iterable[Job]) -> list[tuple[int, Path]]
     runs = Path(home) / "runs"
     found = []
     for run_dir in sorted(runs.iterdir()) if runs.is_dir() else []:
-        holder = locks.holder(run_dir / paths.WORKER_LOCK) if run_dir not in owned else None
-        if holder is not None and holder.held and holder.pid:
+        lock = run_dir / paths.WORKER_LOCK
+        if run_dir in owned or not regular_file(lock):
+            continue
+        holder = locks.holder(lock)
+        if holder.held and holder.pid:
             found.append((holder.pid, run_dir))
     return found
+
+
+def regular_file(path: Path) -> bool:
+    """A regular file itself, not through a link: a FIFO would block its open, and a run may come from a stranger."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False

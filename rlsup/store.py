@@ -117,7 +117,7 @@ class Store:
         # Read first, without the write lock: a reader (rlsup list) must not wait for a writer to migrate nothing.
         version = self.schema_version()
         if version == 0:
-            refuse_if_lost(self.path)  # emptied under a home whose jobs it held (checked again under the lock)
+            refuse_if_lost(self.path, self.schema_version)  # emptied or replaced (checked again under the lock)
         self.connection.execute("PRAGMA journal_mode = WAL")  # already WAL: a read, no lock taken
         self.connection.execute("PRAGMA synchronous = NORMAL")
         self.connection.execute("PRAGMA foreign_keys = ON")
@@ -140,7 +140,7 @@ class Store:
         with self._write():
             version = self.schema_version()
             if version == 0:
-                refuse_if_lost(self.path)  # emptied or remade under a home whose jobs it held
+                refuse_if_lost(self.path, self.schema_version)  # emptied or remade under a home whose jobs it held
             if version > SCHEMA_VERSION:
                 raise StoreError(f"{self.path} has schema version {version}; this rlsup knows up to "
                                  f"{SCHEMA_VERSION}: upgrade rlsup")

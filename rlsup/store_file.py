@@ -5,7 +5,7 @@ import contextlib
 import os
 import sqlite3
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from rlsup import paths
 
@@ -63,9 +63,10 @@ def mark_made(path: Path) -> None:
         os.close(os.open(made_mark(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
-def refuse_if_lost(path: Path) -> None:
-    """Raise StoreLost when a store was made at path and what is there now holds no schema."""
-    if made_mark(path).exists():
+def refuse_if_lost(path: Path, version: Callable[[], int] = lambda: 0) -> None:
+    """Raise StoreLost when a store was made at path and what is there holds no schema: version() read after the
+    mark was seen, which comes after the store's first commit, so a store another client is making is seen whole."""
+    if made_mark(path).exists() and version() == 0:
         raise StoreLost(f"{path} is missing, empty or another database, but this home had a store, whose jobs a "
                         f"new one would hide: restore it from a backup, or delete {made_mark(path)} to begin an empty "
                         f"store")

@@ -126,3 +126,16 @@ def test_a_write_lock_held_past_the_busy_timeout_fails_no_job_and_stops_no_daemo
     moved = harness.wait_step(job.id, harness.job(job.id).step + 100)
     assert moved["pid"] == worker and alive(worker), harness.report(job.id)
     assert harness.job(job.id).state is State.RUNNING and daemon.poll() is None
+
+
+def test_listing_unowned_workers_reads_no_lock_that_is_not_a_file(rlsup_home) -> None:
+    runs = rlsup_home / "runs"
+    for name in ("fifo", "link", "plain"):
+        (runs / name).mkdir(parents=True)
+    (runs / "a-file").touch()
+    os.mkfifo(runs / "fifo" / paths.WORKER_LOCK)  # opened to read, it would wait for a writer for ever
+    (runs / "link" / paths.WORKER_LOCK).symlink_to("/dev/zero")
+    (runs / "plain" / paths.WORKER_LOCK).touch()  # a lock nobody holds
+    Store(rlsup_home).close()
+    listed = run_rlsup("list", timeout=60)
+    assert listed.returncode == 0 and listed.stderr == "", listed.stderr
