@@ -87,7 +87,8 @@ class Hooks:
         command = getattr(settings, key)
         environment = {**os.environ, **hook_environment(job, State(event.to_state), event.message)}
         reading, writing = os.pipe2(os.O_CLOEXEC)
-        arguments = [sys.executable, "-I", HOOK_SHELL, f"{settings.hook_timeout_s:g}", str(OUTPUT_LOGGED_BYTES), command]
+        arguments = [sys.executable, "-I", HOOK_SHELL, f"{settings.hook_timeout_s:g}", str(OUTPUT_LOGGED_BYTES),
+                     command]
         try:
             # Its own session: a timeout kills the whole group, the shell and whatever it started.
             process = subprocess.Popen(arguments, env=environment, stdin=subprocess.DEVNULL, stdout=writing,

@@ -5,17 +5,19 @@ import collections
 import dataclasses
 import logging
 import os
+import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Callable
 
-from rlsup import hardware as hardware_module, jobstate, runfiles, spec as specs, store_file
+from rlsup import hardware as hardware_module, jobstate, runfiles, spec as specs
 from rlsup.daemon import edits, hooks, moves, scheduler
 from rlsup.daemon.runner import JobRunner, RunnerUnavailable, Signal, WorkerHandle
 from rlsup.daemon.runners import Runners
 from rlsup.daemon.supervisor import LocalRunner
 from rlsup.daemon.settings_file import load_settings
+from rlsup.daemon.store_watch import StoreWatch
 from rlsup.daemon.watcher import SpecWatcher
 from rlsup.jobstate import ACTIVE, Desired, EditAction, Exit, State
 from rlsup.jobview import WorkerStatus, jobs_following, read_worker_status
@@ -40,8 +42,7 @@ class Daemon:
         self.home = Path(home)
         self.settings = settings
         self.store = Store(self.home)
-        self.store_file = store_file.FileGuard(self.store.path)
-        self.store_lost = False  # its file was deleted, replaced or cut: the daemon stops (run() says why)
+        self.store_watch = StoreWatch(self.store.path, self.request_stop)
         self.runner: JobRunner = runner or Runners(LocalRunner(), lambda: self.settings.clusters)
         self.machine = machine or hardware_module.Hardware()
         self.wake = threading.Event()
@@ -72,19 +73,21 @@ class Daemon:
                     self.tick()
                 except StoreBusy as error:  # another process holds the write lock: what was not recorded waits
                     log.warning("%s; the daemon tries again", error.why)
+                except sqlite3.DatabaseError as error:
+                    self.store_watch.unreadable(error)
                 self.wake.wait(self.settings.tick_s)
                 self.wake.clear()
         finally:
             self.watcher.stop()
             self.hooks.stop()
-            if not self.store_lost:
+            if not self.store_watch.lost:
                 self.store.add_event(None, "daemon", "daemon stopped; workers keep running")
             log.info("daemon stopped; %d worker(s) left running", len(self.runner.handles()))
             self.store.close()
             self.machine.close()
 
     def tick(self) -> None:
-        if self.check_store_file():
+        if self.store_watch.check():
             return
         if self.reload_settings:
             self.apply_settings()
@@ -109,16 +112,6 @@ class Daemon:
             self.last_sample = now
             self.sample_hardware()
         self.hooks.follow(self.settings)
-
-    def check_store_file(self) -> bool:
-        """Stop when the store's file is not the one read here: pause 1 would reach another job than listed."""
-        lost = self.store_file.lost()
-        if lost:
-            log.error("%s %s: the daemon stops, its workers keep running; restore the store, then start the "
-                      "daemon again", self.store.path, lost)
-            self.store_lost = True
-            self.request_stop()
-        return bool(lost)
 
     def request_stop(self, *_signal_arguments) -> None:
         self.stopping.set()
@@ -182,6 +175,8 @@ class Daemon:
             log.warning("job %s: %s; tried again", job_id, error.why)
             return False
         except Exception as error:
+            if isinstance(error, sqlite3.DatabaseError) and self.store_watch.unreadable(error):
+                return False  # the store's fault, not the job's: the daemon stops
             log.exception("job %s: the daemon could not handle it", job_id)
             self.fail_broken(job_id, f"the daemon could not handle this job: {type(error).__name__}: {error}")
         return True

@@ -18,7 +18,7 @@ from rlsup.daemon.startup import AlreadyRunning, detach_output, setup_logging, t
 
 log = logging.getLogger("rlsup.daemon")
 
-EXIT_STORE_LOST = 3  # the store's file was deleted, replaced or cut under the daemon (daemon.log says which)
+EXIT_STORE_LOST = 3  # the store's file was deleted, replaced, cut or damaged under the daemon (daemon.log says which)
 
 
 def run(home: Path | None = None, *, settings: scheduler.Settings | None = None,
@@ -66,4 +66,4 @@ def run(home: Path | None = None, *, settings: scheduler.Settings | None = None,
         return 1
     finally:
         os.close(lock)
-    return EXIT_STORE_LOST if daemon.store_lost else 0
+    return EXIT_STORE_LOST if daemon.store_watch.lost else 0

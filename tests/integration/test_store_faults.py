@@ -60,7 +60,8 @@ def test_a_database_of_garbage_is_one_line_from_every_command(rlsup_home, tmp_pa
     database.write_bytes(b"this is not a database\n" * 500)
     commands = [["list"], ["list", "--json"], ["submit", job_file], ["pause", "1"], ["resume", "1"], ["kill", "1"],
                 ["logs", "1"], ["status", "1"], ["checkpoints", "1"], ["daemon", "status"], ["daemon", "start"],
-                ["fork", "1", job_file], ["plot", "1"], ["export", "1", "--format", "torchscript", "--out", tmp_path / "policy.pt"]]
+                ["fork", "1", job_file], ["plot", "1"],
+                ["export", "1", "--format", "torchscript", "--out", tmp_path / "policy.pt"]]
     try:
         for command in commands:
             result = run_rlsup(*command)
@@ -139,3 +140,24 @@ def test_listing_unowned_workers_reads_no_lock_that_is_not_a_file(rlsup_home) ->
     Store(rlsup_home).close()
     listed = run_rlsup("list", timeout=60)
     assert listed.returncode == 0 and listed.stderr == "", listed.stderr
+
+
+def test_a_store_damaged_in_place_under_a_running_daemon_stops_it_and_kills_no_worker(harness) -> None:
+    daemon = harness.start_daemon()
+    job = harness.submit(harness.job_file("trains", total_steps=1_000_000, checkpoint_every=0))
+    harness.wait_step(job.id, 100)
+    worker = harness.job(job.id).pid
+    database = harness.home / paths.DATABASE
+    harness.store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the pages live in the file itself
+    size = database.stat().st_size
+    with open(database, "r+b") as handle:  # the same file, the same size: only its bytes are garbage
+        handle.write(b"\xa5" * size)
+    harness.wait_for(lambda: daemon.poll() is not None, timeout=60, what="the daemon to stop",
+                     report=lambda: (harness.home / paths.DAEMON_LOG).read_text())
+    assert daemon.returncode == EXIT_STORE_LOST
+    errors = [line for line in (harness.home / paths.DAEMON_LOG).read_text().splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and str(database) in errors[0], errors
+    assert alive(worker), "the daemon killed a worker for a fault of the store"
+    os.kill(worker, signal.SIGINT)
+    harness.wait_for(lambda: not alive(worker), timeout=120, what="the worker to pause")
+    assert runfiles.read_exit(Path(job.run_dir))["code"] == EXIT_PAUSED
