@@ -77,12 +77,33 @@ def test_a_database_of_garbage_is_one_line_from_every_command(rlsup_home, tmp_pa
     assert database.read_bytes() == b"this is not a database\n" * 500  # nothing overwrote it
 
 
-@pytest.mark.parametrize("damage", ["unlink", "truncate"])
-def test_a_store_lost_under_a_running_daemon_is_never_silently_replaced(harness, damage) -> None:
+def daemon_training(harness):
+    """(the daemon, a long job, its worker's pid) once the worker has trained a little."""
     daemon = harness.start_daemon()
     job = harness.submit(harness.job_file("trains", total_steps=1_000_000, checkpoint_every=0))
     harness.wait_step(job.id, 100)
-    worker = harness.job(job.id).pid
+    return daemon, job, harness.job(job.id).pid
+
+
+def assert_stopped_for_the_store(harness, daemon) -> None:
+    """The daemon stops on its own with the store's exit code, after one line naming the store."""
+    harness.wait_for(lambda: daemon.poll() is not None, timeout=60, what="the daemon to stop",
+                     report=lambda: (harness.home / paths.DAEMON_LOG).read_text())
+    assert daemon.returncode == EXIT_STORE_LOST
+    errors = [line for line in (harness.home / paths.DAEMON_LOG).read_text().splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and str(harness.home / paths.DATABASE) in errors[0] and "stops" in errors[0], errors
+
+
+def pause_by_its_signal(harness, worker: int, job) -> None:
+    """SIGINT, as the listing tells the user: the worker writes its pause checkpoint and exits 75."""
+    os.kill(worker, signal.SIGINT)
+    harness.wait_for(lambda: not alive(worker), timeout=120, what="the worker to pause")
+    assert runfiles.read_exit(Path(job.run_dir))["code"] == EXIT_PAUSED
+
+
+@pytest.mark.parametrize("damage", ["unlink", "truncate"])
+def test_a_store_lost_under_a_running_daemon_is_never_silently_replaced(harness, damage) -> None:
+    daemon, job, worker = daemon_training(harness)
     database = harness.home / paths.DATABASE
     if damage == "unlink":
         database.unlink()
@@ -91,11 +112,7 @@ def test_a_store_lost_under_a_running_daemon_is_never_silently_replaced(harness,
         os.truncate(database, 0)
 
     # The daemon notices its file is not the store any more, and stops with one line and its own code.
-    harness.wait_for(lambda: daemon.poll() is not None, timeout=60, what="the daemon to stop",
-                     report=lambda: (harness.home / paths.DAEMON_LOG).read_text())
-    assert daemon.returncode == EXIT_STORE_LOST
-    lost = [line for line in (harness.home / paths.DAEMON_LOG).read_text().splitlines() if "ERROR" in line]
-    assert len(lost) == 1 and str(database) in lost[0] and "stops" in lost[0], lost
+    assert_stopped_for_the_store(harness, daemon)
     # Clients refuse to make an empty store where one was, each in one line that says how to go on.
     for command in (["list"], ["pause", str(job.id)], ["submit", harness.job_file("another")]):
         assert_one_line_error(run_rlsup(*command), 1, str(database), "had a store", "restore it")
@@ -110,16 +127,11 @@ def test_a_store_lost_under_a_running_daemon_is_never_silently_replaced(harness,
     harness.store = Store(harness.home)
     assert listed.returncode == 0, listed.stderr
     assert f"pid {worker}" in listed.stderr and job.run_dir in listed.stderr and "kill -INT" in listed.stderr
-    os.kill(worker, signal.SIGINT)
-    harness.wait_for(lambda: not alive(worker), timeout=120, what="the unowned worker to pause")
-    assert runfiles.read_exit(Path(job.run_dir))["code"] == EXIT_PAUSED
+    pause_by_its_signal(harness, worker, job)
 
 
 def test_a_write_lock_held_past_the_busy_timeout_fails_no_job_and_stops_no_daemon(harness) -> None:
-    daemon = harness.start_daemon()
-    job = harness.submit(harness.job_file("trains", total_steps=1_000_000, checkpoint_every=0))
-    harness.wait_step(job.id, 100)
-    worker = harness.job(job.id).pid
+    daemon, job, worker = daemon_training(harness)
     log = harness.home / paths.DAEMON_LOG
     with write_lock_held(harness.home / paths.DATABASE):
         # The daemon's writes (the step it follows) wait out their busy timeout and find the store busy.
@@ -143,21 +155,12 @@ def test_listing_unowned_workers_reads_no_lock_that_is_not_a_file(rlsup_home) ->
 
 
 def test_a_store_damaged_in_place_under_a_running_daemon_stops_it_and_kills_no_worker(harness) -> None:
-    daemon = harness.start_daemon()
-    job = harness.submit(harness.job_file("trains", total_steps=1_000_000, checkpoint_every=0))
-    harness.wait_step(job.id, 100)
-    worker = harness.job(job.id).pid
+    daemon, job, worker = daemon_training(harness)
     database = harness.home / paths.DATABASE
     harness.store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the pages live in the file itself
     size = database.stat().st_size
     with open(database, "r+b") as handle:  # the same file, the same size: only its bytes are garbage
         handle.write(b"\xa5" * size)
-    harness.wait_for(lambda: daemon.poll() is not None, timeout=60, what="the daemon to stop",
-                     report=lambda: (harness.home / paths.DAEMON_LOG).read_text())
-    assert daemon.returncode == EXIT_STORE_LOST
-    errors = [line for line in (harness.home / paths.DAEMON_LOG).read_text().splitlines() if "ERROR" in line]
-    assert len(errors) == 1 and str(database) in errors[0], errors
+    assert_stopped_for_the_store(harness, daemon)
     assert alive(worker), "the daemon killed a worker for a fault of the store"
-    os.kill(worker, signal.SIGINT)
-    harness.wait_for(lambda: not alive(worker), timeout=120, what="the worker to pause")
-    assert runfiles.read_exit(Path(job.run_dir))["code"] == EXIT_PAUSED
+    pause_by_its_signal(harness, worker, job)
