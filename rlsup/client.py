@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from rlsup import experiments, foreground, import_trust, jobstate, locks, paths, runfiles, spec as specs
+from rlsup import experiments, foreground, import_trust, jobstate, locks, paths, runfiles, spec as specs, store_file
 from rlsup.jobstate import ACTIVE, Desired, State
 from rlsup.jobview import foreground_advice, jobs_following
 from rlsup.store import AmbiguousName, Job, Store
@@ -227,7 +227,7 @@ def snapshot(data: bytes, run_dir: Path) -> Path:
 def find_job(reference: str, home: Path | None = None) -> Job:
     """The job a JOB argument names (id, name or run directory); raises JobNotFound."""
     home = Path(home) if home else paths.home_path()
-    if (home / paths.DATABASE).exists():
+    if store_file.exists(home):
         with Store(home) as store:
             job = one_job(store, reference)
         if job is not None:
@@ -288,7 +288,7 @@ def experiment_jobs(reference: str, home: Path | None = None) -> list[Job]:
     if reference.strip().isdigit():
         return []
     home = Path(home) if home else paths.home_path()
-    if not (home / paths.DATABASE).exists():
+    if not store_file.exists(home):
         return []
     with Store(home) as store:
         return store.experiment_jobs(reference.strip())

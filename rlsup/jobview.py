@@ -4,11 +4,12 @@ from __future__ import annotations
 import math
 import os
 import shlex
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from rlsup import foreground, paths, runfiles
+from rlsup import foreground, locks, paths, runfiles
 from rlsup.jobstate import ACTIVE, Desired, State
 from rlsup.store import Job, Process
 
@@ -222,3 +223,27 @@ def foreground_jobs(home: Path | None = None, stored: Iterable[Job] = ()) -> lis
     adopted = {job.pid for job in stored if job.pid is not None}
     return [foreground_job(run, read_worker_status(run.run_dir)) for run in foreground.live_runs(home)
             if run.pid not in adopted]
+
+
+def unowned_workers(home: Path, stored: Iterable[Job]) -> list[tuple[int, Path]]:
+    """(pid, run directory) of each worker, found by its run's lock, training a run of home's runs/ that no
+    stored job and no foreground run owns: one whose job a lost store took with it."""
+    owned = {Path(job.run_dir) for job in stored} | {run.run_dir for run in foreground.live_runs(home)}
+    runs = Path(home) / "runs"
+    found = []
+    for run_dir in sorted(runs.iterdir()) if runs.is_dir() else []:
+        lock = run_dir / paths.WORKER_LOCK
+        if run_dir in owned or not regular_file(lock):
+            continue
+        holder = locks.holder(lock)
+        if holder.held and holder.pid:
+            found.append((holder.pid, run_dir))
+    return found
+
+
+def regular_file(path: Path) -> bool:
+    """A regular file itself, not through a link: a FIFO would block its open, and a run may come from a stranger."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False

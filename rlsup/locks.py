@@ -51,7 +51,8 @@ def acquire(path: Path, *, wait_s: float = 1.0) -> int:
 def holder(path: Path) -> Holder:
     """Whether a live process holds the lock, and its pid; takes the lock for microseconds to find out."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        # Non-blocking: a FIFO put in its place would otherwise hold the open for ever (flock works all the same).
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         return Holder(False, None)
     try:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import enum
 import json
-import os
 import sqlite3
 import time
 from pathlib import Path
@@ -13,13 +12,15 @@ from rlsup import jobstate, paths
 from rlsup.jobrecord import Event, Job, JobChanges, Process, SentSignal, SignalKind, change_columns, job_from_row
 from rlsup.jobstate import ACTIVE, Desired, State
 from rlsup.spec import numbered_name
+from rlsup.store_file import StoreBusy, StoreError, StoreLost, Transaction, create_private, mark_made, refuse_if_lost, \
+    translated
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 # The record types are the store's API as much as Store is: `from rlsup.store import Job` keeps working.
 __all__ = ["Event", "Job", "JobChanges", "MIGRATIONS", "Process", "SCHEMA_VERSION", "SentSignal", "SignalKind",
-           "Store", "StoreError"]
+           "Store", "StoreBusy", "StoreError", "StoreLost"]
 
 # Each entry upgrades the schema by one version; PRAGMA user_version counts the ones applied.
 MIGRATIONS: tuple[str, ...] = (
@@ -91,10 +92,6 @@ MIGRATIONS: tuple[str, ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-class StoreError(RuntimeError):
-    """The database cannot be used (a newer schema, a corrupt file)."""
-
-
 class AmbiguousName(LookupError):
     """A job name that more than one job holds: the message names their ids."""
 
@@ -106,15 +103,32 @@ class Store:
         self.home = Path(home) if home is not None else paths.rlsup_home()
         paths.ensure_private_dir(self.home)
         self.path = self.home / paths.DATABASE
-        _create_private(self.path)
+        self.timeout_s = timeout_s
+        if not self.path.exists():
+            refuse_if_lost(self.path)  # made here before: a new file would hide every job the old one held
+        create_private(self.path)
         self.connection = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None,
                                           check_same_thread=False)
+        try:
+            with translated(self.path, timeout_s):
+                self._open()
+        except BaseException:
+            self.connection.close()
+            raise
+
+    def _open(self) -> None:
         self.connection.row_factory = sqlite3.Row
-        self.connection.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
-        self.connection.execute("PRAGMA journal_mode = WAL")
+        self.connection.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
+        # Read first, without the write lock: a reader (rlsup list) must not wait for a writer to migrate nothing.
+        version = self.schema_version()
+        if version == 0:
+            refuse_if_lost(self.path, self.schema_version)  # emptied or replaced (checked again under the lock)
+        self.connection.execute("PRAGMA journal_mode = WAL")  # already WAL: a read, no lock taken
         self.connection.execute("PRAGMA synchronous = NORMAL")
         self.connection.execute("PRAGMA foreign_keys = ON")
-        self._migrate()
+        if version != SCHEMA_VERSION:
+            self._migrate()
+        mark_made(self.path)
 
     def close(self) -> None:
         self.connection.close()
@@ -130,6 +144,8 @@ class Store:
     def _migrate(self) -> None:
         with self._write():
             version = self.schema_version()
+            if version == 0:
+                refuse_if_lost(self.path, self.schema_version)  # emptied or remade under a home whose jobs it held
             if version > SCHEMA_VERSION:
                 raise StoreError(f"{self.path} has schema version {version}; this rlsup knows up to "
                                  f"{SCHEMA_VERSION}: upgrade rlsup")
@@ -145,10 +161,10 @@ class Store:
         """Changes whenever another connection commits: the daemon's cheap wake-up check."""
         return self.connection.execute("PRAGMA data_version").fetchone()[0]
 
-    def _write(self) -> "_Transaction":
-        return _Transaction(self.connection)
+    def _write(self) -> Transaction:
+        return Transaction(self.connection, self.path, self.timeout_s)
 
-    def transaction(self) -> "_Transaction":
+    def transaction(self) -> Transaction:
         """Writes inside it commit together or not at all (an experiment's jobs are queued at once)."""
         return self._write()
 
@@ -350,43 +366,6 @@ class Store:
         row = self.connection.execute(
             "SELECT sample FROM hardware_samples ORDER BY time DESC LIMIT 1").fetchone()
         return json.loads(row[0]) if row else None
-
-
-class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT: a writer takes the lock up front, so read-then-write never deadlocks."""
-
-    def __init__(self, connection: sqlite3.Connection):
-        self.connection = connection
-        self.outer = False
-
-    def __enter__(self):
-        self.outer = not self.connection.in_transaction
-        if self.outer:
-            self.connection.execute("BEGIN IMMEDIATE")
-        return self
-
-    def __exit__(self, exc_type, *rest):
-        if not self.outer:
-            return
-        if exc_type is None:
-            self.connection.execute("COMMIT")
-        else:
-            self.connection.execute("ROLLBACK")
-
-
-def _create_private(path: Path) -> None:
-    """Create the database file 0600 before SQLite does (SQLite would honour the umask).
-
-    An existing file is never opened here: closing any descriptor of a file drops every POSIX lock
-    this process holds on it, including those of SQLite connections already open in this process,
-    and a connection that loses its lock may take itself for the last one and delete the WAL.
-    """
-    try:
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
-    except FileExistsError:
-        pass
-    if path.stat().st_mode & 0o077:
-        path.chmod(0o600)
 
 
 def _statements(script: str) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rlsup import paths
+from rlsup import paths, store_file
 from rlsup.store import Store
 
 # Positionals that name a job or a run: completed with the store's ids and names (run dirs by path), and with
@@ -27,8 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def command_complete(args: argparse.Namespace) -> int:
     """Job ids and names, and experiments' names, one a line; nothing (and no home made) when there are no jobs yet."""
-    database = paths.home_path() / paths.DATABASE
-    if not database.exists():
+    if not store_file.exists(paths.home_path()):
         return 0
     with Store(paths.home_path()) as store:
         jobs = store.jobs()

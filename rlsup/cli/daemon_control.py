@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rlsup import client, paths
+from rlsup import client, paths, store_file
 from rlsup.store import Store
 
 NOT_RUNNING = 3  # `daemon status` when no daemon runs, as `systemctl status` says an inactive unit
@@ -37,7 +37,7 @@ def command_daemon(args: argparse.Namespace) -> int:
 def print_daemon_status(home) -> int:
     status = client.daemon_status(home)
     print(f"daemon {'running (pid %s)' % status.pid if status.running else 'not running'} for {home}")
-    if (home / paths.DATABASE).exists():
+    if store_file.exists(home):
         with Store(home) as store:
             counts: dict[str, int] = {}
             for job in store.jobs():

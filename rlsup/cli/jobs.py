@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from rlsup import client, colour, experiments, formatting, groups, jobview, paths, spec as specs
+from rlsup import client, colour, experiments, formatting, groups, jobview, paths, spec as specs, store_file
 from rlsup.cli import groups as group_views
 from rlsup.cli.arguments import names_experiments
 from rlsup.cli.program import ENV_CHECK_IMPORTS, import_quietly
@@ -14,7 +14,7 @@ from rlsup.daemon.demo import machine_from_environment
 from rlsup.daemon.scheduler import gpu_shortage
 from rlsup.hardware import Hardware
 from rlsup.jobstate import RESTING, Desired, State
-from rlsup.store import Job, Store
+from rlsup.store import Job, Store, StoreBusy
 
 INTENT_HELP = {Desired.PAUSED: "pause jobs with a checkpoint",
                Desired.RUNNING: "resume jobs from their newest checkpoint",
@@ -144,6 +144,10 @@ def command_intent(args: argparse.Namespace) -> int:
             print(f"rlsup: {verb} recorded, but {error}", file=sys.stderr)
             code = 1
             continue
+        except StoreBusy as error:  # reported, not retried past the busy timeout: the user decides when to
+            print(f"rlsup: {verb} of {reference} not recorded: {error.why}; try again", file=sys.stderr)
+            code = 1
+            continue
         print(f"job {job.id} ({formatting.printable(job.name)}): {verb} requested (now {job.state})")
         if job.state is State.DONE and args.desired is Desired.RUNNING:
             print(f"  it reached its budget; raise total_steps in {job.spec_path} to train further")
@@ -183,10 +187,13 @@ def job_json(row: jobview.JobRow) -> dict:
 def command_list(args: argparse.Namespace) -> int:
     home = paths.home_path()
     stored = []
-    if (home / paths.DATABASE).exists():  # a read-only command makes no database where there is none
+    if store_file.exists(home):  # a read-only command makes no database where there is none
         with Store(home) as store:
             stored = store.jobs()
     rows = [jobview.read_row(job) for job in stored + jobview.foreground_jobs(home, stored)]
+    for pid, run_dir in jobview.unowned_workers(home, stored):
+        print(f"rlsup: worker pid {pid} trains {run_dir}, which no job owns (its store was lost): `kill -INT {pid}` "
+              f"pauses it with a checkpoint; `rlsup run --resume {run_dir}` continues it", file=sys.stderr)
     if args.json:
         print(json.dumps(listing_json(rows), indent=1))
         return 0

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rlsup import client, lineage, paths, runfiles
+from rlsup import client, lineage, paths, runfiles, store_file
 from rlsup import spec as specs
 from rlsup.cli.arguments import CliError, resolve_run, trust_imports_option, use_run_imports
 from rlsup.cli.jobs import say_who_follows, warn_if_gpus_missing
@@ -104,7 +104,7 @@ def say_unused_fields(parent_run: Path, run_dir: Path, path: Path, step: int) ->
 
 def parent_job_of(run_dir: Path) -> Job | None:
     """The daemon's job that owns a run directory, or None (a foreground or copied run)."""
-    if not (paths.home_path() / paths.DATABASE).exists():
+    if not store_file.exists(paths.home_path()):
         return None
     with Store() as store:
         return store.find_job(str(run_dir))

@@ -4,16 +4,18 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sqlite3
 import sys
 
-from rlsup import __version__
+from rlsup import __version__, paths, store_file
 from rlsup import spec as specs
 from rlsup.checkpoint.manifest import CheckpointProblem
 from rlsup.cli import checkpoints, completion, daemon_control, job_files, jobs, lineage, plot, status, training
 from rlsup.cli.arguments import CliError
 from rlsup.cli.program import answer_stop_signals, answer_stops, finished, note_stops
 from rlsup.lineage import ForkRefused
-from rlsup.jobstate import EXIT_SPEC
+from rlsup.store_file import StoreError
+from rlsup.jobstate import EXIT_ERROR, EXIT_SPEC
 from rlsup.stopping import SAID, signal_number
 from rlsup.worker_signals import release_signals
 
@@ -75,6 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     except (CliError, CheckpointProblem, ForkRefused) as error:
         print(f"rlsup: {error}", file=sys.stderr)
         return EXIT_SPEC
+    except StoreError as error:  # busy, not a database, lost: nothing was recorded
+        print(f"rlsup: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    except sqlite3.DatabaseError as error:  # damaged past its header: found by a query, not by opening it
+        print(f"rlsup: {store_file.not_a_store(paths.home_path() / paths.DATABASE, error)}", file=sys.stderr)
+        return EXIT_ERROR
     except KeyboardInterrupt as stop:
         finished()  # a second Ctrl-C must not cut the sentence short with a traceback
         number = signal_number(stop)

@@ -6,10 +6,10 @@ import logging
 import os
 import signal
 import subprocess
-import tempfile
+import sys
 import time
 from dataclasses import dataclass
-from typing import IO
+from pathlib import Path
 
 from rlsup.daemon.scheduler import Settings
 from rlsup.jobrecord import Event, Job
@@ -24,6 +24,13 @@ HOOK_KEYS = {State.DONE: "on_done", State.FAILED: "on_failed", State.PAUSED: "on
 # Of a hook's output (stdout and stderr together), the tail that daemon.log gets: a chatty hook must not
 # rotate away the daemon's own lines.
 OUTPUT_LOGGED_BYTES = 4096
+# Every hook runs under hook_shell.py, which keeps only that tail of its output, kills the hook at its timeout
+# (a daemon SIGKILLed meanwhile left it running for ever) and then writes the tail into the daemon's pipe. The
+# daemon kills the group itself only this long after, should hook_shell.py not have.
+BACKSTOP_AFTER_S = 2.0
+HOOK_SHELL = str(Path(__file__).with_name("hook_shell.py"))
+# A hook's bytes reach daemon.log escaped: a terminal showing the log must not take them for commands.
+CONTROL_ESCAPES = {code: f"\\x{code:02x}" for code in (*range(32), *range(127, 160)) if code != ord("\t")}
 
 
 @dataclass
@@ -33,10 +40,11 @@ class RunningHook:
     job_id: int
     key: str
     process: subprocess.Popen
-    output: IO[bytes]
+    output: int  # the read end of the pipe hook_shell.py writes the output's tail into as it ends
     started: float
     timeout_s: float
-    killed: bool = False
+    timed_out: bool = False  # hook_shell.py kills it then, and the daemon says so
+    killed: bool = False     # by the daemon, hook_shell.py having failed to
 
     def name(self) -> str:
         return f"job {self.job_id}: {self.key} hook (pid {self.process.pid})"
@@ -78,16 +86,20 @@ class Hooks:
             return
         command = getattr(settings, key)
         environment = {**os.environ, **hook_environment(job, State(event.to_state), event.message)}
-        output = tempfile.TemporaryFile()
+        reading, writing = os.pipe2(os.O_CLOEXEC)
+        arguments = [sys.executable, "-I", HOOK_SHELL, f"{settings.hook_timeout_s:g}", str(OUTPUT_LOGGED_BYTES),
+                     command]
         try:
             # Its own session: a timeout kills the whole group, the shell and whatever it started.
-            process = subprocess.Popen(command, shell=True, env=environment, stdin=subprocess.DEVNULL,
-                                       stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+            process = subprocess.Popen(arguments, env=environment, stdin=subprocess.DEVNULL, stdout=writing,
+                                       stderr=writing, start_new_session=True)
         except OSError as error:
-            output.close()
+            os.close(reading)
             log.error("job %s: %s hook could not start: %s", job.id, key, error)
             return
-        hook = RunningHook(job.id, key, process, output, time.monotonic(), settings.hook_timeout_s)
+        finally:
+            os.close(writing)
+        hook = RunningHook(job.id, key, process, reading, time.monotonic(), settings.hook_timeout_s)
         log.info("%s started: %s", hook.name(), command)
         self.running.append(hook)
 
@@ -96,7 +108,11 @@ class Hooks:
         for hook in list(self.running):
             code = hook.process.poll()
             if code is None:
-                if not hook.killed and now - hook.started > hook.timeout_s:
+                overdue = now - hook.started - hook.timeout_s
+                if overdue > 0 and not hook.timed_out:
+                    hook.timed_out = True
+                    log.warning("%s killed at its timeout of %g s", hook.name(), hook.timeout_s)
+                if overdue > BACKSTOP_AFTER_S and not hook.killed:
                     kill_group(hook)
                 continue  # a killed one is reaped at a later tick: waiting here could block the loop
             self.running.remove(hook)
@@ -106,7 +122,7 @@ class Hooks:
         """The daemon stops: hooks still running finish on their own, their output no longer logged."""
         for hook in self.running:
             log.warning("%s still running as the daemon stops: left to finish, its output not logged", hook.name())
-            hook.output.close()
+            os.close(hook.output)
         self.running.clear()
 
 
@@ -123,7 +139,7 @@ def hook_environment(job: Job, state: State, reason: str) -> dict[str, str]:
 
 def kill_group(hook: RunningHook) -> None:
     hook.killed = True
-    log.warning("%s killed at its timeout of %g s", hook.name(), hook.timeout_s)
+    log.warning("%s still running %g s after its timeout: its process group killed", hook.name(), BACKSTOP_AFTER_S)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(hook.process.pid, signal.SIGKILL)
 
@@ -133,9 +149,12 @@ def log_end(hook: RunningHook, code: int, seconds: float) -> None:
     how = f"killed by signal {-code}" if code < 0 else f"exited {code}"
     level = logging.INFO if code == 0 else logging.WARNING
     log.log(level, "%s %s after %.1f s", hook.name(), how, seconds)
-    with hook.output:
-        size = hook.output.seek(0, os.SEEK_END)
-        hook.output.seek(max(0, size - OUTPUT_LOGGED_BYTES))
-        text = hook.output.read().decode(errors="replace").rstrip()
+    os.set_blocking(hook.output, False)
+    try:
+        text = os.read(hook.output, 2 * OUTPUT_LOGGED_BYTES).decode(errors="replace").rstrip()
+    except BlockingIOError:  # killed before it wrote any
+        text = ""
+    finally:
+        os.close(hook.output)
     for line in text.splitlines():
-        log.log(level, "%s output: %s", hook.name(), line)
+        log.log(level, "%s output: %s", hook.name(), line.translate(CONTROL_ESCAPES))

@@ -5,6 +5,7 @@ import collections
 import dataclasses
 import logging
 import os
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -17,10 +18,11 @@ from rlsup.daemon.runner import JobRunner, RunnerUnavailable, Signal, WorkerHand
 from rlsup.daemon.runners import Runners
 from rlsup.daemon.supervisor import LocalRunner
 from rlsup.daemon.settings_file import load_settings
+from rlsup.daemon.store_watch import StoreWatch
 from rlsup.daemon.watcher import SpecWatcher
-from rlsup.jobstate import ACTIVE, Desired, EditAction, Exit, State
+from rlsup.jobstate import ACTIVE, Desired, Exit, State
 from rlsup.jobview import WorkerStatus, read_worker_status
-from rlsup.store import Job, JobChanges, Process, SentSignal, SignalKind, Store
+from rlsup.store import Job, JobChanges, Process, SentSignal, SignalKind, Store, StoreBusy
 
 log = logging.getLogger("rlsup.daemon")
 
@@ -41,6 +43,7 @@ class Daemon(EditHandling):
         self.home = Path(home)
         self.settings = settings
         self.store = Store(self.home)
+        self.store_watch = StoreWatch(self.store.path, self.request_stop)
         self.runner: JobRunner = runner or Runners(LocalRunner(), lambda: self.settings.clusters)
         self.machine = machine or hardware_module.Hardware()
         self.wake = threading.Event()
@@ -50,6 +53,7 @@ class Daemon(EditHandling):
         self.hooks = hooks.Hooks(self.store)    # before recover(): the exits it settles run their hooks
         self.mover = moves.RunMover(self.wake)  # runs made locally moving under a cluster's run_root
         self.pending_reload: set[int] = set()   # live edits that reached a worker still starting
+        self.unsettled: list[tuple[WorkerHandle, Exit]] = []  # exits reaped while the store was busy
         self.known_jobs: set[int] = set()       # jobs whose file has been checked since start-up
         self.resumed: set[int] = set()          # paused jobs resumed, not yet started: they take back a slot
         # (job, worker pid, sentence) of each status.json notice already recorded as an event
@@ -68,25 +72,34 @@ class Daemon(EditHandling):
         self.recover()   # also checks every job's file once: edits made while no daemon watched
         try:
             while not self.stopping.is_set():
-                self.tick()
+                try:
+                    self.tick()
+                except StoreBusy as error:  # another process holds the write lock: what was not recorded waits
+                    log.warning("%s; the daemon tries again", error.why)
+                except sqlite3.DatabaseError as error:
+                    self.store_watch.unreadable(error)
                 self.wake.wait(self.settings.tick_s)
                 self.wake.clear()
         finally:
             self.watcher.stop()
             self.hooks.stop()
-            self.store.add_event(None, "daemon", "daemon stopped; workers keep running")
+            if not self.store_watch.lost:
+                self.store.add_event(None, "daemon", "daemon stopped; workers keep running")
             log.info("daemon stopped; %d worker(s) left running", len(self.runner.handles()))
             self.store.close()
             self.machine.close()
 
     def tick(self) -> None:
+        if self.store_watch.check():
+            return
         if self.reload_settings:
             self.apply_settings()
         now = time.monotonic()
         version = self.store.data_version()
-        ended = self.runner.reap()
+        ended, self.unsettled = self.unsettled + self.runner.reap(), []
         for worker, outcome in ended:
-            self.contain(worker.job_id, lambda: self.finish(worker, outcome))
+            if not self.contain(worker.job_id, lambda: self.finish(worker, outcome)):
+                self.unsettled.append((worker, outcome))  # reaped, so nothing else would settle it
         for moved in self.mover.finished():
             self.dirty = True
             self.contain(moved.job_id, lambda: moves.record(self.mover, self.store, moved))
@@ -157,13 +170,20 @@ class Daemon(EditHandling):
         self.store.add_event(job.id, "adopted", f"adopted worker pid {worker.pid} holding the run ({why})")
         return worker
 
-    def contain(self, job_id: int, action: Callable[[], object]) -> None:
-        """Do one job's part of the loop; whatever in that job breaks it fails the job, never the daemon."""
+    def contain(self, job_id: int, action: Callable[[], object]) -> bool:
+        """Do one job's part of the loop; whatever in that job breaks it fails the job, never the daemon. A busy
+        store is no fault of the job (failing it killed its worker): nothing was recorded, and False says so."""
         try:
             action()
+        except StoreBusy as error:
+            log.warning("job %s: %s; tried again", job_id, error.why)
+            return False
         except Exception as error:
+            if isinstance(error, sqlite3.DatabaseError) and self.store_watch.unreadable(error):
+                return False  # the store's fault, not the job's: the daemon stops
             log.exception("job %s: the daemon could not handle it", job_id)
             self.fail_broken(job_id, f"the daemon could not handle this job: {type(error).__name__}: {error}")
+        return True
 
     def fail_broken(self, job_id: int, reason: str) -> None:
         try:

@@ -13,9 +13,12 @@ from rlsup.daemon import scheduler
 from rlsup.daemon.main import Daemon
 from rlsup.daemon.runner import JobRunner
 from rlsup.daemon.settings_file import load_settings
+from rlsup.store import Store, StoreError
 from rlsup.daemon.startup import AlreadyRunning, detach_output, setup_logging, take_lock
 
 log = logging.getLogger("rlsup.daemon")
+
+EXIT_STORE_LOST = 3  # the store's file was deleted, replaced, cut or damaged under the daemon (daemon.log says which)
 
 
 def run(home: Path | None = None, *, settings: scheduler.Settings | None = None,
@@ -32,6 +35,11 @@ def run(home: Path | None = None, *, settings: scheduler.Settings | None = None,
     except scheduler.SettingsError as error:
         print(f"rlsup daemon: {error}", file=sys.stderr)
         return 2
+    try:
+        Store(home).close()  # before the lock: a client waiting for it hears why a daemon cannot start
+    except StoreError as error:
+        print(f"rlsup daemon: {error}", file=sys.stderr)
+        return 1
     try:
         lock = take_lock(home)
     except AlreadyRunning as error:
@@ -58,4 +66,4 @@ def run(home: Path | None = None, *, settings: scheduler.Settings | None = None,
         return 1
     finally:
         os.close(lock)
-    return 0
+    return EXIT_STORE_LOST if daemon.store_watch.lost else 0

@@ -198,7 +198,7 @@ class LocalRunner:
         self.children.pop(job_id, None)
 
     def log_tail(self, run_dir: Path, lines: int) -> list[str]:
-        return runfiles.tail_lines(Path(run_dir) / paths.LOG_FILE, lines)
+        return runfiles.tail_lines(Path(run_dir) / paths.LOG_FILE, lines, limit=runfiles.QUOTED_TAIL_BYTES)
 
 
 def exit_record(worker: WorkerHandle) -> dict | None:

@@ -1,8 +1,10 @@
 """daemon.toml hooks with a real daemon: once per transition with the job's variables, killed at their timeout."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +12,7 @@ from pathlib import Path
 import psutil
 
 from rlsup import paths, runfiles
+from rlsup.daemon import hooks
 from rlsup.jobstate import State
 
 
@@ -125,3 +128,78 @@ def test_a_bad_hook_setting_is_refused_naming_the_key(harness) -> None:
                                 text=True, timeout=60)
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
         assert words in result.stderr and str(harness.home / paths.DAEMON_SETTINGS) in result.stderr
+
+
+def failing_job(harness):
+    """A job whose run's job.toml no longer parses: its worker exits 2 at once and the job fails."""
+    job = harness.submit(harness.job_file("breaks", total_steps=1_500))
+    (Path(job.run_dir) / paths.JOB_FILE).write_text("[job]\ntotal_steps = -1\n")
+    return job
+
+
+def bytes_held_under(pid: int, directory: Path) -> int:
+    """The sizes of the files under directory that process pid holds open (deleted ones too)."""
+    total = 0
+    for descriptor in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/fd/{descriptor}").startswith(str(directory)):
+                total += os.stat(f"/proc/{pid}/fd/{descriptor}").st_size
+    return total
+
+
+def test_a_flooding_hook_keeps_only_a_bounded_tail_of_its_output(harness, tmp_path) -> None:
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    harness.extra_environment["TMPDIR"] = str(temporary)
+    harness.settings(on_failed="yes flood-line", hook_timeout_s=3)
+    failing_job(harness)
+    daemon = harness.start_daemon()
+    daemon_log = harness.home / paths.DAEMON_LOG
+    ended = re.compile(r"on_failed hook \(pid \d+\) killed by signal 9")
+    held = []
+
+    def flood_ended():
+        held.append(bytes_held_under(daemon.pid, temporary))
+        return ended.search(daemon_log.read_text())
+    harness.wait_for(flood_ended, timeout=90, what="the flooding hook's end", report=harness.report)
+    # The flood went on until its timeout, and the daemon held no more of it than the tail it logs.
+    assert max(held) <= 1024 * 1024, f"the daemon held {max(held)} bytes of hook output under $TMPDIR"
+    output = [line.partition("output: ")[2] for line in daemon_log.read_text().splitlines() if "output: " in line]
+    assert output and all(line and line in "flood-line" for line in output), output[:5]  # the first one cut
+    assert sum(len(line) + 1 for line in output) <= hooks.OUTPUT_LOGGED_BYTES
+
+
+def test_a_hook_whose_daemon_was_killed_still_ends_at_its_timeout(harness, tmp_path) -> None:
+    pid_file = tmp_path / "hook-pid"
+    harness.settings(on_failed=f"echo $$ > {pid_file}.partial && mv {pid_file}.partial {pid_file} && exec sleep 600",
+                     hook_timeout_s=5)
+    failing_job(harness)
+    harness.start_daemon()
+    hook = int(harness.wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), timeout=60,
+                                what="the hook to start", report=harness.report))
+    harness.kill_daemon()
+    assert "killed at its timeout" not in (harness.home / paths.DAEMON_LOG).read_text(), \
+        "the daemon outlived the hook's timeout: this test shows nothing"
+    try:
+        harness.wait_for(lambda: not alive(hook), timeout=90, what="the orphaned hook to be ended at its timeout")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(hook, signal.SIGKILL)
+
+
+def test_a_hooks_background_child_and_binary_output_neither_hold_nor_reach_the_log_raw(harness, tmp_path) -> None:
+    child_pid = tmp_path / "child-pid"
+    # The child keeps the output pipe open long after the hook's shell ended; the shell writes escape bytes.
+    harness.settings(on_failed=f"sleep 600 & echo $! > {child_pid}; printf 'red\\033[31m\\377\\n'", hook_timeout_s=60)
+    failing_job(harness)
+    harness.start_daemon()
+    daemon_log = harness.home / paths.DAEMON_LOG
+    harness.wait_for(lambda: re.search(r"on_failed hook \(pid \d+\) exited 0", daemon_log.read_text()), timeout=60,
+                     what="the hook's end, its child still running", report=harness.report)
+    child = int(child_pid.read_text())
+    try:
+        assert alive(child)
+        output = [line for line in daemon_log.read_text().splitlines() if "output: " in line]
+        assert [line.partition("output: ")[2] for line in output] == ["red\\x1b[31m\ufffd"]
+    finally:
+        os.kill(child, signal.SIGKILL)

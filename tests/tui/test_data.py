@@ -296,3 +296,19 @@ def test_rows_take_a_smoothed_speed_from_the_metrics_after_a_restart(rlsup_home)
     rows = next(message.rows for message in poller.poll() if isinstance(message, messages.JobsRefreshed))
     poller.close()
     assert rows[0].steps_per_second == pytest.approx(50.0, rel=0.05)
+
+
+def test_a_store_that_is_garbage_or_lost_is_a_failed_poll_with_its_sentence(rlsup_home):
+    poller = Poller(rlsup_home, FakeHardware(gpus=1), daemon_status=lambda home: DaemonStatus(False, None, home),
+                    hardware_every_s=3600)
+    database = rlsup_home / paths.DATABASE
+    try:
+        database.write_bytes(b"not a database\n" * 300)
+        (failed,) = poller.poll()
+        assert isinstance(failed, messages.PollFailed) and "not an rlsup store" in failed.error
+        database.unlink()
+        (rlsup_home / (paths.DATABASE + ".made")).touch()  # a store was made here, and is lost
+        (failed,) = poller.poll()
+        assert isinstance(failed, messages.PollFailed) and "restore it" in failed.error
+    finally:
+        poller.close()
