@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import rlsup
-from rlsup import paths, runfiles
+from rlsup import own_files, paths, runfiles
 from rlsup import spec as specs
 from rlsup.checkpoint import manifest as manifests
 from rlsup.checkpoint.manifest import BEST, CheckpointEntry, CheckpointProblem
@@ -230,10 +230,10 @@ def link_checkpoint(entry: CheckpointEntry, target: Path) -> None:
         for name in names:
             source, destination = entry.path / name, target / name
             paths.ensure_private_dir(destination.parent)
-            try:
-                os.link(source, destination)
+            try:  # a link in the parent's checkpoint stays a link, which verification refuses: never its target
+                os.link(source, destination, follow_symlinks=False)
             except OSError:  # another filesystem, or links not allowed: a copy, checked like the link
-                shutil.copy2(source, destination)
+                shutil.copy2(source, destination, follow_symlinks=False)
     except FileNotFoundError as error:
         raise ForkRefused(f"checkpoint {entry.path.name} went away while forking ({error.filename}): the parent "
                           "rotated it out; fork again") from None
@@ -241,7 +241,13 @@ def link_checkpoint(entry: CheckpointEntry, target: Path) -> None:
 
 def copy_metrics_prefix(source: Path, target: Path, length: int | None = None) -> None:
     """The first length bytes of source (all of it when None; nothing when it is missing) as target."""
-    data = source.read_bytes()[:length] if source.exists() else b""
+    try:  # never through a link, and never past length: a FIFO or /dev/zero would be read for ever
+        with os.fdopen(own_files.open_own(source, os.O_RDONLY), "rb") as handle:
+            data = handle.read(length) if length is not None else handle.read()
+    except FileNotFoundError:
+        data = b""
+    except own_files.NotOwnFile as error:
+        raise ForkRefused(str(error)) from None
     runfiles.atomic_write_bytes(target, data)
 
 

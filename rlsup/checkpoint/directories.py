@@ -8,7 +8,7 @@ import secrets
 import shutil
 from pathlib import Path
 
-from rlsup import paths
+from rlsup import own_files, paths
 from rlsup.checkpoint import manifest as manifests
 from rlsup.checkpoint.manifest import CheckpointEntry
 from rlsup.runfiles import fsync_directory
@@ -27,8 +27,9 @@ def temporary_beside(final: Path) -> Path:
 
 def checkpoints_parent(run_dir: Path) -> Path:
     parent = manifests.checkpoints_dir(run_dir)
-    if not parent.is_dir():
-        paths.ensure_private_dir(parent)
+    if not parent.is_dir() or parent.is_symlink():
+        paths.ensure_private_dir(parent.parent)
+        own_files.own_directory(parent)  # a link is refused: checkpoints are written, and rotated, in the run only
         fsync_directory(Path(run_dir))
     return parent
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rlsup import paths
 from rlsup.checkpoint.checksums import SUPPORTED_CHECKSUMS, file_checksum, safe_relative_path
+from rlsup.own_files import NotOwnFile, open_beneath
 from rlsup.runfiles import read_json
 
 FORMAT_VERSION = 1
@@ -203,6 +204,10 @@ def checkpoint_directories(run_dir: Path, *, strict: bool = False) -> list[Path]
     looking empty, which would make a resume start over.
     """
     parent = checkpoints_dir(run_dir)
+    if parent.is_symlink():  # listed, it would be verified, loaded and rotated (deleted) outside the run
+        if strict:
+            raise CheckpointsUnreadable(f"{parent} is a symbolic link: rlsup reads checkpoints inside the run only")
+        return []
     try:
         children = list(os.scandir(parent))
     except FileNotFoundError:
@@ -254,13 +259,23 @@ def file_problem(checkpoint_dir: Path, relative: str, info: object, algorithm: s
         return f"{relative}: path leaves the checkpoint directory"
     if not isinstance(info, dict) or not isinstance(info.get("bytes"), int):
         return f"{relative}: malformed manifest record"
-    try:
-        size = path.stat().st_size
+    try:  # only a regular file inside the checkpoint: a link or a FIFO could be read for ever
+        handle = os.fdopen(open_beneath(Path(checkpoint_dir), path.relative_to(checkpoint_dir).parts), "rb",
+                           buffering=0)
     except FileNotFoundError:
         return f"{relative}: missing"
-    if size != info["bytes"]:
-        return f"{relative}: {size} bytes on disk, manifest says {info['bytes']}"
-    if file_checksum(path, algorithm) != info.get("checksum"):
+    except NotOwnFile:
+        return f"{relative}: not a regular file inside the checkpoint (a link, a FIFO or a device)"
+    except OSError as error:
+        return f"{relative}: cannot be read ({error.strerror or error})"
+    with handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size != info["bytes"]:
+            return f"{relative}: {size} bytes on disk, manifest says {info['bytes']}"
+        checksum = file_checksum(handle, size, algorithm)
+    if checksum is None:
+        return f"{relative}: longer than the manifest says (it grew while read)"
+    if checksum != info.get("checksum"):
         return f"checksum mismatch in {relative}"
     return None
 
