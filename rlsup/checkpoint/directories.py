@@ -45,7 +45,7 @@ def install(temporary: Path, final: Path) -> None:
     os.rename(temporary, final)
     fsync_directory(parent)
     if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)
+        remove_tree(aside)
 
 
 def rotate(run_dir: Path, keep: int) -> list[Path]:
@@ -91,7 +91,26 @@ def _delete_directory(path: Path) -> None:
     hidden = path.parent / f"{DELETING_PREFIX}{path.name}-{os.getpid()}-{secrets.token_hex(4)}"
     os.rename(path, hidden)
     # Already invisible: a failure here is a leftover for the next cleanup, not a reason to stop training.
-    shutil.rmtree(hidden, ignore_errors=True)
+    remove_tree(hidden)
+
+
+def remove_tree(path: Path) -> None:
+    """rmtree, giving the owner back the right to list and empty a directory made unreadable (a checkpoint
+    chmod 000): rmtree alone failed on it at every rotation and cleanup, leaving it for ever. Never follows a
+    link, and never raises: what is left is a leftover for the next cleanup."""
+    shutil.rmtree(path, ignore_errors=True)
+    if not os.path.lexists(path) or os.path.islink(path):
+        return
+    try:
+        os.chmod(path, 0o700)
+        for directory, subdirectories, _ in os.walk(path):
+            for name in subdirectories:
+                child = os.path.join(directory, name)
+                if not os.path.islink(child):  # chmod follows links
+                    os.chmod(child, 0o700)
+    except OSError:
+        pass
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def clean_leftovers(parent: Path) -> None:
@@ -109,7 +128,7 @@ def clean_leftovers(parent: Path) -> None:
             os.rename(child, original)
             fsync_directory(parent)
         else:
-            shutil.rmtree(child, ignore_errors=True)
+            remove_tree(child)
 
 
 def _process_alive(pid: int) -> bool:
