@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rlsup import paths, runfiles
+from rlsup.jobstate import State
 from rlsup.checkpoint.manifest import MANIFEST_FILE, STATE_FILE, list_checkpoints, read_manifest, sealed
 from rlsup_testing import assert_one_line_error, copy_run as received, finished_cartpole, run_rlsup
 
@@ -88,3 +89,19 @@ def test_a_fifo_or_device_in_a_checkpoint_is_refused_not_read(tmp_path: Path, fi
     assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode in (1, 2), (result.stdout, result.stderr)
     assert STATE_FILE in result.stdout + result.stderr
+
+
+def test_the_daemon_never_appends_a_workers_output_through_a_linked_log(harness, tmp_path: Path) -> None:
+    harness.settings()
+    harness.start_daemon()
+    job = harness.submit(harness.job_file("linked", total_steps=400_000, checkpoint_every=0))
+    harness.wait_step(job.id, 300)
+    assert harness.cli("pause", str(job.id))[0] == 0
+    harness.wait_state(job.id, State.PAUSED)
+    run_dir, outside = Path(job.run_dir), outside_file(tmp_path)
+    (run_dir / paths.LOG_FILE).unlink()
+    (run_dir / paths.LOG_FILE).symlink_to(outside)
+    assert harness.cli("resume", str(job.id))[0] == 0
+    failed = harness.wait_state(job.id, State.FAILED)
+    assert f"{run_dir / paths.LOG_FILE} is a symbolic link" in failed.reason, harness.report(job.id)
+    assert outside.read_bytes() == OUTSIDE_BYTES and (run_dir / paths.LOG_FILE).is_symlink()
