@@ -74,6 +74,15 @@ def read_bytes(path: Path, limit: int) -> bytes | None:
     return data if data is not None and len(data) <= limit else None
 
 
+def read_regular(path: Path) -> bytes:
+    """A file's bytes, links followed (a user's job file may be one), but only from a regular file: a FIFO would
+    block the read, and with it a command or the daemon's loop, for ever. Raises OSError otherwise."""
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a socket or a device): not read", str(path))
+        return handle.read()
+
+
 def own_directory(path: Path) -> Path:
     """A directory of the run (spec-history, checkpoints, tensorboard), made 0700 when missing; never a link."""
     path = Path(path)

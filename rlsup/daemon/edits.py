@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsup import jobstate, lineage, spec as specs
+from rlsup import jobstate, lineage, own_files, spec as specs
 from rlsup.jobstate import EditAction, State
 from rlsup.store import Job
 
@@ -51,7 +51,7 @@ def read_saved(job: Job) -> SavedFile | None:
     """The job's file when it differs from what was last judged; None when unreadable or unchanged."""
     path = Path(job.spec_path)
     try:
-        data = path.read_bytes()
+        data = own_files.read_regular(path)  # a FIFO under a shared run_root must not stall the daemon's loop
     except OSError:
         return None  # removed, or mid-rename by an editor: the job goes on with what it has
     digest = specs.file_digest(data)

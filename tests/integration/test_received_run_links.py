@@ -105,3 +105,13 @@ def test_the_daemon_never_appends_a_workers_output_through_a_linked_log(harness,
     failed = harness.wait_state(job.id, State.FAILED)
     assert f"{run_dir / paths.LOG_FILE} is a symbolic link" in failed.reason, harness.report(job.id)
     assert outside.read_bytes() == OUTSIDE_BYTES and (run_dir / paths.LOG_FILE).is_symlink()
+
+
+def test_a_job_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path, finished_run: Path) -> None:
+    os.mkfifo(tmp_path / "job.toml")
+    result = run_rlsup("validate", tmp_path / "job.toml", timeout=30)  # before: waited for a writer for ever
+    assert_one_line_error(result, 2, "job.toml", "not a regular file")
+    run_dir = received(finished_run, tmp_path)
+    (run_dir / paths.JOB_FILE).unlink()
+    os.mkfifo(run_dir / paths.JOB_FILE)
+    assert_one_line_error(run_rlsup("run", "--resume", run_dir, timeout=60), 2)  # not taken for a run at all
