@@ -119,6 +119,9 @@ def check_own_files(run_dir: Path) -> None:
     for name in (paths.CHECKPOINTS, paths.TENSORBOARD, paths.SPEC_HISTORY):
         if (run_dir / name).is_symlink():
             raise own_files.refusal(run_dir / name, "is a symbolic link")
+    for name in (paths.STATUS_FILE, paths.EXIT_FILE):  # replaced by a rename, which a directory refuses
+        if (run_dir / name).is_dir() and not (run_dir / name).is_symlink():
+            raise own_files.refusal(run_dir / name, "is a directory")
 
 
 def discard_history(run_dir: Path) -> list[Path]:

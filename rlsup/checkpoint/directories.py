@@ -98,8 +98,11 @@ def remove_tree(path: Path) -> None:
     """rmtree, giving the owner back the right to list and empty a directory made unreadable (a checkpoint
     chmod 000): rmtree alone failed on it at every rotation and cleanup, leaving it for ever. Never follows a
     link, and never raises: what is left is a leftover for the next cleanup."""
+    if os.path.islink(path):  # a checkpoint a received run holds as a link: the link goes, never its target
+        os.unlink(path)
+        return
     shutil.rmtree(path, ignore_errors=True)
-    if not os.path.lexists(path) or os.path.islink(path):
+    if not os.path.lexists(path):
         return
     try:
         os.chmod(path, 0o700)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_testing import small_state, write
+from checkpoint_testing import dot_entries, small_state, write
 from rlsup import locks, paths, runfiles, spec as specs
 from rlsup.checkpoint.directories import rotate
-from rlsup.checkpoint.manifest import CheckpointsUnreadable, newest_usable
+from rlsup.checkpoint.manifest import CheckpointsUnreadable, list_checkpoints, newest_usable
 from rlsup.own_files import NotOwnFile
 from rlsup.tensorboard_log import EventFile
 from rlsup_testing import cartpole_job, run_rlsup
@@ -98,3 +98,20 @@ def test_a_fifo_among_foreground_registrations_does_not_hang_list(rlsup_home: Pa
     result = run_rlsup("list", timeout=30)  # before: read the FIFO for ever
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_checkpoint_held_as_a_link_is_replaced_without_touching_its_target(run_dir: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    write(elsewhere, small_state(2), 2)
+    write(run_dir, small_state(1), 1)
+    (run_dir / paths.CHECKPOINTS / "step-000000000002").symlink_to(elsewhere / paths.CHECKPOINTS / "step-000000000002")
+    write(run_dir, small_state(2), 2)  # the same step again: the link is moved aside and removed, as a link
+    assert dot_entries(run_dir) == []  # before: the aside link stayed for ever (rmtree refuses a link)
+    assert [entry.step for entry in list_checkpoints(elsewhere)] == [2]
+    assert not (run_dir / paths.CHECKPOINTS / "step-000000000002").is_symlink()
+
+
+def test_a_status_file_that_is_a_directory_is_refused_before_training(run_dir: Path) -> None:
+    (run_dir / paths.STATUS_FILE).mkdir()
+    with pytest.raises(NotOwnFile, match="is a directory"):
+        runfiles.check_own_files(run_dir)
