@@ -220,7 +220,7 @@ def runs_root(spec: specs.JobSpec, home: Path) -> Path | None:
 def snapshot(data: bytes, run_dir: Path) -> Path:
     """Write the job file's bytes into the run: the copy is what the daemon watches for this job."""
     copy = run_dir / paths.SOURCE_COPY
-    copy.write_bytes(data)
+    runfiles.atomic_write_bytes(copy, data)  # never through a link
     return copy
 
 

@@ -71,20 +71,29 @@ def load_policy(run_dir: Path, which: str = "latest", report: Callable[[str], No
 def load_trainer_state(run_dir: Path, which: str = "latest", report: Callable[[str], None] = lambda line: None,
                        ) -> tuple[object, dict, object]:
     """(the run's spec, the trainer state of a checkpoint, its entry): what enjoy and export build policies from."""
-    from rlsup.checkpoint.manifest import latest_choice, resolve
-    from rlsup.checkpoint.store import load_checkpoint
+    from rlsup.checkpoint.manifest import ROTATED_TRIES, CheckpointProblem, latest_choice, resolve
+    from rlsup.checkpoint.store import CheckpointError, load_checkpoint
 
     spec = runfiles.read_run_spec(run_dir)  # the caller has put the env's own modules on sys.path
-    if which == "latest":
-        choice = latest_choice(run_dir)
-        entry = choice.entry
-        if choice.skipped_message():
-            report(choice.skipped_message())
-    else:
-        entry = resolve(run_dir, which)
-    # `latest` and `best` resolve to a checkpoint that has just been checksummed; a step or a path has not.
-    _, state = load_checkpoint(entry.path, verify=which not in ("latest", "best"))
-    return spec, state["trainer"], entry
+    for _ in range(ROTATED_TRIES):
+        if which == "latest":
+            choice = latest_choice(run_dir)
+            entry = choice.entry
+            if choice.skipped_message():
+                report(choice.skipped_message())
+        else:
+            entry = resolve(run_dir, which)
+        try:
+            # `latest` and `best` resolve to a checkpoint just checksummed; a step or a path has not. Installed
+            # checkpoint files are never rewritten, only deleted, so what is read whole is what verified.
+            _, state = load_checkpoint(entry.path, verify=which not in ("latest", "best"))
+            return spec, state["trainer"], entry
+        except CheckpointError:
+            if which != "latest" or entry.path.is_dir():
+                raise
+            # Rotated away while read by the run's worker (keep = 1, say): the newest again.
+    raise CheckpointProblem(f"the checkpoints of {run_dir} were rotated away {ROTATED_TRIES} times while read: "
+                            "its worker replaces them faster than they can be loaded; try again")
 
 
 def frame_rate(env_id: str) -> float:

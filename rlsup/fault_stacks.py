@@ -6,6 +6,7 @@ import os
 import signal
 from pathlib import Path
 
+from rlsup import own_files
 from rlsup.formatting import Sentence
 
 # Where the worker records stacks, for the processes it starts (env processes, V-trace actors) to record too.
@@ -33,7 +34,7 @@ def record_where_the_worker_does() -> None:
 
 def _enable(log_path: str) -> None:
     try:
-        log_file = open(log_path, "a", encoding="utf-8")  # never closed: see _open_logs
+        log_file = own_files.append_text(Path(log_path))  # never closed: see _open_logs
     except OSError:
         return  # a fault still ends the process, only without its stack: nothing to refuse a run for
     _open_logs.append(log_file)

@@ -78,6 +78,7 @@ class Job:
     signal: SentSignal | None = None
     experiment: str = ""  # the experiment (seeds and variants submitted together) it belongs to; "" alone
     cluster: str = ""     # the [[cluster]] it runs on ([job] cluster); "" for this machine
+    moved_from: str | None = None  # the run directory a move left behind, until the daemon deletes it
 
     @property
     def where(self) -> str:

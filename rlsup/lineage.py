@@ -7,13 +7,14 @@ import shlex
 import shutil
 import time
 import typing
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import rlsup
-from rlsup import paths, runfiles
+from rlsup import own_files, paths, runfiles
 from rlsup import spec as specs
 from rlsup.checkpoint import manifest as manifests
+from rlsup.checkpoint.checksums import safe_relative_path
 from rlsup.checkpoint.manifest import BEST, CheckpointEntry, CheckpointProblem
 from rlsup.fieldcheck import check_value
 
@@ -200,11 +201,13 @@ class ForkRequest:
     entry: CheckpointEntry
     fresh_optimizer: bool = False
     replay: bool = True
+    latest: bool = False  # asked for as "latest": a checkpoint rotated away is replaced by the newest again
+    linked: Path | None = None  # where its files were linked into the fork, out of reach of the parent's rotation
 
     @property
     def carries_replay(self) -> bool:
         """A best checkpoint has no replay, nor has one written with [checkpoint] replay = false."""
-        return self.replay and self.entry.reason != BEST and holds_replay(self.entry.path)
+        return self.replay and self.entry.reason != BEST and holds_replay(self.linked or self.entry.path)
 
 
 def holds_replay(checkpoint_dir: Path) -> bool:
@@ -231,12 +234,8 @@ def prepare_fork(run_dir: Path, request: ForkRequest, fork: specs.JobSpec) -> Pa
     The checkpoint is hard-linked (its files are never rewritten), copied across filesystems, and
     verified in its new place; the parent's metrics up to that checkpoint are kept (INHERITED_METRICS).
     """
+    request = link_verified(Path(run_dir) / INHERITED_CHECKPOINT, request)
     check_fork(request, fork)
-    inherited = Path(run_dir) / INHERITED_CHECKPOINT
-    link_checkpoint(request.entry, inherited)
-    problem = manifests.verify(inherited)
-    if problem is not None:
-        raise ForkRefused(f"checkpoint {request.entry.path} does not verify: {problem}")
     copy_metrics_prefix(request.parent_run / paths.METRICS_FILE, Path(run_dir) / INHERITED_METRICS,
                         int(request.entry.metrics_bytes))
     parent = Parent(run_dir=str(request.parent_run), job_name=request.parent_job_name,
@@ -248,25 +247,53 @@ def prepare_fork(run_dir: Path, request: ForkRequest, fork: specs.JobSpec) -> Pa
     return parent
 
 
+def link_verified(target: Path, request: ForkRequest) -> ForkRequest:
+    """The request's checkpoint hard-linked under target first, then verified there, where no rotation of the
+    parent's can reach it; for "latest", one rotated away meanwhile gives way to the newest again. Returns the
+    request with the entry that was linked."""
+    for _ in range(manifests.ROTATED_TRIES):
+        shutil.rmtree(target, ignore_errors=True)
+        try:
+            link_checkpoint(request.entry, target)
+        except FileNotFoundError as error:
+            if not request.latest:
+                raise ForkRefused(f"checkpoint {request.entry.path.name} went away while forking ({error.filename}): "
+                                  "the parent rotated it out; fork again") from None
+            request = replace(request, entry=resolve_checkpoint(request.parent_run, "latest"))
+            continue
+        problem = manifests.verify(target)
+        if problem is not None:
+            raise ForkRefused(f"checkpoint {request.entry.path} does not verify: {problem}")
+        return replace(request, linked=target)
+    raise ForkRefused(f"the parent's checkpoints were rotated away {manifests.ROTATED_TRIES} times while linked: "
+                      "its worker replaces them faster than they can be forked; fork again, or from a step")
+
+
 def link_checkpoint(entry: CheckpointEntry, target: Path) -> None:
-    """Every file the checkpoint's manifest lists, and the manifest, linked (or copied) under target."""
+    """Every file the checkpoint's manifest lists, and the manifest, linked (or copied) under target; raises
+    FileNotFoundError when one went away. A name that leaves the checkpoint is refused before anything is linked."""
     names = [*entry.manifest.get("files", {}), manifests.MANIFEST_FILE]
-    try:
-        for name in names:
-            source, destination = entry.path / name, target / name
-            paths.ensure_private_dir(destination.parent)
-            try:
-                os.link(source, destination)
-            except OSError:  # another filesystem, or links not allowed: a copy, checked like the link
-                shutil.copy2(source, destination)
-    except FileNotFoundError as error:
-        raise ForkRefused(f"checkpoint {entry.path.name} went away while forking ({error.filename}): the parent "
-                          "rotated it out; fork again") from None
+    if any(safe_relative_path(target, name) is None for name in names):
+        raise ForkRefused(f"checkpoint {entry.path} lists a file outside it: refused")
+    for name in names:
+        source, destination = entry.path / name, target / name
+        paths.ensure_private_dir(destination.parent)
+        try:  # a link in the parent's checkpoint stays a link, which verification refuses: never its target
+            os.link(source, destination, follow_symlinks=False)
+        except OSError:  # another filesystem, or links not allowed: a copy, checked like the link (a source
+            # that went away fails the copy too)
+            shutil.copy2(source, destination, follow_symlinks=False)
 
 
 def copy_metrics_prefix(source: Path, target: Path, length: int | None = None) -> None:
     """The first length bytes of source (all of it when None; nothing when it is missing) as target."""
-    data = source.read_bytes()[:length] if source.exists() else b""
+    try:  # never through a link, and never past length: a FIFO or /dev/zero would be read for ever
+        with os.fdopen(own_files.open_own(source, os.O_RDONLY), "rb") as handle:
+            data = handle.read(length) if length is not None else handle.read()
+    except FileNotFoundError:
+        data = b""
+    except own_files.NotOwnFile as error:
+        raise ForkRefused(str(error)) from None
     runfiles.atomic_write_bytes(target, data)
 
 

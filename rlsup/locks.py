@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlsup import own_files
+
 
 class LockHeld(RuntimeError):
     """Another live process holds the lock."""
@@ -31,7 +33,7 @@ def acquire(path: Path, *, wait_s: float = 1.0) -> int:
 
     Retries for wait_s because a process checking who holds the lock holds it for an instant.
     """
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    descriptor = own_files.open_own(path, os.O_RDWR | os.O_CREAT)  # it is truncated: never through a link
     deadline = time.monotonic() + wait_s
     while True:
         try:
@@ -51,10 +53,9 @@ def acquire(path: Path, *, wait_s: float = 1.0) -> int:
 def holder(path: Path) -> Holder:
     """Whether a live process holds the lock, and its pid; takes the lock for microseconds to find out."""
     try:
-        # Non-blocking: a FIFO put in its place would otherwise hold the open for ever (flock works all the same).
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        return Holder(False, None)
+        descriptor = own_files.open_own(path, os.O_RDONLY)  # a FIFO would block the daemon's loop
+    except (FileNotFoundError, own_files.NotOwnFile):
+        return Holder(False, None)  # no worker holds a lock that is no file: starting one refuses the run
     try:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import bisect
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Union
 
-from rlsup import paths, runfiles
+from rlsup import own_files, paths, runfiles
 from rlsup.jobview import number
 
 # The TUI's smoothing key steps through these; 0 is off. 0.9 is what the plots drew before there was a choice.
@@ -105,9 +106,9 @@ def available_metrics(records: Iterable[dict]) -> set[str]:
 
 def records_of(run_dir: Path) -> Iterator[dict]:
     """The records of a run's metrics.jsonl one at a time: a million lines read as a list took gigabytes."""
-    try:
-        handle = open(Path(run_dir) / paths.METRICS_FILE, "rb")
-    except FileNotFoundError:
+    try:  # never through a link, never a FIFO that would block the read for ever
+        handle = os.fdopen(own_files.open_own(Path(run_dir) / paths.METRICS_FILE, os.O_RDONLY), "rb")
+    except (FileNotFoundError, own_files.NotOwnFile):
         return
     with handle:
         for line in handle:

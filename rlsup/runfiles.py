@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from rlsup import paths, spec as specs
+from rlsup import own_files, paths, spec as specs
 
 
 def fsync_directory(directory: Path) -> None:
@@ -24,7 +24,9 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
     """Write to a temporary file beside path, fsync it, rename it over path, fsync the directory."""
     path = Path(path)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    # Made anew (O_EXCL, no link followed): a link planted at this predictable name must not take the write.
+    temporary.unlink(missing_ok=True)
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | own_files.GUARD_FLAGS, mode)
     try:
         with os.fdopen(descriptor, "wb") as handle:
             handle.write(data)
@@ -42,9 +44,10 @@ def atomic_write_json(path: Path, value: Any, *, mode: int = 0o600) -> None:
 
 
 def read_json(path: Path) -> dict | None:
-    """A JSON object from path, or None when it is missing or half-written."""
+    """A JSON object from path, or None when it is missing, half-written, or not a regular file (a link, a FIFO
+    that would block the read for ever)."""
     try:
-        value = json.loads(Path(path).read_text())
+        value = json.loads(own_files.read_bytes(Path(path), own_files.JSON_LIMIT_BYTES) or b"")
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None
@@ -92,7 +95,7 @@ class MetricsWriter:
 
     def __init__(self, run_dir: Path):
         self.path = Path(run_dir) / paths.METRICS_FILE
-        self.handle = open(self.path, "ab", buffering=0)
+        self.handle = own_files.append_binary(self.path)
 
     def write(self, record: dict) -> None:
         self.handle.write((json.dumps(record, separators=(",", ":")) + "\n").encode())
@@ -105,6 +108,20 @@ class MetricsWriter:
 
     def close(self) -> None:
         self.handle.close()
+
+
+def check_own_files(run_dir: Path) -> None:
+    """Refuse (NotOwnFile), before anything is built, a run whose files rlsup writes in place are links, FIFOs or
+    hard links, or whose directories are links: a received run must not turn a resume into a write elsewhere."""
+    run_dir = Path(run_dir)
+    if os.path.lexists(run_dir / paths.METRICS_FILE):
+        os.close(own_files.open_own(run_dir / paths.METRICS_FILE, os.O_WRONLY))
+    for name in (paths.CHECKPOINTS, paths.TENSORBOARD, paths.SPEC_HISTORY):
+        if (run_dir / name).is_symlink():
+            raise own_files.refusal(run_dir / name, "is a symbolic link")
+    for name in (paths.STATUS_FILE, paths.EXIT_FILE):  # replaced by a rename, which a directory refuses
+        if (run_dir / name).is_dir() and not (run_dir / name).is_symlink():
+            raise own_files.refusal(run_dir / name, "is a directory")
 
 
 def discard_history(run_dir: Path) -> list[Path]:
@@ -129,10 +146,16 @@ def discard_history(run_dir: Path) -> list[Path]:
 def truncate_metrics(run_dir: Path, length: int) -> None:
     """Cut metrics.jsonl back to a checkpoint's recorded length, dropping a future that was thrown away."""
     path = Path(run_dir) / paths.METRICS_FILE
-    if path.exists() and path.stat().st_size > length:
-        with open(path, "r+b") as handle:
-            handle.truncate(length)
-            os.fsync(handle.fileno())
+    try:
+        descriptor = own_files.open_own(path, os.O_WRONLY)
+    except FileNotFoundError:
+        return
+    try:
+        if os.fstat(descriptor).st_size > length:
+            os.ftruncate(descriptor, length)
+            os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 class MetricsReader:
@@ -145,14 +168,15 @@ class MetricsReader:
         self.restarted = False  # set when the file was cut back: the caller should drop what it holds
 
     def read_new(self) -> list[dict]:
-        try:
-            size = self.path.stat().st_size
-        except FileNotFoundError:
+        try:  # never a FIFO, which would block the TUI or the daemon for ever
+            handle = os.fdopen(own_files.open_own(self.path, os.O_RDONLY), "rb")
+        except OSError:
             return []
-        if size < self.offset:  # cut back on resume: the old tail is gone, start over
-            self.offset, self.pending = 0, b""
-            self.restarted = True
-        with open(self.path, "rb") as handle:
+        with handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size < self.offset:  # cut back on resume: the old tail is gone, start over
+                self.offset, self.pending = 0, b""
+                self.restarted = True
             handle.seek(self.offset)
             data = self.pending + handle.read(size - self.offset)
         self.offset = size
@@ -234,7 +258,7 @@ def write_run_spec(run_dir: Path, spec: specs.JobSpec) -> None:
     """Make spec the run's job.toml and keep a numbered copy in spec-history/."""
     run_dir = Path(run_dir)
     text = spec.to_toml().encode()
-    history = paths.ensure_private_dir(run_dir / paths.SPEC_HISTORY)
+    history = own_files.own_directory(run_dir / paths.SPEC_HISTORY)
     number = len(list(history.glob("*.toml"))) + 1
     atomic_write_bytes(history / f"{number:04d}.toml", text)
     atomic_write_bytes(run_dir / paths.JOB_FILE, text)

@@ -88,6 +88,11 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE jobs ADD COLUMN worker_ref TEXT;
     ALTER TABLE jobs ADD COLUMN node TEXT;
     """,
+    # The run directory a move under run_root left behind, until the daemon has deleted it: only what the
+    # store recorded is ever deleted, never what a file in the run names (daemon/moves.py).
+    """
+    ALTER TABLE jobs ADD COLUMN moved_from TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -325,11 +330,19 @@ class Store:
         """
         with self._write():
             now = time.time()
-            self._update(job_id, {"run_dir": str(run_dir)}, now)
+            row = self.connection.execute("SELECT run_dir FROM jobs WHERE id = ?", (int(job_id),)).fetchone()
+            self._update(job_id, {"run_dir": str(run_dir), "moved_from": row["run_dir"]}, now)
             self.connection.execute("UPDATE jobs SET spec_path = ?, updated = ? WHERE spec_path = ?",
                                     (str(spec_path[1]), now, str(spec_path[0])))
             self._event(job_id, "moved", None, None, message, now)
         return self.job(job_id)
+
+    def forget_moved_from(self, job_id: int, kind: str, message: str) -> None:
+        """The old run of a move is deleted (or left alone), with the event that says so, in one transaction."""
+        with self._write():
+            now = time.time()
+            self._update(job_id, {"moved_from": None}, now)
+            self._event(job_id, kind, None, None, message, now)
 
     def add_event(self, job_id: int | None, kind: str, message: str) -> None:
         with self._write():

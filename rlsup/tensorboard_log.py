@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from rlsup import paths, runfiles
+from rlsup import own_files, paths, runfiles
 
 EVENT_FILES = "events.out.tfevents.*"
 # A checkpoint's manifest extra holds {"file": name, "bytes": length}: where the event file stood at it.
@@ -52,7 +52,7 @@ class EventFile:
         from tensorboard.compat.proto.event_pb2 import Event, SessionLog, SourceMetadata
 
         path = fresh_path(directory)
-        events = cls(path, open(path, "wb"))
+        events = cls(path, _own(path, CREATE, "wb"))
         events.add(Event(wall_time=time.time(), file_version="brain.Event:2",
                          source_metadata=SourceMetadata(writer="rlsup")))
         # A SessionLog START at step 0: a reader drops every step it read before it (SummaryWriter's purge_step).
@@ -61,7 +61,7 @@ class EventFile:
 
     @classmethod
     def appending(cls, path: Path, length: int) -> "EventFile":
-        file = open(path, "r+b")
+        file = _own(path, os.O_RDWR, "r+b")
         file.seek(length)
         return cls(path, file)
 
@@ -69,7 +69,7 @@ class EventFile:
     def copied(cls, source: Path, length: int) -> "EventFile":
         """A fresh file holding source's first length bytes, its own purge at step 0 among them."""
         path = fresh_path(source.parent)
-        with open(source, "rb") as reader, open(path, "wb") as writer:
+        with _own(source, os.O_RDONLY, "rb") as reader, _own(path, CREATE, "wb") as writer:
             while writer.tell() < length and (chunk := reader.read(min(length - writer.tell(), 1 << 20))):
                 writer.write(chunk)
         return cls.appending(path, length)
@@ -91,9 +91,17 @@ class EventFile:
         self.file.close()
 
 
+CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL  # a fresh event file: fresh_path checked that none is there
+
+
+def _own(path: Path, flags: int, mode: str) -> BinaryIO:
+    """An event file opened as own_files opens a run's files: 0600, never through a link."""
+    return os.fdopen(own_files.open_own(path, flags), mode)
+
+
 def fresh_path(directory: Path) -> Path:
     """A new event file's path, named as EventFileWriter names them."""
-    directory.mkdir(parents=True, exist_ok=True)
+    own_files.own_directory(directory)
     while True:
         name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}"
         path = directory / f"{name}.{next(_file_numbers)}"
@@ -157,7 +165,7 @@ class TensorBoardLog:
 
     def _continued(self, name: object, length: object) -> EventFile | None:
         """The checkpoint's event file at its length, when it is there whole and alone; else None."""
-        directory = self.run_dir / paths.TENSORBOARD
+        directory = own_files.own_directory(self.run_dir / paths.TENSORBOARD)  # nothing through a link out
         if not isinstance(name, str) or not isinstance(length, int):
             return None
         path = directory / name

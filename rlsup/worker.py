@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import fault_stacks, foreground, formatting, import_trust, locks, paths, runfiles, tensorboard_log
+from rlsup import fault_stacks, foreground, formatting, import_trust, locks, own_files, paths, runfiles, tensorboard_log
 from rlsup import spec as specs
 from rlsup.algos import registry
 from rlsup.algos.contract import Trainer
@@ -90,6 +90,7 @@ class TrainingRun:
         """Set up and train; every way it can end becomes an exit code and one sentence."""
         try:
             setup_logging(self.run_dir, self.foreground)
+            runfiles.check_own_files(self.run_dir)
             self.previous_exit = runfiles.read_exit(self.run_dir)
             runfiles.clear_exit(self.run_dir)
             self.spec = runfiles.read_run_spec(self.run_dir)
@@ -104,7 +105,7 @@ class TrainingRun:
             return self._train()
         except NoSpace as error:
             return EXIT_NO_SPACE, str(error)
-        except (specs.SpecError, UsageError, CheckpointProblem) as error:
+        except (specs.SpecError, UsageError, CheckpointProblem, own_files.NotOwnFile) as error:
             return EXIT_SPEC, str(error)
         except OSError as error:
             if error.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -370,6 +371,8 @@ def busy_message(run_dir: Path, error: Exception) -> str:
     if isinstance(error, locks.LockHeld):
         return (f"{run_dir} is already being trained by pid {error.pid if error.pid is not None else '?'}; "
                 "two workers would write one run, so this one leaves it alone")
+    if isinstance(error, own_files.NotOwnFile):
+        return str(error)
     return f"cannot lock {run_dir / paths.WORKER_LOCK}: {error}"
 
 
@@ -381,7 +384,10 @@ def setup_logging(run_dir: Path, foreground: bool) -> None:
     for handler in list(logger.handlers):
         logger.removeHandler(handler)
         handler.close()
-    file_handler = logging.FileHandler(run_dir / paths.LOG_FILE)
+    # A worker.log that is refused (a link) must not leave records to logging's last resort, stderr.
+    logger.propagate = False
+    logger.addHandler(logging.NullHandler())
+    file_handler = OwnFileHandler(run_dir / paths.LOG_FILE)
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     logger.addHandler(file_handler)
     fault_stacks.record_to(run_dir / paths.LOG_FILE)  # a user's native env that segfaults leaves its stack
@@ -390,7 +396,13 @@ def setup_logging(run_dir: Path, foreground: bool) -> None:
         stream.setFormatter(TerminalFormatter("\r\033[K%(message)s" if sys.stderr.isatty() else "%(message)s"))
         stream.addFilter(lambda record: getattr(record, "terminal", True))
         logger.addHandler(stream)
-    logger.propagate = False
+
+
+class OwnFileHandler(logging.FileHandler):
+    """worker.log opened as own_files opens a run's files: 0600, and never through a link out of the run."""
+
+    def _open(self):
+        return own_files.append_text(Path(self.baseFilename))
 
 
 class TerminalFormatter(logging.Formatter):

@@ -5,6 +5,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -165,6 +166,22 @@ def rlsup_command(*arguments: str) -> list[str]:
 def run_rlsup(*arguments: str, timeout: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run(rlsup_command(*arguments), capture_output=True, text=True, timeout=timeout,
                           env=os.environ.copy())
+
+
+def finished_cartpole(directory: Path, total_steps: int) -> Path:
+    """A small CartPole run trained to its budget in directory/run, a checkpoint every 500 steps."""
+    run_dir = directory / "run"
+    job = cartpole_job(directory, total_steps=total_steps, checkpoint_every=500)
+    result = run_rlsup("run", job, "--run-dir", run_dir)
+    assert result.returncode == 0, result.stderr
+    return run_dir
+
+
+def copy_run(source: Path, tmp_path: Path) -> Path:
+    """A copy of a run, as a colleague's run is received."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(source, run_dir)
+    return run_dir
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, code: int, *fragments: str) -> None:

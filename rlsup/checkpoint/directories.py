@@ -8,7 +8,7 @@ import secrets
 import shutil
 from pathlib import Path
 
-from rlsup import paths
+from rlsup import own_files, paths
 from rlsup.checkpoint import manifest as manifests
 from rlsup.checkpoint.manifest import CheckpointEntry
 from rlsup.runfiles import fsync_directory
@@ -27,8 +27,9 @@ def temporary_beside(final: Path) -> Path:
 
 def checkpoints_parent(run_dir: Path) -> Path:
     parent = manifests.checkpoints_dir(run_dir)
-    if not parent.is_dir():
-        paths.ensure_private_dir(parent)
+    if not parent.is_dir() or parent.is_symlink():
+        paths.ensure_private_dir(parent.parent)
+        own_files.own_directory(parent)  # a link is refused: checkpoints are written, and rotated, in the run only
         fsync_directory(Path(run_dir))
     return parent
 
@@ -44,7 +45,7 @@ def install(temporary: Path, final: Path) -> None:
     os.rename(temporary, final)
     fsync_directory(parent)
     if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)
+        remove_tree(aside)
 
 
 def rotate(run_dir: Path, keep: int) -> list[Path]:
@@ -90,7 +91,29 @@ def _delete_directory(path: Path) -> None:
     hidden = path.parent / f"{DELETING_PREFIX}{path.name}-{os.getpid()}-{secrets.token_hex(4)}"
     os.rename(path, hidden)
     # Already invisible: a failure here is a leftover for the next cleanup, not a reason to stop training.
-    shutil.rmtree(hidden, ignore_errors=True)
+    remove_tree(hidden)
+
+
+def remove_tree(path: Path) -> None:
+    """rmtree, giving the owner back the right to list and empty a directory made unreadable (a checkpoint
+    chmod 000): rmtree alone failed on it at every rotation and cleanup, leaving it for ever. Never follows a
+    link, and never raises: what is left is a leftover for the next cleanup."""
+    if os.path.islink(path):  # a checkpoint a received run holds as a link: the link goes, never its target
+        os.unlink(path)
+        return
+    shutil.rmtree(path, ignore_errors=True)
+    if not os.path.lexists(path):
+        return
+    try:
+        os.chmod(path, 0o700)
+        for directory, subdirectories, _ in os.walk(path):
+            for name in subdirectories:
+                child = os.path.join(directory, name)
+                if not os.path.islink(child):  # chmod follows links
+                    os.chmod(child, 0o700)
+    except OSError:
+        pass
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def clean_leftovers(parent: Path) -> None:
@@ -108,7 +131,7 @@ def clean_leftovers(parent: Path) -> None:
             os.rename(child, original)
             fsync_directory(parent)
         else:
-            shutil.rmtree(child, ignore_errors=True)
+            remove_tree(child)
 
 
 def _process_alive(pid: int) -> bool:

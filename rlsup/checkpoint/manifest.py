@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rlsup import paths
 from rlsup.checkpoint.checksums import SUPPORTED_CHECKSUMS, file_checksum, safe_relative_path
+from rlsup.own_files import NotOwnFile, open_beneath
 from rlsup.runfiles import read_json
 
 FORMAT_VERSION = 1
@@ -34,6 +35,9 @@ MANIFEST_FIELDS: dict[str, type | tuple[type, ...]] = {
     "files": dict, MANIFEST_CHECKSUM: str}
 COUNT_FIELDS = ("step", "episodes", "metrics_bytes")
 _STEP_NAME = re.compile(r"^step-(\d+)")
+# A worker with keep = 1 and a short interval rotates checkpoints away while they are read (verified, loaded,
+# linked by a fork): the newest is listed again this many times before a reader gives up, in one sentence.
+ROTATED_TRIES = 20
 
 
 class CheckpointProblem(ValueError):
@@ -203,6 +207,10 @@ def checkpoint_directories(run_dir: Path, *, strict: bool = False) -> list[Path]
     looking empty, which would make a resume start over.
     """
     parent = checkpoints_dir(run_dir)
+    if parent.is_symlink():  # listed, it would be verified, loaded and rotated (deleted) outside the run
+        if strict:
+            raise CheckpointsUnreadable(f"{parent} is a symbolic link: rlsup reads checkpoints inside the run only")
+        return []
     try:
         children = list(os.scandir(parent))
     except FileNotFoundError:
@@ -254,13 +262,23 @@ def file_problem(checkpoint_dir: Path, relative: str, info: object, algorithm: s
         return f"{relative}: path leaves the checkpoint directory"
     if not isinstance(info, dict) or not isinstance(info.get("bytes"), int):
         return f"{relative}: malformed manifest record"
-    try:
-        size = path.stat().st_size
+    try:  # only a regular file inside the checkpoint: a link or a FIFO could be read for ever
+        handle = os.fdopen(open_beneath(Path(checkpoint_dir), path.relative_to(checkpoint_dir).parts), "rb",
+                           buffering=0)
     except FileNotFoundError:
         return f"{relative}: missing"
-    if size != info["bytes"]:
-        return f"{relative}: {size} bytes on disk, manifest says {info['bytes']}"
-    if file_checksum(path, algorithm) != info.get("checksum"):
+    except NotOwnFile:
+        return f"{relative}: not a regular file inside the checkpoint (a link, a FIFO or a device)"
+    except OSError as error:
+        return f"{relative}: cannot be read ({error.strerror or error})"
+    with handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size != info["bytes"]:
+            return f"{relative}: {size} bytes on disk, manifest says {info['bytes']}"
+        checksum = file_checksum(handle, size, algorithm)
+    if checksum is None:
+        return f"{relative}: longer than the manifest says (it grew while read)"
+    if checksum != info.get("checksum"):
         return f"checksum mismatch in {relative}"
     return None
 
@@ -297,22 +315,33 @@ class Choice:
 
 def newest_usable(run_dir: Path, *, strict: bool = False) -> Choice:
     """The newest checkpoint that verifies, with the newer ones it falls back past and why each failed."""
-    entries, invalid = scan_checkpoints(run_dir, strict=strict)
-    # A best checkpoint holds no replay: never a resume point, and a broken one blocks nothing.
-    entries = [entry for entry in entries if entry.reason != BEST]
-    invalid = [item for item in invalid if not item.path.name.endswith(BEST_SUFFIX)]
-    refused: list[Refused] = []
-    chosen = None
-    for entry in reversed(entries):
-        problem = verify(entry.path)
-        if problem is None:
-            chosen = entry
+    for _ in range(ROTATED_TRIES):
+        entries, invalid = scan_checkpoints(run_dir, strict=strict)
+        # A best checkpoint holds no replay: never a resume point, and a broken one blocks nothing.
+        entries = [entry for entry in entries if entry.reason != BEST]
+        invalid = [item for item in invalid if not item.path.name.endswith(BEST_SUFFIX) and item.path.is_dir()]
+        chosen, refused, rotated = _first_verified(reversed(entries))
+        if chosen is not None or not rotated:
             break
-        refused.append(Refused(entry.path, problem))
     # A directory with no usable manifest counts as newer unless its name says it is older.
     refused += [item for item in invalid if chosen is None or item.step is None or item.step > chosen.step]
     refused.sort(key=lambda item: -1 if item.step is None else item.step, reverse=True)
     return Choice(chosen, tuple(refused))
+
+
+def _first_verified(entries) -> tuple[CheckpointEntry | None, list[Refused], bool]:
+    """The first of entries that verifies, those refused before it, and whether any was rotated away meanwhile
+    (its directory gone: not damage, so not refused; the caller lists the checkpoints again)."""
+    refused, rotated = [], False
+    for entry in entries:
+        problem = verify(entry.path)
+        if problem is None:
+            return entry, refused, rotated
+        if not entry.path.is_dir():
+            rotated = True
+        else:
+            refused.append(Refused(entry.path, problem))
+    return None, refused, rotated
 
 
 def latest_verified(run_dir: Path) -> CheckpointEntry | None:

@@ -395,8 +395,12 @@ def load_checkpoint(checkpoint_dir: Path, *, verify: bool = True) -> tuple[dict,
         tree = json.loads((directory / STATE_FILE).read_text())
         tensors = _load_tensors(directory) if TENSORS_FILE in files else {}
         return manifest, _Decoder(directory, files, tensors).decode(tree)
-    # UnpicklingError is what torch.load(weights_only=True) raises when it refuses an object.
-    except (OSError, ValueError, RuntimeError, AttributeError, TypeError, pickle.UnpicklingError) as error:
+    # UnpicklingError is what torch.load(weights_only=True) raises when it refuses an object. Its message advises
+    # re-running with weights_only=False, which would run the file's code: never shown.
+    except pickle.UnpicklingError:
+        raise CheckpointError(f"checkpoint {directory} refused: {TENSORS_FILE} holds code (pickled objects other "
+                              "than tensors), which rlsup never runs; nothing of it was loaded") from None
+    except (OSError, ValueError, RuntimeError, AttributeError, TypeError) as error:
         raise CheckpointError(f"checkpoint {directory} cannot be loaded: {error}") from error
 
 

@@ -25,9 +25,11 @@ def command_checkpoints(args: argparse.Namespace) -> int:
     entries, invalid = scan_checkpoints(run_dir, strict=True)
     rows = [checkpoint_row(entry, verify(entry.path) if args.verify else None, checked=args.verify)
             for entry in entries]
+    # A checkpoint its worker rotated away while it was read is no longer there to list: not damage.
+    rows = [row for row in rows if row["verified"] is not False or Path(row["path"]).is_dir()]
     # A directory whose manifest is missing or broken is no checkpoint, but it must not go unseen.
     broken = [{"step": refused.step, "path": str(refused.path), "verified": False, "problem": refused.problem}
-              for refused in invalid]
+              for refused in invalid if refused.path.is_dir()]
     code = 1 if any(row["verified"] is False for row in rows + broken) else 0
     if args.json:
         print(json.dumps(rows + broken, indent=1))

@@ -52,7 +52,8 @@ def command_fork(args: argparse.Namespace) -> int:
     except lineage.ForkRefused as error:
         raise CliError(str(error)) from None
     request = lineage.ForkRequest(parent_run, parent_name, parent_job.id if parent_job else None, entry,
-                                  fresh_optimizer=args.fresh_optimizer, replay=not args.no_replay)
+                                  fresh_optimizer=args.fresh_optimizer, replay=not args.no_replay,
+                                  latest=args.checkpoint == "latest")
     path = Path(args.job).expanduser().resolve()
     loaded = specs.load(path)
     name = args.name or (f"{parent_name}-fork" if loaded.job.name == parent_name else None)

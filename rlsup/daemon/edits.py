@@ -5,7 +5,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsup import jobstate, lineage, spec as specs
+from rlsup import jobstate, lineage, own_files, spec as specs
 from rlsup.jobstate import EditAction, State
 from rlsup.store import Job
 
@@ -65,7 +65,7 @@ Decision = Accept | Refuse | None  # None: nothing differs from the run's spec
 def read_saved(path: Path) -> SavedFile | None:
     """A job file as saved now; None when unreadable."""
     try:
-        data = path.read_bytes()
+        data = own_files.read_regular(path)  # a FIFO under a shared run_root must not stall the daemon's loop
     except OSError:
         return None  # removed, or mid-rename by an editor: its jobs go on with what they have
     return SavedFile(path, data.decode("utf-8", errors="replace"), specs.file_digest(data))

@@ -103,6 +103,9 @@ class Daemon(EditHandling):
         for moved in self.mover.finished():
             self.dirty = True
             self.contain(moved.job_id, lambda: moves.record(self.mover, self.store, moved))
+        for job_id, kind, message in self.mover.take_discards():
+            log.info("job %s: %s", job_id, message)
+            self.contain(job_id, lambda: self.store.forget_moved_from(job_id, kind, message))
         for path in self.watcher.due():
             self.queue_file(path)
         self.apply_queued_edits()

@@ -2,14 +2,17 @@
 
 The old run stays untouched until the store names the new one, so a daemon SIGKILLed at any point
 finds, on restart, either the store naming the old run, intact (the move starts again and first removes
-what the killed one left under run_root), or the store naming the new, verified run (what is left of
-the old one is removed at the job's next start, told by the note moved-from.json):
+what the killed one left under run_root), or the store naming the new, verified run and, as moved_from,
+the old one (what is left of it is removed at the job's next start). Only the directory the store
+recorded is deleted, and only while it still holds a run: the note moved-from.json lies under run_root,
+which the cluster's nodes also write, so it says where a copy came from and never what to delete.
 
 1. copy the run to run_root/.moving-NAME, fsync every file and directory        (a thread)
 2. verify there the newest checkpoint's checksums                               (a thread)
 3. write moved-from.json into it, rename it to run_root/NAME, fsync run_root     (a thread)
-4. point the job's run_dir at it (and jobs following its --copy source.toml), with an event (the daemon's thread)
-5. rename the old run to .moved-NAME beside it, then delete it                   (a thread)
+4. point the job's run_dir at it (and jobs following its --copy source.toml) and record the old one as
+   moved_from, with an event                                                     (the daemon's thread)
+5. rename the old run to .moved-NAME beside it, then delete it, with an event     (a thread)
 
 The run's worker.lock is held from 1 to 3, so no `rlsup run --resume` starts training the old run meanwhile.
 Moving back (cluster to local) needs nothing: the local box sees run_root at the same path.
@@ -126,7 +129,11 @@ def _verify_copy(old: Path, copy: Path) -> None:
 
 
 def run_size(run_dir: Path) -> int:
-    return sum((Path(directory) / name).stat().st_size for directory, _, files in os.walk(run_dir) for name in files)
+    """The bytes of a run's files, a link counted as the link: one that dangles failed every move after the copy
+    was in place. Links are copied as links (copytree symlinks=True), never followed: rlsup never writes or
+    reads through a link in a run (own_files.py), so one copied along is inert, and refusing the move would
+    strand a run that resumes fine where it is."""
+    return sum(os.lstat(Path(directory) / name).st_size for directory, _, files in os.walk(run_dir) for name in files)
 
 
 def relocated(path: Path, old: Path, new: Path) -> Path:
@@ -145,13 +152,20 @@ def hide_old(old: Path) -> Path:
     return hidden
 
 
-def leftover_of(run_dir: Path) -> Path | None:
-    """The old run a moved run came from while it may still be there (its note names it), else None."""
-    note = runfiles.read_json(Path(run_dir) / NOTE_FILE)
-    if note is None:
-        return None
-    old = note.get("from")
-    return Path(old) if isinstance(old, str) and Path(old).resolve() != Path(run_dir).resolve() else Path(run_dir)
+def doomed_directory(old: Path, new: Path) -> tuple[Path | None, str]:
+    """What of a job's recorded old run may be deleted (the run, or what a killed deletion left of it as
+    .moved-NAME), or None and why nothing may: never a link, never the new run or a directory holding it."""
+    hidden = old.parent / f"{MOVED_PREFIX}{old.name}"
+    target = old if os.path.lexists(old) else hidden if os.path.lexists(hidden) else None
+    if target is None:
+        return None, "already gone"
+    if target.is_symlink() or not target.is_dir():
+        return None, f"{target} is {'a symbolic link' if target.is_symlink() else 'not a directory'}"
+    if new.resolve().is_relative_to(target.resolve()):
+        return None, f"{target} holds the job's run {new}"
+    if target == old and not (old / paths.JOB_FILE).is_file():
+        return None, f"{old} holds no {paths.JOB_FILE}: not a run"
+    return target, ""
 
 
 def ready_to_start(mover: "RunMover", store: Store, job: Job, clusters: tuple[Cluster, ...]) -> bool:
@@ -160,7 +174,7 @@ def ready_to_start(mover: "RunMover", store: Store, job: Job, clusters: tuple[Cl
     if root is None:
         return True  # an unknown cluster: the runner's start says so
     if is_under(Path(job.run_dir), root):
-        mover.discard(Path(job.run_dir))
+        mover.discard(store, job.id)
         return True
     if mover.begin(job.id, Path(job.run_dir), root):
         message = f"moving run {job.run_dir} under cluster {job.cluster}'s run_root {root}"
@@ -185,7 +199,7 @@ def record(mover: "RunMover", store: Store, moved: Moved) -> None:
     store.relocate(job.id, moved.new, (Path(job.spec_path), relocated(Path(job.spec_path), moved.old, moved.new)),
                    f"moved run from {moved.old} to {moved.new} for cluster {job.cluster} "
                    f"({moved.size / 1e6:.1f} MB in {moved.seconds:.1f} s)")
-    mover.discard(moved.new)
+    mover.discard(store, job.id)
 
 
 class RunMover:
@@ -199,7 +213,8 @@ class RunMover:
         self.lock = threading.Lock()
         self.moving: set[int] = set()
         self.results: list[Moved] = []
-        self.discarding: set[Path] = set()  # moved runs whose old run is being deleted
+        self.discarding: set[int] = set()  # jobs whose old run is being deleted
+        self.discarded: list[tuple[int, str, str]] = []  # (job, event kind, message) for the daemon's thread
 
     def begin(self, job_id: int, old: Path, root: Path) -> bool:
         """Start moving the job's run under root; False when a move of it is already under way."""
@@ -230,31 +245,47 @@ class RunMover:
             self.moving.difference_update(result.job_id for result in results)
         return results
 
-    def discard(self, run_dir: Path) -> None:
-        """Step 5, and what a killed daemon left of it: the old run hidden now, deleted in a thread, then the note.
+    def discard(self, store: Store, job_id: int) -> None:
+        """Step 5, and what a killed daemon left of it: the old run the store recorded hidden now, deleted in a
+        thread; the store forgets it, with an event, once it is gone (finish_discards) or found not to be a run.
 
-        Called at every start of a cluster job; a run with no note (never moved, or tidied) costs one stat.
+        Called at every start of a cluster job; a job with no old run recorded costs nothing more.
         """
-        run_dir = Path(run_dir)
-        old = leftover_of(run_dir)
+        job = store.job(job_id)  # fresh: the caller's copy may predate the last deletion
         with self.lock:
-            if old is None or run_dir in self.discarding:
+            if job is None or not job.moved_from or job_id in self.discarding:
                 return
-            self.discarding.add(run_dir)
+            self.discarding.add(job_id)
+        old, new = Path(job.moved_from), Path(job.run_dir)
+        target, why_not = doomed_directory(old, new)
         try:
-            hidden = hide_old(old) if old != run_dir else None
-        except OSError as error:  # a leftover to delete by hand, never a reason to stop the job
-            log.warning("cannot remove %s, left after its run moved to %s: %s", old, run_dir, error)
-            with self.lock:
-                self.discarding.discard(run_dir)
+            hidden = hide_old(old) if target == old else target
+        except OSError as error:
+            hidden, why_not = None, f"cannot hide it: {error}"
+        if hidden is None:  # a leftover to delete by hand, never a reason to stop the job
+            self._discarded(job_id, "kept", f"old run {old} not deleted after the move to {new}: {why_not}")
             return
-        threading.Thread(target=self._delete, args=(run_dir, hidden), daemon=True, name="discard-moved").start()
+        threading.Thread(target=self._delete, args=(job_id, old, new, hidden), daemon=True,
+                         name="discard-moved").start()
 
-    def _delete(self, run_dir: Path, hidden: Path | None) -> None:
-        try:
-            if hidden is not None:
-                shutil.rmtree(hidden, ignore_errors=True)
-            (run_dir / NOTE_FILE).unlink(missing_ok=True)
-        finally:
-            with self.lock:
-                self.discarding.discard(run_dir)
+    def _delete(self, job_id: int, old: Path, new: Path, hidden: Path) -> None:
+        shutil.rmtree(hidden, ignore_errors=True)
+        (new / NOTE_FILE).unlink(missing_ok=True)
+        if os.path.lexists(hidden):
+            self._discarded(job_id, "kept", f"old run {old} only partly deleted after the move to {new}: "
+                                            f"what is left is {hidden}")
+        else:
+            self._discarded(job_id, "deleted", f"deleted old run {old}: the job's run moved to {new}")
+
+    def _discarded(self, job_id: int, kind: str, message: str) -> None:
+        with self.lock:
+            self.discarded.append((job_id, kind, message))
+            self.discarding.discard(job_id)
+        self.wake.set()
+
+    def take_discards(self) -> list[tuple[int, str, str]]:
+        """Old runs dealt with since the last call, (job, event kind, message), for the daemon's thread to record
+        (Store.forget_moved_from)."""
+        with self.lock:
+            done, self.discarded = self.discarded, []
+        return done

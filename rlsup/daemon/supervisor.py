@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from rlsup import import_trust, locks, paths, runfiles
+from rlsup import import_trust, locks, own_files, paths, runfiles
 from rlsup.daemon.runner import Signal, WorkerHandle
 from rlsup.jobstate import Exit
 from rlsup.worker_signals import starting_held
@@ -81,7 +81,7 @@ class LocalRunner:
     def start(self, job_id: int, run_dir: Path, gpus: tuple[int, ...] = ()) -> WorkerHandle:
         """Start `python -m rlsup.worker RUN_DIR` in its own session, output appended to worker.log."""
         run_dir = Path(run_dir)
-        descriptor = os.open(run_dir / paths.LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        descriptor = own_files.open_own(run_dir / paths.LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             with starting_held():  # a stop or reload sent while it starts waits until it listens
                 popen = subprocess.Popen([*self.command, str(run_dir)], stdin=subprocess.DEVNULL,

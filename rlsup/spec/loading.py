@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from rlsup import own_files
 from rlsup.fieldcheck import check_value
 from rlsup.spec.fields import ARRAY_TABLES, TABLES, JobSpec, default_replays, former_names, section_field
 from rlsup.spec.locating import Located, Problem, SpecError
@@ -37,7 +38,7 @@ def load(path: str | Path) -> JobSpec:
     """Read and validate a job file; raise SpecError naming file, line and field."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = own_files.read_regular(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise SpecError([Problem(str(path), None, "", f"cannot read the file: {error}")]) from None
     return loads(text, file=str(path), default_name=path.stem)

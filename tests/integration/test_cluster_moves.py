@@ -49,6 +49,9 @@ def test_a_daemon_killed_while_moving_a_run_finds_it_intact_and_moves_it_again(h
                      what="the old run deleted")
     assert sorted(path.name for path in run_root.iterdir()) == [old.name]
     assert [event.kind for event in harness.events(job.id) if event.kind == "moved"] == ["moved"]
+    deleted = harness.wait_for(lambda: [event.message for event in harness.events(job.id) if event.kind == "deleted"],
+                               timeout=30, what="the deletion's event")
+    assert deleted == [f"deleted old run {old}: the job's run moved to {new}"] and harness.job(job.id).moved_from is None
 
     # Back to this machine: no move, the run stays under run_root and resumes bit-exactly from there.
     budget = checkpoint.step + 1_000

@@ -13,8 +13,9 @@ import pytest
 from rlsup import runfiles
 from rlsup.checkpoint.manifest import list_checkpoints, read_manifest
 from rlsup.jobstate import EXIT_ABORTED, EXIT_NO_SPACE, EXIT_PAUSED
-from rlsup_testing import (cartpole_job, checkpoint_reasons, interrupted_before_python_ran, interrupts_at_their_default,
-                           metric_steps, run_rlsup, small_filesystem, start_rlsup, vtrace_text, wait_for)
+from rlsup_testing import (cartpole_job, checkpoint_reasons, copy_run, finished_cartpole, interrupted_before_python_ran,
+                           interrupts_at_their_default, metric_steps, run_rlsup, small_filesystem, start_rlsup,
+                           vtrace_text, wait_for)
 
 STEPS = 2_000
 
@@ -22,17 +23,8 @@ STEPS = 2_000
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small CartPole run to its budget: checkpoints at 1000, 1500 and 2000."""
-    directory = tmp_path_factory.mktemp("finished")
-    run_dir = directory / "run"
-    result = run_rlsup("run", cartpole_job(directory, total_steps=STEPS, checkpoint_every=500), "--run-dir", run_dir)
-    assert result.returncode == 0, result.stderr
+    run_dir = finished_cartpole(tmp_path_factory.mktemp("finished"), STEPS)
     assert [step for step, _ in checkpoint_reasons(run_dir)] == [1000, 1500, 2000]
-    return run_dir
-
-
-def copy_run(source: Path, tmp_path: Path) -> Path:
-    run_dir = tmp_path / "run"
-    shutil.copytree(source, run_dir)
     return run_dir
 
 

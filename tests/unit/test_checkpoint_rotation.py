@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -164,3 +168,39 @@ def test_leftovers_of_live_writers_are_left_alone(tmp_path, dead_pid):
     dead.mkdir()
     rotate(tmp_path, keep=5)
     assert dot_entries(tmp_path) == [alive.name]
+
+
+AS_OTHER_USER = """
+import ctypes, sys
+from pathlib import Path
+from checkpoint_testing import small_state, write
+# From here on files are opened as uid 65534, without root's right to list what its owner cannot.
+libc = ctypes.CDLL(None, use_errno=True)
+libc.setfsgid(65534)
+libc.setfsuid(65534)
+write(Path(sys.argv[1]), small_state(2), 2)
+"""
+
+
+def test_an_unreadable_checkpoint_rewritten_at_its_step_leaves_no_directory_behind(tmp_path: Path) -> None:
+    """A user's checkpoint made unreadable (chmod 000), rewritten by a resume at the same step: its .old- aside
+    was left for ever, since rmtree cannot list it and every cleanup failed the same way (issue 23)."""
+    run_dir = Path(tempfile.mkdtemp(dir="/tmp"))  # outside the test's 0700 tree, which uid 65534 cannot enter
+    try:
+        write(run_dir, small_state(1), 1)
+        write(run_dir, small_state(2), 2)
+        for path in (run_dir, *run_dir.rglob("*")):
+            os.chown(path, 65534, 65534, follow_symlinks=False)
+        (run_dir / "checkpoints" / "step-000000000002").chmod(0)
+        tests = Path(__file__).parent.parent
+        environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")])}
+        result = subprocess.run([sys.executable, "-c", AS_OTHER_USER, str(run_dir)], capture_output=True, text=True,
+                                env=environment, timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert dot_entries(run_dir) == []
+        assert [entry.step for entry in list_checkpoints(run_dir)] == [1, 2]
+    finally:
+        for path in (run_dir, *run_dir.rglob("*")):
+            if path.is_dir() and not path.is_symlink():
+                path.chmod(0o700)
+        shutil.rmtree(run_dir)

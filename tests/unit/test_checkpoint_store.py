@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tracemalloc
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -375,3 +376,25 @@ def test_a_full_disk_is_named_and_leaves_the_previous_checkpoint(tmp_path, monke
             write(run_dir, state, 2)
         assert [entry.step for entry in list_checkpoints(run_dir)] == [1]
         assert verify(first.path) is None and dot_entries(run_dir) == []
+
+
+class RunsCode:
+    """What a stranger's tensors.pt may hold: an object whose unpickling calls a function."""
+
+    def __reduce__(self):
+        return (print, ("this code ran",))
+
+
+def test_a_crafted_pickle_is_refused_as_code_without_torchs_advice_to_run_it(tmp_path, capsys):
+    entry = write(tmp_path, small_state(3), 1)
+    torch.save({"weights": RunsCode()}, entry.path / "tensors.pt")
+    data = (entry.path / "tensors.pt").read_bytes()
+    files = read_manifest(entry.path)["files"]
+    files["tensors.pt"] = {"bytes": len(data), "checksum": f"{zlib.crc32(data):08x}"}
+    rewrite_manifest(entry.path, files=files, checksum_algorithm="crc32")
+    with pytest.raises(CheckpointError) as refused:
+        load_checkpoint(entry.path)
+    message = str(refused.value)
+    assert "weights_only" not in message and "re-run" not in message.lower()
+    assert "tensors.pt holds code" in message and "refused" in message and "\n" not in message
+    assert "this code ran" not in capsys.readouterr().out

@@ -1,6 +1,7 @@
 """Moving a run under a cluster's run_root on real files: the copy verifies, and every kill point loses nothing."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -18,6 +19,7 @@ from rlsup import locks, paths
 from rlsup.checkpoint.manifest import latest_verified, list_checkpoints, verify
 from rlsup.checkpoint.store import write_checkpoint
 from rlsup.daemon import moves
+from rlsup.daemon.clusters import Cluster
 from rlsup.jobstate import Desired, State
 from rlsup.store import Store
 
@@ -125,16 +127,61 @@ def test_a_run_a_worker_trains_is_not_moved(tmp_path: Path) -> None:
 def test_the_old_run_a_killed_daemon_left_after_the_store_update_goes_at_the_next_start(tmp_path: Path,
                                                                                        killed: str) -> None:
     old = made_run(tmp_path / "runs")
-    new = moves.move_run(old, tmp_path / "cluster")
-    if killed == "after hiding":
-        moves.hide_old(old)
-    mover = moves.RunMover(threading.Event())
-    mover.discard(new)
+    with Store(tmp_path / "home") as store:
+        job, new = moved_job(store, old, tmp_path / "cluster")
+        if killed == "after hiding":
+            moves.hide_old(old)
+        mover = moves.RunMover(threading.Event())
+        assert discard_recorded(mover, store, job.id) == [f"deleted old run {old}: the job's run moved to {new}"]
+        assert os.listdir(tmp_path / "runs") == [] and not (new / moves.NOTE_FILE).exists()
+        assert latest_verified(new).step == 200 and store.job(job.id).moved_from is None
+        assert discard_recorded(mover, store, job.id) == []  # tidied: nothing left to do, nothing else touched
+    assert latest_verified(new).step == 200
+
+
+def moved_job(store: Store, old: Path, root: Path) -> tuple:
+    """A job whose run was moved under root, the daemon killed before it deleted the old run."""
+    job = store.submit(name="mover", spec_path=old / paths.SOURCE_COPY, run_dir=old, cluster="lab")
+    new = moves.move_run(old, root)
+    store.relocate(job.id, new, (old / paths.SOURCE_COPY, new / paths.SOURCE_COPY), "moved")
+    return job, new
+
+
+def discard_recorded(mover: moves.RunMover, store: Store, job_id: int) -> list[str]:
+    """Step 5 for the job as the daemon does it, and the event messages it recorded."""
+    mover.discard(store, job_id)
     wait_discarded(mover)
-    assert os.listdir(tmp_path / "runs") == [] and not (new / moves.NOTE_FILE).exists()
-    assert latest_verified(new).step == 200
-    mover.discard(new)  # tidied: nothing left to do, and nothing else is touched
-    assert latest_verified(new).step == 200
+    messages = []
+    for discarded_id, kind, message in mover.take_discards():
+        store.forget_moved_from(discarded_id, kind, message)
+        messages.append(message)
+    return messages
+
+
+def directory_link(old: Path, victim: Path) -> None:
+    shutil.rmtree(old)
+    old.symlink_to(victim, target_is_directory=True)
+
+
+def emptied_of_its_job_file(old: Path, victim: Path) -> None:
+    shutil.rmtree(old)
+    shutil.copytree(victim, old)
+    (old / paths.JOB_FILE).unlink()
+
+
+@pytest.mark.parametrize("tamper", [directory_link, emptied_of_its_job_file])
+def test_a_recorded_old_run_that_is_no_longer_a_run_is_kept_with_an_event(tmp_path: Path, tamper) -> None:
+    victim = made_run(tmp_path / "home" / "runs", "someone-else-20260101-000000-beef")
+    before = contents(victim)
+    old = made_run(tmp_path / "runs")
+    with Store(tmp_path / "home") as store:
+        job, new = moved_job(store, old, tmp_path / "cluster")
+        tamper(old, victim)
+        messages = discard_recorded(mover := moves.RunMover(threading.Event()), store, job.id)
+        assert len(messages) == 1 and messages[0].startswith(f"old run {old} not deleted after the move to {new}")
+        assert [event.kind for event in store.events(job.id, 100)][-1] == "kept"
+        assert discard_recorded(mover, store, job.id) == []
+    assert contents(victim) == before and os.path.lexists(old)
 
 
 def test_the_store_follows_the_move_and_a_failed_one_pauses_the_job_with_why(tmp_path: Path) -> None:
@@ -159,3 +206,36 @@ def test_the_store_follows_the_move_and_a_failed_one_pauses_the_job_with_why(tmp
     assert paused.reason.endswith("resume to try again")
     wait_discarded(mover)
     assert not old.exists() and latest_verified(new).step == 200
+    assert mover.take_discards() == [(job.id, "deleted", f"deleted old run {old}: the job's run moved to {new}")]
+
+
+def test_a_note_naming_another_directory_deletes_nothing(tmp_path: Path) -> None:
+    """moved-from.json lies under run_root, which the cluster's nodes write: it is no licence to delete (issue 23)."""
+    victim = made_run(tmp_path / "home" / "runs", "someone-else-20260101-000000-beef")
+    before = contents(victim)
+    new = made_run(tmp_path / "cluster")
+    (new / moves.NOTE_FILE).write_text(json.dumps({"from": str(victim), "time": 0}))
+    with Store(tmp_path / "home") as store:
+        job = store.submit(name="mover", spec_path=new / paths.SOURCE_COPY, run_dir=new, cluster="lab")
+        mover = moves.RunMover(threading.Event())
+        lab = Cluster(name="lab", address="http://head:8265", run_root=str(tmp_path / "cluster"))
+        assert moves.ready_to_start(mover, store, job, (lab,))
+        wait_discarded(mover)
+    assert contents(victim) == before
+
+
+def test_a_run_with_dangling_and_outward_links_moves_with_its_links_as_links(tmp_path: Path) -> None:
+    """Links are copied as links and sized as links, never followed: a dangling one blocked the move for ever."""
+    old = made_run(tmp_path / "runs")
+    (old / "dangling").symlink_to(tmp_path / "nowhere")
+    (old / "outward").symlink_to(tmp_path, target_is_directory=True)
+    mover = moves.RunMover(threading.Event())
+    assert mover.begin(1, old, tmp_path / "cluster")
+    deadline = time.monotonic() + 60
+    while not (finished := mover.finished()):
+        assert time.monotonic() < deadline, "the move did not end in 60 s"
+        time.sleep(0.01)
+    assert finished[0].error == "" and finished[0].new == tmp_path / "cluster" / old.name
+    new = finished[0].new
+    assert os.readlink(new / "dangling") == str(tmp_path / "nowhere")
+    assert os.readlink(new / "outward") == str(tmp_path) and latest_verified(new).step == 200
