@@ -99,7 +99,7 @@ class RlsupApp(App):
         super().exit(*arguments, **options)
 
     def views(self) -> Iterator[JobView]:
-        return (screen for screen in self.screen_stack if isinstance(screen, JobView))
+        return (screen for screen in self.screen_stack if isinstance(screen, JobView) and screen.mounted)
 
     # -- what the poller sends ---------------------------------------------------------------
 
@@ -187,7 +187,7 @@ class RlsupApp(App):
 
     # -- selection ---------------------------------------------------------------------------
 
-    def select_job(self, job_id: int) -> None:
+    def select_job(self, job_id: int | None) -> None:
         if job_id == self.selected_job_id:
             return
         self.selected_job_id = job_id
@@ -365,7 +365,7 @@ class RlsupApp(App):
         return f"this file drives jobs {', '.join(str(job.id) for job in sorted(drives, key=lambda job: job.id))}; "
 
     def action_submit(self) -> None:
-        self.push_screen(SubmitScreen(os.getcwd() + os.sep), self.submit_chosen)
+        self.push_screen(SubmitScreen(os.getcwd()), self.submit_chosen)
 
     def submit_chosen(self, path: str | None) -> None:
         if path:

@@ -69,7 +69,12 @@ DETAIL_COLUMNS = ((140, 4), (100, 3), (0, 2))
 
 
 class JobView:
-    """What a screen showing jobs implements; the app calls these on every such screen it has open."""
+    """What a screen showing jobs implements; the app calls these on every such screen it has open and
+    mounted (before then, the model keeps what arrives, and on_mount replays it)."""
+
+    # Set by on_mount, before its replay: a screen on the stack whose widgets are not mounted yet has
+    # no panes to show rows in (under load, a poll's rows reached one: NoMatches 'JobsTable').
+    mounted = False
 
     def on_resize(self, event: events.Resize) -> None:
         compact = event.size.width < COMPACT_WIDTH or event.size.height < COMPACT_HEIGHT
@@ -115,6 +120,7 @@ class JobView:
             show(widget)
 
     def on_mount(self) -> None:
+        self.mounted = True
         self.app.model.replay(self)
 
 
@@ -152,7 +158,12 @@ class MainScreen(JobView, Screen):
         self.query_one(DaemonBanner).show(running)
 
     def show_jobs(self, rows: tuple[JobRow, ...]) -> None:
-        self.query_one(JobsTable).show_rows(rows, self.query_one("#filter", Input).value)
+        table = self.query_one(JobsTable)
+        table.show_rows(rows, self.query_one("#filter", Input).value)
+        # A filter that hid the selected row left the cursor on another without a highlight event (the
+        # cursor's index did not change): select what the cursor is on, or nothing when no row is shown,
+        # so that the panes and the keys never act on a job the screen no longer shows.
+        self.select_row(table.selected_key)
 
     def show_hardware(self, sample, holders: dict[int, str]) -> None:
         self.query_one(HardwareStrip).show(sample, holders)
@@ -175,10 +186,14 @@ class MainScreen(JobView, Screen):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if isinstance(event.data_table, JobsTable) and event.row_key.value is not None:
-            job_ids = event.data_table.group_job_ids(event.row_key.value)  # a group row plots its first job
-            if job_ids:
-                self.app.select_job(job_ids[0])
-            self.app.select_experiment(overlay.experiment_of_key(event.row_key.value))
+            self.select_row(event.row_key.value)
+
+    def select_row(self, key: str | None) -> None:
+        """Select the job of the row key names (a group row: its first job, and its experiment); None: none."""
+        job_ids = self.query_one(JobsTable).group_job_ids(key) if key is not None else ()
+        if job_ids or key is None:
+            self.app.select_job(job_ids[0] if job_ids else None)
+        self.app.select_experiment(overlay.experiment_of_key(key))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if isinstance(event.data_table, JobsTable):
@@ -355,14 +370,17 @@ class SubmitScreen(ModalScreen[str]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("tab", "complete", "Complete", priority=True)]
 
-    def __init__(self, start: str):
+    def __init__(self, directory: str):
         super().__init__()
-        self.start = start
+        self.directory = directory
 
     def compose(self) -> ComposeResult:
+        # The directory is a placeholder, not the field's text: held as text, a typed absolute path was
+        # appended to it. A relative path is read from it (client.submit resolves against the cwd).
         with Vertical(id="dialog"):
             yield Label("Submit a job file (tab completes, enter submits, escape cancels)")
-            yield Input(value=self.start, suggester=PathSuggester(), select_on_focus=False, id="path")
+            yield Input(placeholder=f"a path, absolute or relative to {self.directory}", suggester=PathSuggester(),
+                        id="path")
 
     def action_complete(self) -> None:
         field = self.query_one(Input)

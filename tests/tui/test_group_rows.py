@@ -1,6 +1,8 @@
 """An experiment in the jobs table: one group row that opens on its jobs, counts their states, takes group intents and marks."""
 from __future__ import annotations
 
+from rlsup_testing import screen_shown
+
 from rlsup import client, paths
 from rlsup.hardware import FakeHardware
 from rlsup.jobstate import Desired
@@ -69,7 +71,7 @@ async def test_a_group_row_opens_counts_its_jobs_and_pauses_and_kills_them_all(d
         await wait_until(pilot, lambda: group_state(table, "seeds") == "3 paused", what="the whole group paused",
                          report=explain)
         await pilot.press("k")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the kill confirmation")
+        await wait_until(pilot, lambda: screen_shown(app, ConfirmScreen), what="the kill confirmation")
         await pilot.press("y")
         await wait_until(pilot, lambda: group_state(table, "seeds") == "3 killed", what="the whole group killed",
                          report=explain)

@@ -5,7 +5,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-from rlsup_testing import cartpole_job
+from rlsup_testing import cartpole_job, screen_shown
 
 from rlsup import paths, runfiles
 from rlsup import client
@@ -58,7 +58,7 @@ async def test_pause_resume_and_kill_from_the_keys(daemon_home, job_file, wait_u
         await wait_until(pilot, lambda: shown_state(app, job.id) == "running", what="running again",
                          report=explain)
         await pilot.press("k")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the kill confirmation")
+        await wait_until(pilot, lambda: screen_shown(app, ConfirmScreen), what="the kill confirmation")
         await pilot.press("y")
         await wait_until(pilot, lambda: shown_state(app, job.id) == "killed", what="killed", report=explain)
         await wait_until(pilot, lambda: [kind for kind, _ in shown_events(app)].count("intent") == 3,
