@@ -251,7 +251,8 @@ class DetailScreen(JobView, Screen):
         yield Static(id="info")
         with Horizontal(id="plots"):
             for kind in PLOT_KINDS:
-                yield MetricsPlot(kind)
+                # The job's own curves: marked CartPole runs squashed a MinAtar job's into 12k of an 80k axis.
+                yield MetricsPlot(kind, overlays=False)
         with Horizontal(id="lower"):
             yield CheckpointsTable(id="detail-checkpoints")
             yield EventsLog(id="detail-events")

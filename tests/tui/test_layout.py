@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from textual.app import App, ComposeResult
 from textual.geometry import Region
+from rlsup_testing import screen_shown
 
 from rlsup.jobstate import State
 from rlsup.store import Store
