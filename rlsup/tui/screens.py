@@ -8,7 +8,7 @@ from rich.table import Table
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
 
@@ -65,7 +65,7 @@ COMPACT_WIDTH = 120
 COMPACT_HEIGHT = 36
 # How many label / value pairs a row of the detail screen's fields holds, by the screen's width: four
 # at 100 columns wrapped every value.
-DETAIL_COLUMNS = ((140, 4), (100, 3), (0, 2))
+DETAIL_COLUMNS = ((140, 4), (96, 3), (0, 2))
 
 
 class JobView:
@@ -248,15 +248,17 @@ class DetailScreen(JobView, Screen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(id="info")
-        with Horizontal(id="plots"):
-            for kind in PLOT_KINDS:
-                # The job's own curves: marked CartPole runs squashed a MinAtar job's into 12k of an 80k axis.
-                yield MetricsPlot(kind, overlays=False)
-        with Horizontal(id="lower"):
-            yield CheckpointsTable(id="detail-checkpoints")
-            yield EventsLog(id="detail-events")
-            yield LogTail(id="detail-log")
+        # Scrolls when compact: at 100×30 the fields, plots and panes in one screen left the plots 3 rows.
+        with VerticalScroll(id="detail-body"):
+            yield Static(id="info")
+            with Horizontal(id="plots"):
+                for kind in PLOT_KINDS:
+                    # The job's own curves: marked CartPole runs squashed a MinAtar job's into 12k of 80k.
+                    yield MetricsPlot(kind, overlays=False)
+            with Horizontal(id="lower"):
+                yield CheckpointsTable(id="detail-checkpoints")
+                yield EventsLog(id="detail-events")
+                yield LogTail(id="detail-log")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -268,7 +270,9 @@ class DetailScreen(JobView, Screen):
     def show_jobs(self, rows: tuple[JobRow, ...]) -> None:
         row = next((row for row in rows if row.job.id == self.app.selected_job_id), None)
         if row is not None:
-            per_row = next(count for least, count in DETAIL_COLUMNS if self.size.width >= least)
+            # The body's width, less its scrollbar when it scrolls: the screen's wrapped every value at 100.
+            width = self.query_one("#detail-body").scrollable_content_region.width or self.size.width
+            per_row = next(count for least, count in DETAIL_COLUMNS if width >= least)
             self.query_one("#info", Static).update(job_details(row, self.app.home, per_row))
 
     def on_resize(self, event: events.Resize) -> None:
@@ -338,9 +342,13 @@ class HelpScreen(ModalScreen):
     BINDINGS = [Binding("escape,question_mark,q", "app.pop_screen", "Close")]
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
+        # The keys scroll (↑ ↓, page keys): at 100×30 the help was cut off after its second section.
+        with VerticalScroll(id="dialog"):
             yield Static(HELP)
             yield Label(f"RLSUP_HOME: {self.app.home}", id="help-home")
+
+    def on_mount(self) -> None:
+        self.query_one("#dialog").focus()
 
 
 class ConfirmScreen(ModalScreen[bool]):

@@ -11,7 +11,7 @@ from textual_plotext import PlotextPlot
 from rlsup import plotting
 from rlsup.checkpoint.manifest import BEST, CheckpointEntry, best_entries
 from rlsup.colour import STATE_STYLES
-from rlsup.formatting import DAY_AND_MINUTE, byte_size, clock_time, middle_cut, short_count
+from rlsup.formatting import DAY_AND_MINUTE, byte_size, clock_time, decimal, middle_cut, short_count
 from rlsup.hardware import Gpu, Sample
 from rlsup.jobstate import State
 from rlsup.store import Event
@@ -28,7 +28,7 @@ CHECKPOINT_WIDTHS = {"verified": PROBLEM_WIDTH + 2}
 # Under CHECKPOINTS_COMPACT_BELOW cells (the full columns take 69), times shorten and the reason is cut,
 # so that Size and Verified stay in view in a 100-column terminal.
 CHECKPOINTS_COMPACT_BELOW = 70
-COMPACT_CHECKPOINT_WIDTHS = {"reason": 8, "verified": COMPACT_PROBLEM_WIDTH + 2}
+COMPACT_CHECKPOINT_WIDTHS = {"reason": 12, "verified": COMPACT_PROBLEM_WIDTH + 2}  # reason: "best -1234.5"
 LEVELS = "▁▂▃▄▅▆▇█"
 
 
@@ -214,13 +214,22 @@ class CheckpointsTable(DataTable):
             path = str(entry.path)
             self.add_row(Text(short_count(entry.step), justify="right"), checkpoint_mark(entry.path, newest, best),
                          self.stamp(entry.time, entries),
-                         Text(entry.label, style="yellow" if entry.env_restarts else ""),
+                         Text(checkpoint_reason(entry), style="yellow" if entry.env_restarts else ""),
                          Text(byte_size(entry.bytes), justify="right"),
                          verified_mark(path, verified, self.problem_width), key=path)
 
     def mark(self, path: str, verified: dict[str, str | None]) -> None:
         if path in (row.key.value for row in self.ordered_rows):
             self.update_cell(path, "verified", verified_mark(path, verified, self.problem_width))
+
+
+def checkpoint_reason(entry: CheckpointEntry) -> str:
+    """The reason in the pane: a best checkpoint as "best 487.3", which fits the column whole where
+    "best (eval 487.25)" (`rlsup checkpoints`' label) read "best (ev"."""
+    mean = entry.evaluation_mean
+    if entry.reason != BEST or mean is None:
+        return entry.label
+    return entry.label.replace(f"best (eval {mean:g})", f"best {decimal(mean, 1)}")
 
 
 def checkpoint_mark(path: Path, newest: Path | None, best: Path | None) -> Text | str:

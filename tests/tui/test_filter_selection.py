@@ -78,7 +78,7 @@ async def test_every_key_and_pane_follows_the_filter_to_the_visible_job(daemon_h
         await wait_until(pilot, lambda: plotted_step(app) == app.model.row(done.id).step,
                          what="the done job's metrics in the plot", report=lambda: str(plotted_step(app)))
         log_end = runfiles.tail_lines(Path(app.model.row(done.id).job.run_dir) / paths.LOG_FILE, 3)
-        await wait_until(pilot, lambda: list(app.screen.query_one(LogTail).lines)[-3:] == list(log_end),
+        await wait_until(pilot, lambda: app.screen.query_one(LogTail).shown[-3:] == list(log_end),
                          what="the done job's worker.log in the pane")
 
         said = said_by(app)

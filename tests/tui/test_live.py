@@ -127,7 +127,7 @@ async def test_best_checkpoint_is_marked_beside_the_newest(daemon_home, tmp_path
     app = RlsupApp(daemon_home, hardware=FakeHardware())
     async with app.run_test(size=SIZE) as pilot:
         explain = lambda: report(daemon_home, job.id) + f"\nmarks: {checkpoint_marks(app)}"  # noqa: E731
-        await wait_until(pilot, lambda: checkpoint_marks(app).get("★ best", "").startswith("best (eval "),
+        await wait_until(pilot, lambda: checkpoint_marks(app).get("★ best", "").startswith("best "),
                          what="a best checkpoint marked in the pane", report=explain)
         await pilot.press("p")
         # The pause checkpoint is where a resume starts; the best keeps its own mark beside it.

@@ -3,18 +3,23 @@ detail screen plots only its own job, and the panes keep room to read at 100×30
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from rlsup_testing import screen_shown
 
-from rlsup import plotting
+from rlsup import paths, plotting
+from rlsup.checkpoint.manifest import BEST, CheckpointEntry
 from rlsup.formatting import middle_cut
+from rlsup.store import Store
 from rlsup.tui.jobstable import JobsTable
-from rlsup.tui.screens import DetailScreen
-from rlsup.tui.widgets import MetricsPlot
+from rlsup.tui.logtail import LogTail
+from rlsup.tui.screens import DetailScreen, HelpScreen
+from rlsup.tui.widgets import CheckpointsTable, EventsLog, MetricsPlot
 from test_compare import drawn, mark, real_runs, submit_runs  # noqa: F401 (real_runs: a fixture)
 from test_layout import BRAILLE, PlotOnly, edge_view, screen_lines
 from test_screens import make_app, submit_jobs
+from test_snapshots import NOW, add_job, recorded_app, recorded_home, settle  # noqa: F401 (recorded_home: a fixture)
 
 OWN_LABELS = {"return": {"episodes", "smoothed", "evaluation"}, "speed": {"steps/s"}}
 
@@ -97,3 +102,93 @@ async def test_the_speed_axis_is_set_by_training_not_by_the_warm_up_burst():
         await pilot.pause()
         lines = screen_lines(app, plot.content_region)
         assert max(steady) <= axis_top(lines) < 1.5 * max(steady), "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Each pane usable at 100×30 and 160×48, on the recorded run (test_snapshots)
+
+LONG_LOG_LINE = ("2026-11-22 01:05:38,786 INFO paused at step 43776 with a checkpoint in "
+                 "checkpoints/step-000000043776-pause; resume it with rlsup resume 1 (it starts from this step)")
+
+
+def frame_rows(lines: list[str]) -> int:
+    """The rows between a plot's frame top and bottom: what its curves get."""
+    top = next(row for row, line in enumerate(lines) if "┌" in line)
+    return next(row for row, line in enumerate(lines) if "└" in line) - top - 1
+
+
+def busy_home(home) -> None:
+    """The recorded run beside a sweep's worth of queued jobs, and a worker.log line longer than any pane."""
+    with Store(home) as store:
+        for number in range(6):
+            add_job(store, home, f"cp-sweep-lr0.00{number}-seed3", "CartPole-v1", 50_000)
+        run_dir = Path(store.job(1).run_dir)
+    with (run_dir / paths.LOG_FILE).open("a") as log:
+        log.write(LONG_LOG_LINE + "\n")
+
+
+@pytest.mark.parametrize("size", [(100, 30), (160, 48)])
+async def test_the_main_screen_leaves_events_and_the_log_room_to_read(recorded_home, size):
+    busy_home(recorded_home)
+    app = recorded_app(recorded_home)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        await pilot.pause()
+        events, log = app.screen.query_one(EventsLog), app.screen.query_one(LogTail)
+        assert events.scrollable_content_region.height >= 4 and log.scrollable_content_region.height >= 4, \
+            "\n".join(screen_lines(app))
+        # The long line wraps: every word of it is on screen, in the pane's last rows.
+        shown = " ".join(" ".join(screen_lines(app, log.content_region)).split())
+        assert " ".join(LONG_LOG_LINE.split()[-12:]) in shown, "\n".join(screen_lines(app, log.content_region))
+
+
+@pytest.mark.parametrize("size", [(100, 30), (160, 48)])
+async def test_the_detail_screen_plots_have_room_and_its_panes_scroll_into_view(recorded_home, size):
+    app = recorded_app(recorded_home)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert screen_shown(app, DetailScreen)
+        plots = list(app.screen.query(MetricsPlot))
+        rows = [frame_rows(screen_lines(app, plot.content_region)) for plot in plots]
+        assert min(rows) >= 8, "\n".join(screen_lines(app))
+        await pilot.press("end")
+        await pilot.pause(0.3)
+        events = app.screen.query_one("#detail-events", EventsLog)
+        visible = events.region.intersection(app.screen.region)
+        assert visible.height >= 6, "\n".join(screen_lines(app))
+
+
+async def test_at_100_by_30_the_help_scrolls_to_its_last_line(recorded_home):
+    app = recorded_app(recorded_home)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause(0.3)
+        assert screen_shown(app, HelpScreen)
+        first = "\n".join(screen_lines(app))
+        assert "move between jobs" in first, first
+        for _ in range(10):
+            await pilot.press("down")
+        await pilot.pause(0.3)
+        last = "\n".join(screen_lines(app))
+        assert "command palette" in last and "RLSUP_HOME" in last, last
+
+
+def best_entry(path: Path, mean: float) -> CheckpointEntry:
+    return CheckpointEntry.from_manifest(path, {"step": 40_000, "reason": BEST, "time": NOW,
+                                                "extra": {"evaluation_mean": mean}})
+
+
+@pytest.mark.parametrize("size", [(100, 30), (160, 48)])
+async def test_a_best_checkpoint_reason_is_read_whole(recorded_home, size):
+    app = recorded_app(recorded_home)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(CheckpointsTable)
+        entries = app.model.checkpoints + (best_entry(Path("/nowhere/step-40000-best"), -1_234.56),)
+        table.show(entries, app.model.verified)
+        await pilot.pause()
+        text = "\n".join(screen_lines(app, table.content_region))
+        assert "best -1234.6" in text, text
