@@ -226,9 +226,9 @@ class RlsupApp(App):
 
     # -- curves side by side -----------------------------------------------------------------
 
-    def toggle_mark(self, curve: overlay.Curve) -> None:
-        """Mark a job's or a group's curve for the plot to overlay, or unmark it."""
-        self.marks.toggle(curve)
+    def toggle_mark(self, *curves: overlay.Curve) -> None:
+        """Mark a row's curves (a job's, or a group's per variant) for the plot to overlay, or unmark them."""
+        self.marks.toggle(*curves)
         self.compare_marked()
         self.request_poll()
 

@@ -114,7 +114,7 @@ def group_grid(group: GroupRow) -> Table:
     grid.add_column()
     for label, value in (("Jobs", f"{len(group.rows)}: {group.counts}"),
                          ("Steps", f"{group.step:,} of {group.total_steps:,}"),
-                         ("Latest return", f"{shown(group.mean_return)} (mean ± std)"),
+                         ("Latest return", f"{group.return_text} (mean ± std{' of the best variant' if group.swept else ''})"),
                          ("Slowest ETA", duration(group.eta_s))):
         grid.add_row(label, value)
     return grid

@@ -7,7 +7,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable
 
 from rlsup.formatting import decimal, duration, middle_cut, short_count, speed
-from rlsup.groups import GroupRow, grouped, shown
+from rlsup.groups import GroupRow, grouped
 from rlsup.jobstate import State
 from rlsup.jobview import JobRow, job_label, where
 from rlsup.tui.overlay import experiment_of_key, group_key
@@ -71,7 +71,7 @@ def group_cells(group: GroupRow, opened: bool, bar_width: int = BAR_WIDTH, marke
             Text(group.counts, style="bold", no_wrap=True, overflow="ellipsis"),
             progress(group.step, group.total_steps, bar_width),
             Text(speed(sum(speeds) if speeds else None), justify="right"),
-            Text(shown(group.mean_return), justify="right"), Text(duration(group.eta_s), justify="right"), "–")
+            Text(group.return_text, justify="right"), Text(duration(group.eta_s), justify="right"), "–")
 
 
 def state_cell(row: JobRow) -> Text:

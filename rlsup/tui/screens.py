@@ -180,9 +180,9 @@ class MainScreen(JobView, Screen):
         table = self.query_one(JobsTable)
         if table.row_count:
             key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-            curve = overlay.curve_for_key(key, self.app.model.rows)
-            if curve is not None:
-                self.app.toggle_mark(curve)
+            curves = overlay.curves_for_key(key, self.app.model.rows)
+            if curves:
+                self.app.toggle_mark(*curves)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if isinstance(event.data_table, JobsTable) and event.row_key.value is not None:

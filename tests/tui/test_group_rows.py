@@ -62,7 +62,7 @@ async def test_a_group_row_opens_counts_its_jobs_and_pauses_and_kills_them_all(d
         await pilot.press("space")
         await wait_until(pilot, lambda: str(table.get_cell(group_key("seeds"), "mark")) == "●",
                          what="the group row marked")
-        assert sorted(job_id for job_id, _ in app.marks.curves[group_key("seeds")].runs) == [first, second, third]
+        assert sorted(job_id for job_id, _ in app.marks.curves[group_key("seeds")][0].runs) == [first, second, third]
         await pilot.press("enter")  # enter opens and closes a group row (on a job row it opens the details)
         await wait_until(pilot, lambda: first in table.rows_shown, what="the group opened by enter")
         await pilot.press("enter")
