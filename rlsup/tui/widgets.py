@@ -59,6 +59,7 @@ PLOT_CHROME_ROWS = 5  # a plot's rows that draw no data: title, the frame's top 
 MINIMUM_DATA_ROWS = 4  # rows left to the curves, under which the legend gets no rows of its own
 LEGEND_MARGIN = 14  # columns of a plot that a legend label cannot use: the y labels, the frame, its marker
 LEGEND_MINIMUM = 8
+Y_LABEL_WIDTH = 8  # columns left of a plot's frame: "1617.9┤" and a space
 
 
 class MetricsPlot(PlotextPlot):
@@ -133,6 +134,9 @@ class MetricsPlot(PlotextPlot):
             return f"{title}: {'no job selected' if self.app.selected_job_id is None else 'reading metrics…'}"
         if self.kind == "return":
             title += f" · {plotting.smoothing_label(self.view.smoothing)}"
+            # plotext drops a title wider than the plot beside its y labels: at a third of 100 columns.
+            if len(title) > self.size.width - Y_LABEL_WIDTH:
+                title = title.replace(PLOT_TITLES["return"], "Return")
         return title if drawn else f"{title}: nothing recorded yet"
 
     def _job_series(self) -> list:

@@ -14,7 +14,7 @@ from rlsup_testing import screen_shown
 
 from rlsup import client, paths, runfiles
 from rlsup.hardware import FakeHardware
-from rlsup.jobstate import State
+from rlsup.jobstate import Desired, State
 from rlsup.store import Store
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.jobstable import JobsTable
@@ -23,6 +23,7 @@ from rlsup.tui.screens import ConfirmScreen, DetailScreen
 from rlsup.tui.widgets import EventsLog, MetricsPlot
 from test_foreground_and_features import plain, said_by
 from test_live import report, shown_state
+from test_screens import make_app, submit_jobs
 
 SIZE = (160, 48)
 
@@ -106,3 +107,19 @@ async def test_every_key_and_pane_follows_the_filter_to_the_visible_job(daemon_h
     assert stored_state(daemon_home, running.id) is State.RUNNING, explain()
     with Store(daemon_home) as store:
         assert not [event for event in store.events(running.id) if event.kind == "intent"]
+
+
+async def test_a_filter_that_shows_no_job_leaves_nothing_selected(rlsup_home, wait_until):
+    ids = submit_jobs(rlsup_home, ["alpha", "beta"])
+    app = make_app(rlsup_home)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.selected_job_id == ids[0], what="the first job selected")
+        await filter_to(pilot, "zzz")
+        await wait_until(pilot, lambda: app.selected_job_id is None, what="nothing selected",
+                         report=lambda: f"selected {app.selected_job_id}")
+        said = said_by(app)
+        await pilot.press("p")
+        await pilot.pause()
+        assert said == ["No job selected."]
+    with Store(rlsup_home) as store:
+        assert [job.desired for job in store.jobs()] == [Desired.RUNNING, Desired.RUNNING]

@@ -153,6 +153,9 @@ async def test_the_detail_screen_plots_have_room_and_its_panes_scroll_into_view(
         plots = list(app.screen.query(MetricsPlot))
         rows = [frame_rows(screen_lines(app, plot.content_region)) for plot in plots]
         assert min(rows) >= 8, "\n".join(screen_lines(app))
+        titles = [screen_lines(app, plot.content_region)[0] for plot in plots]
+        assert [word in title for word, title in zip(("eturn", "Loss", "Steps per second"), titles)] == [True] * 3, \
+            titles  # each plot says what it draws
         await pilot.press("end")
         await pilot.pause(0.3)
         events = app.screen.query_one("#detail-events", EventsLog)
