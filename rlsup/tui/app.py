@@ -188,6 +188,8 @@ class RlsupApp(App):
     # -- selection ---------------------------------------------------------------------------
 
     def select_job(self, job_id: int | None) -> None:
+        """Called by the main screen for the row under the jobs table's cursor (None: no row shown); to select
+        a job elsewhere, move the cursor (go_to_job): each redraw of the table selects the cursor's row."""
         if job_id == self.selected_job_id:
             return
         self.selected_job_id = job_id
