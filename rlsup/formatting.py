@@ -39,6 +39,18 @@ def printable_lines(text: str) -> str:
     return "\n".join(printable(line) for line in str(text).split("\n"))
 
 
+def middle_cut(text: str, width: int) -> str:
+    """text in width characters, a third of them its start and two thirds its end with "…" between when it
+    is longer: a sweep's variants differ towards their end ("cp-sweep-lr0.001-seed3"), so cutting the end made
+    them all "cp-sweep-…"; the start still names the experiment."""
+    if len(text) <= width:
+        return text
+    if width < 2:
+        return text[:width]
+    head = (width - 1) // 3
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
 def short_count(value: float | None) -> str:
     """12_345 -> 12.3k, 2_000_000 -> 2M: a step count that fits a narrow column."""
     if value is None:

@@ -22,7 +22,8 @@ class Spread:
     count: int
 
     def __str__(self) -> str:
-        return f"{decimal(self.mean, 1)} ± {decimal(self.std, 1)}"
+        # One value has no sample deviation: "± 0.0" read as a measured spread of nothing.
+        return f"{decimal(self.mean, 1)} ± {decimal(self.std, 1) if self.count > 1 else MISSING}"
 
 
 def spread(values: list[float]) -> Spread | None:
@@ -58,9 +59,36 @@ class GroupRow:
         return " ".join(f"{sum(row.job.state is state for row in self.rows)} {state.value}" for state in states)
 
     @property
+    def variants(self) -> dict[str, tuple[JobRow, ...]]:
+        """The rows by variant (experiments.variant_label: "" for seeds alone), in list order."""
+        variants: dict[str, list[JobRow]] = {}
+        for row in self.rows:
+            variants.setdefault(experiments.variant_label(row.job.override_values), []).append(row)
+        return {variant: tuple(rows) for variant, rows in variants.items()}
+
+    @property
+    def swept(self) -> bool:
+        return len(self.variants) > 1
+
+    @property
     def mean_return(self) -> Spread | None:
         """Over the jobs whose worker has reported a mean return."""
         return spread([row.mean_return for row in self.rows if row.mean_return is not None])
+
+    @property
+    def best_variant_return(self) -> Spread | None:
+        """mean_return over the best variant's jobs (highest mean): in a sweep, a mean over different
+        learning rates is no learning rate's return. The whole experiment's when it has one variant."""
+        spreads = [spread([row.mean_return for row in rows if row.mean_return is not None])
+                   for rows in self.variants.values()]
+        known = [value for value in spreads if value is not None]
+        return max(known, key=lambda value: value.mean) if known else None
+
+    @property
+    def return_text(self) -> str:
+        """best_variant_return as the TUI shows it: "best " before a sweep's."""
+        best = self.best_variant_return
+        return f"best {best}" if self.swept and best is not None else shown(best)
 
     @property
     def eta_s(self) -> float | None:

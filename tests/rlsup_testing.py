@@ -236,6 +236,12 @@ def wait_for(condition: Callable[[], object], *, timeout: float = 120, interval:
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def screen_shown(app, kind: type) -> bool:
+    """Whether the app shows a screen of this kind with its widgets mounted: a screen is on the stack (and
+    app.screen) before they are, and a query in that gap finds nothing (NoMatches)."""
+    return isinstance(app.screen, kind) and app.screen.is_mounted
+
+
 def trained_runs(directory: Path, seeds: tuple[int, ...], total_steps: int = 1_500) -> list[Path]:
     """Run directories of short real CartPole runs (`rlsup run`), one per seed, with evaluations."""
     run_dirs = []

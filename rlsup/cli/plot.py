@@ -7,11 +7,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsup import client, plotting
+from rlsup import client, experiments, plotting
 from rlsup.cli.arguments import CliError, names_experiments, resolve_run
+from rlsup.store import Job
 
 PICTURE_SUFFIXES = (".png", ".svg", ".pdf")
-GROUP_BY = ("experiment", "all")
+GROUP_BY = ("variant", "experiment", "all")
 FIGURE_INCHES = (8.0, 4.5)
 BAND_ALPHA = 0.2
 INSTALL_PLOT = "pip install 'rlsup[plot]'"
@@ -31,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help=f"weight of the exponential moving average, from 0 (off) to under 1, as TensorBoard's "
                            f"(default: {plotting.DEFAULT_SMOOTHING:g}, and off for eval_return)")
     plot.add_argument("--group-by", choices=GROUP_BY,
-                      help="draw runs of one experiment (or all runs) as their mean with a min-max band")
+                      help="draw runs of one sweep variant (the default for an experiment named as a RUN), of one "
+                           "experiment, or all runs as their mean with a min-max band")
     plot.set_defaults(handler=command_plot)
 
 
@@ -77,14 +79,17 @@ class RunGroup:
 
 def resolve_groups(references: list[str], group_by: str | None = None) -> list[RunGroup]:
     """Labelled lists of run directories for RUN references (each a run directory, job id or name, or
-    latest), one per run, or grouped by experiment or all together; a run named twice is drawn once."""
+    latest), one per run, or grouped by variant, experiment or all together; a run named twice is drawn
+    once. An experiment named as a RUN is drawn by variant unless grouped by experiment: a sweep's mean over
+    its learning rates is no learning rate's curve."""
+    by_variant = group_by != "experiment"
     runs: dict[Path, str] = {}
-    named_experiments: dict[Path, str] = {}  # runs named through their experiment: drawn as its group
+    named_groups: dict[Path, str] = {}  # runs named through their experiment: drawn as its groups
     for reference in references:
         members = client.experiment_jobs(reference)
         for job in members:
             runs.setdefault(Path(job.run_dir), job.name)
-            named_experiments[Path(job.run_dir)] = job.experiment
+            named_groups[Path(job.run_dir)] = group_of(job, by_variant)
         if not members:
             runs.setdefault(resolve_reference(reference), "")
     runs = {run_dir: label or run_label(run_dir) for run_dir, label in runs.items()}
@@ -92,9 +97,18 @@ def resolve_groups(references: list[str], group_by: str | None = None) -> list[R
         return [RunGroup("all runs", tuple(runs))]
     groups: dict[str, list[Path]] = {}
     for run_dir, label in runs.items():
-        experiment = named_experiments.get(run_dir) or (experiment_of(run_dir) if group_by == "experiment" else "")
-        groups.setdefault(experiment or label, []).append(run_dir)
+        group = named_groups.get(run_dir) or (stored_group(run_dir, by_variant) if group_by else "")
+        groups.setdefault(group or label, []).append(run_dir)
     return [RunGroup(label, tuple(run_dirs)) for label, run_dirs in groups.items()]
+
+
+def group_of(job: Job, by_variant: bool) -> str:
+    """The group a job's run is drawn in: its experiment, followed by its variant ("sweep dqn.lr=3e-4") when
+    by_variant; "" for a lone job."""
+    if not job.experiment:
+        return ""
+    variant = experiments.variant_label(job.override_values) if by_variant else ""
+    return f"{job.experiment} {variant}".strip()
 
 
 def resolve_reference(reference: str) -> Path:
@@ -112,13 +126,13 @@ def run_label(run_dir: Path) -> str:
         return run_dir.name
 
 
-def experiment_of(run_dir: Path) -> str:
-    """The experiment the run's job belongs to, "" for a lone job or a run the store does not know."""
+def stored_group(run_dir: Path, by_variant: bool) -> str:
+    """group_of the run's job, "" for a run the store does not know."""
     try:
         job = client.find_job(str(run_dir))
     except client.JobNotFound:
         return ""
-    return job.experiment
+    return group_of(job, by_variant)
 
 
 def read_lines(groups: list[RunGroup], metric: str, weight: float) -> list[plotting.Line]:

@@ -101,7 +101,7 @@ class RlsupApp(App):
         super().exit(*arguments, **options)
 
     def views(self) -> Iterator[JobView]:
-        return (screen for screen in self.screen_stack if isinstance(screen, JobView))
+        return (screen for screen in self.screen_stack if isinstance(screen, JobView) and screen.mounted)
 
     # -- what the poller sends ---------------------------------------------------------------
 
@@ -189,7 +189,9 @@ class RlsupApp(App):
 
     # -- selection ---------------------------------------------------------------------------
 
-    def select_job(self, job_id: int) -> None:
+    def select_job(self, job_id: int | None) -> None:
+        """Called by the main screen for the row under the jobs table's cursor (None: no row shown); to select
+        a job elsewhere, move the cursor (go_to_job): each redraw of the table selects the cursor's row."""
         if job_id == self.selected_job_id:
             return
         self.selected_job_id = job_id
@@ -228,9 +230,9 @@ class RlsupApp(App):
 
     # -- curves side by side -----------------------------------------------------------------
 
-    def toggle_mark(self, curve: overlay.Curve) -> None:
-        """Mark a job's or a group's curve for the plot to overlay, or unmark it."""
-        self.marks.toggle(curve)
+    def toggle_mark(self, *curves: overlay.Curve) -> None:
+        """Mark a row's curves (a job's, or a group's per variant) for the plot to overlay, or unmark them."""
+        self.marks.toggle(*curves)
         self.compare_marked()
         self.request_poll()
 
@@ -369,7 +371,7 @@ class RlsupApp(App):
         return f"this file drives jobs {', '.join(str(job.id) for job in sorted(drives, key=lambda job: job.id))}; "
 
     def action_submit(self) -> None:
-        self.push_screen(SubmitScreen(os.getcwd() + os.sep), self.submit_chosen)
+        self.push_screen(SubmitScreen(os.getcwd()), self.submit_chosen)
 
     def submit_chosen(self, path: str | None) -> None:
         if path:

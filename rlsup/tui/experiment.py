@@ -12,7 +12,7 @@ from textual.widgets import Static
 
 from rlsup import runfiles
 from rlsup.formatting import duration
-from rlsup.groups import (VARIANT_HEADINGS, Evaluated, GroupRow, VariantResult, evaluation_return, shown,
+from rlsup.groups import (VARIANT_HEADINGS, Evaluated, GroupRow, VariantResult, evaluation_return,
                           variant_cells, variant_results)
 from rlsup.jobview import JobRow
 from rlsup.store import Job
@@ -114,7 +114,7 @@ def group_grid(group: GroupRow) -> Table:
     grid.add_column()
     for label, value in (("Jobs", f"{len(group.rows)}: {group.counts}"),
                          ("Steps", f"{group.step:,} of {group.total_steps:,}"),
-                         ("Latest return", f"{shown(group.mean_return)} (mean ± std)"),
+                         ("Latest return", f"{group.return_text} (mean ± std{' of the best variant' if group.swept else ''})"),
                          ("ETA", duration(group.eta_s))):
         grid.add_row(label, value)
     return grid

@@ -6,8 +6,8 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
-from rlsup.formatting import decimal, duration, printable, printable_lines, short_count, speed
-from rlsup.groups import GroupRow, grouped, shown
+from rlsup.formatting import decimal, duration, middle_cut, printable, printable_lines, short_count, speed
+from rlsup.groups import GroupRow, grouped
 from rlsup.jobview import JobRow, job_label, waiting_words, where
 from rlsup.tui.overlay import experiment_of_key, group_key
 from rlsup.tui.widgets import state_text
@@ -22,6 +22,9 @@ JOB_COLUMNS = (("mark", ""), ("id", "ID"), ("name", "Name"), ("algo", "Algo"), (
 # The text columns that give up width, cut with "…", when every column cannot fit: the numbers stay whole.
 SQUEEZABLE = ("name", "env", "state")
 SQUEEZED_MINIMUM = 7  # "running" whole, and enough of a name to tell jobs apart
+# Of those, the columns cut in the middle (formatting.middle_cut): a sweep's variants and an env's version
+# differ at their end. A state is cut at its end: its first word is what it is.
+MIDDLE_CUT = ("name", "env")
 MARK = Text("●", style="bold cyan")  # a row marked with space: its curve is overlaid in the plot
 
 
@@ -67,7 +70,7 @@ def group_cells(group: GroupRow, opened: bool, bar_width: int = BAR_WIDTH, marke
             Text(group.counts, style="bold", no_wrap=True, overflow="ellipsis"),
             progress(group.step, group.total_steps, bar_width),
             Text(speed(sum(speeds) if speeds else None), justify="right"),
-            Text(shown(group.mean_return), justify="right"), Text(duration(group.eta_s), justify="right"), "–")
+            Text(group.return_text, justify="right"), Text(duration(group.eta_s), justify="right"), "–")
 
 
 def state_cell(row: JobRow) -> Text:
@@ -210,11 +213,11 @@ class JobsTable(DataTable):
         old = self.cells_shown.get(key)
         self.cells_shown[key] = cells
         if old is None:
-            self.add_row(*cells, key=key)
+            self.add_row(*self._fitted(cells), key=key)
             return
-        for (column, _), before, after in zip(JOB_COLUMNS, old, cells):
+        for (column, _), before, after, fitted in zip(JOB_COLUMNS, old, cells, self._fitted(cells)):
             if before != after:
-                self.update_cell(key, column, after)
+                self.update_cell(key, column, fitted)
                 cell_width = width(after)
                 if cell_width > max(self.columns[column].content_width, widest.get(column, (0,))[0]):
                     widest[column] = (cell_width, key, after)
@@ -297,6 +300,17 @@ class JobsTable(DataTable):
         numbers = sum(cell_width for key, cell_width in natural.items() if key not in SQUEEZABLE)
         return share_out({key: natural[key] for key in SQUEEZABLE}, room - numbers, SQUEEZED_MINIMUM)
 
+    def _fitted(self, cells: tuple) -> tuple:
+        """cells with the squeezed name and env cut in their middle to their column's width."""
+        return tuple(self._middle_cut(cell, self.squeezed.get(key)) if key in MIDDLE_CUT else cell
+                     for (key, _), cell in zip(JOB_COLUMNS, cells))
+
+    @staticmethod
+    def _middle_cut(cell: Text | str, column_width: int | None) -> Text | str:
+        if column_width is None or width(cell) <= column_width:
+            return cell
+        return cut(middle_cut(cell.plain if isinstance(cell, Text) else cell, column_width))
+
     def _rebuild(self, order: list[str] | None = None, selected: str | None = None) -> None:
         """The rows in order (default: as they are) under columns of the current widths (a DataTable cannot
         change a column's width in place); the cursor stays on the selected row."""
@@ -305,6 +319,6 @@ class JobsTable(DataTable):
         self.clear(columns=True)
         self.ensure_columns()
         for key in order:
-            self.add_row(*self.cells_shown[key], key=key)
+            self.add_row(*self._fitted(self.cells_shown[key]), key=key)
         if selected in order:
             self.move_cursor(row=order.index(selected), animate=False)

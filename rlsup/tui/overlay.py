@@ -5,6 +5,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
 from rlsup import plotting
+from rlsup.groups import GroupRow
 from rlsup.jobview import JobRow, job_label
 
 if TYPE_CHECKING:
@@ -67,27 +68,32 @@ def experiment_of_key(key: str | None) -> str | None:
     return key[len(GROUP_KEY_PREFIX):] if key and key.startswith(GROUP_KEY_PREFIX) else None
 
 
-def curve_for_key(key: str, rows: tuple[JobRow, ...]) -> Curve | None:
-    """The curve a jobs-table row stands for: a job's own, or a group row's mean and band over its jobs."""
+def curves_for_key(key: str, rows: tuple[JobRow, ...]) -> tuple[Curve, ...]:
+    """The curves a jobs-table row stands for: a job's own, or for a group row a mean and band per variant
+    (an experiment of seeds alone has one): averaged over a sweep's learning rates, a line is no rate's."""
     experiment = experiment_of_key(key)
     if experiment is not None:
-        job_ids = [row.job.id for row in rows if row.job.experiment == experiment]
-        return group_curve(key, experiment, job_ids, rows) if job_ids else None
+        group = GroupRow(experiment, tuple(row for row in rows if row.job.experiment == experiment))
+        return tuple(group_curve(key, f"{experiment} {variant}".strip(), [row.job.id for row in members], rows)
+                     for variant, members in group.variants.items())
     row = next((row for row in rows if str(row.job.id) == key), None)
-    return job_curve(row) if row is not None else None
+    return (job_curve(row),) if row is not None else ()
 
 
 class Marks:
-    """The rows marked with space, in the order marked; the selected job is drawn beside them."""
+    """The rows marked with space, in the order marked, each with its curves; the selected job is drawn
+    beside them."""
 
     def __init__(self):
-        self.curves: dict[str, Curve] = {}
+        self.curves: dict[str, tuple[Curve, ...]] = {}
 
-    def toggle(self, curve: Curve) -> bool:
-        """Mark the curve, or unmark it when its row is marked already; True when it is marked now."""
-        if self.curves.pop(curve.key, None) is not None:
+    def toggle(self, *curves: Curve) -> bool:
+        """Mark a row's curves (all of one key), or unmark the row when it is marked already; True when it is
+        marked now."""
+        key = curves[0].key
+        if self.curves.pop(key, None) is not None:
             return False
-        self.curves[curve.key] = curve
+        self.curves[key] = curves
         return True
 
     def keys(self) -> frozenset[str]:
@@ -98,7 +104,7 @@ class Marks:
         curves and the selected job's, unless it is marked itself."""
         if not self.curves:
             return ()
-        marked = tuple(self.curves.values())
+        marked = tuple(curve for curves in self.curves.values() for curve in curves)
         return marked if selected is None or selected.key in self.curves else marked + (selected,)
 
 

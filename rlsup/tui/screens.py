@@ -8,7 +8,7 @@ from rich.table import Table
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
 
@@ -66,11 +66,16 @@ COMPACT_WIDTH = 120
 COMPACT_HEIGHT = 36
 # How many label / value pairs a row of the detail screen's fields holds, by the screen's width: four
 # at 100 columns wrapped every value.
-DETAIL_COLUMNS = ((140, 4), (100, 3), (0, 2))
+DETAIL_COLUMNS = ((140, 4), (96, 3), (0, 2))
 
 
 class JobView:
-    """What a screen showing jobs implements; the app calls these on every such screen it has open."""
+    """What a screen showing jobs implements; the app calls these on every such screen it has open and
+    mounted (before then, the model keeps what arrives, and on_mount replays it)."""
+
+    # Set by on_mount, before its replay: a screen on the stack whose widgets are not mounted yet has
+    # no panes to show rows in (under load, a poll's rows reached one: NoMatches 'JobsTable').
+    mounted = False
 
     def on_resize(self, event: events.Resize) -> None:
         compact = event.size.width < COMPACT_WIDTH or event.size.height < COMPACT_HEIGHT
@@ -116,6 +121,7 @@ class JobView:
             show(widget)
 
     def on_mount(self) -> None:
+        self.mounted = True
         self.app.model.replay(self)
 
 
@@ -153,7 +159,12 @@ class MainScreen(JobView, Screen):
         self.query_one(DaemonBanner).show(running)
 
     def show_jobs(self, rows: tuple[JobRow, ...]) -> None:
-        self.query_one(JobsTable).show_rows(rows, self.query_one("#filter", Input).value)
+        table = self.query_one(JobsTable)
+        table.show_rows(rows, self.query_one("#filter", Input).value)
+        # A filter that hid the selected row left the cursor on another without a highlight event (the
+        # cursor's index did not change): select what the cursor is on, or nothing when no row is shown,
+        # so that the panes and the keys never act on a job the screen no longer shows.
+        self.select_row(table.selected_key)
 
     def show_hardware(self, sample, holders: dict[int, str]) -> None:
         self.query_one(HardwareStrip).show(sample, holders)
@@ -170,16 +181,20 @@ class MainScreen(JobView, Screen):
         table = self.query_one(JobsTable)
         if table.row_count:
             key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-            curve = overlay.curve_for_key(key, self.app.model.rows)
-            if curve is not None:
-                self.app.toggle_mark(curve)
+            curves = overlay.curves_for_key(key, self.app.model.rows)
+            if curves:
+                self.app.toggle_mark(*curves)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if isinstance(event.data_table, JobsTable) and event.row_key.value is not None:
-            job_ids = event.data_table.group_job_ids(event.row_key.value)  # a group row plots its first job
-            if job_ids:
-                self.app.select_job(job_ids[0])
-            self.app.select_experiment(overlay.experiment_of_key(event.row_key.value))
+            self.select_row(event.row_key.value)
+
+    def select_row(self, key: str | None) -> None:
+        """Select the job of the row key names (a group row: its first job, and its experiment); None: none."""
+        job_ids = self.query_one(JobsTable).group_job_ids(key) if key is not None else ()
+        if job_ids or key is None:
+            self.app.select_job(job_ids[0] if job_ids else None)
+        self.app.select_experiment(overlay.experiment_of_key(key))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if isinstance(event.data_table, JobsTable):
@@ -234,14 +249,17 @@ class DetailScreen(JobView, Screen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(id="info")
-        with Horizontal(id="plots"):
-            for kind in PLOT_KINDS:
-                yield MetricsPlot(kind)
-        with Horizontal(id="lower"):
-            yield CheckpointsTable(id="detail-checkpoints")
-            yield EventsLog(id="detail-events")
-            yield LogTail(id="detail-log")
+        # Scrolls when compact: at 100×30 the fields, plots and panes in one screen left the plots 3 rows.
+        with VerticalScroll(id="detail-body"):
+            yield Static(id="info")
+            with Horizontal(id="plots"):
+                for kind in PLOT_KINDS:
+                    # The job's own curves: marked CartPole runs squashed a MinAtar job's into 12k of 80k.
+                    yield MetricsPlot(kind, overlays=False)
+            with Horizontal(id="lower"):
+                yield CheckpointsTable(id="detail-checkpoints")
+                yield EventsLog(id="detail-events")
+                yield LogTail(id="detail-log")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -253,7 +271,9 @@ class DetailScreen(JobView, Screen):
     def show_jobs(self, rows: tuple[JobRow, ...]) -> None:
         row = next((row for row in rows if row.job.id == self.app.selected_job_id), None)
         if row is not None:
-            per_row = next(count for least, count in DETAIL_COLUMNS if self.size.width >= least)
+            # The body's width, less its scrollbar when it scrolls: the screen's wrapped every value at 100.
+            width = self.query_one("#detail-body").scrollable_content_region.width or self.size.width
+            per_row = next(count for least, count in DETAIL_COLUMNS if width >= least)
             self.query_one("#info", Static).update(job_details(row, self.app.home, per_row))
 
     def on_resize(self, event: events.Resize) -> None:
@@ -327,9 +347,13 @@ class HelpScreen(ModalScreen):
     BINDINGS = [Binding("escape,question_mark,q", "app.pop_screen", "Close")]
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
+        # The keys scroll (↑ ↓, page keys): at 100×30 the help was cut off after its second section.
+        with VerticalScroll(id="dialog"):
             yield Static(HELP)
             yield Label(f"RLSUP_HOME: {self.app.home}", id="help-home")
+
+    def on_mount(self) -> None:
+        self.query_one("#dialog").focus()
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -360,14 +384,17 @@ class SubmitScreen(ModalScreen[str]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("tab", "complete", "Complete", priority=True)]
 
-    def __init__(self, start: str):
+    def __init__(self, directory: str):
         super().__init__()
-        self.start = start
+        self.directory = directory
 
     def compose(self) -> ComposeResult:
+        # The directory is a placeholder, not the field's text: held as text, a typed absolute path was
+        # appended to it. A relative path is read from it (client.submit resolves against the cwd).
         with Vertical(id="dialog"):
             yield Label("Submit a job file (tab completes, enter submits, escape cancels)")
-            yield Input(value=self.start, suggester=PathSuggester(), select_on_focus=False, id="path")
+            yield Input(placeholder=f"a path, absolute or relative to {self.directory}", suggester=PathSuggester(),
+                        id="path")
 
     def action_complete(self) -> None:
         field = self.query_one(Input)

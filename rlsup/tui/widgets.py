@@ -11,7 +11,7 @@ from textual_plotext import PlotextPlot
 from rlsup import plotting
 from rlsup.checkpoint.manifest import BEST, CheckpointEntry, best_entries
 from rlsup.colour import STATE_STYLES
-from rlsup.formatting import DAY_AND_MINUTE, byte_size, clock_time, short_count
+from rlsup.formatting import DAY_AND_MINUTE, byte_size, clock_time, decimal, middle_cut, short_count
 from rlsup.hardware import Gpu, Sample
 from rlsup.jobstate import State
 from rlsup.store import Event
@@ -28,7 +28,7 @@ CHECKPOINT_WIDTHS = {"verified": PROBLEM_WIDTH + 2}
 # Under CHECKPOINTS_COMPACT_BELOW cells (the full columns take 69), times shorten and the reason is cut,
 # so that Size and Verified stay in view in a 100-column terminal.
 CHECKPOINTS_COMPACT_BELOW = 70
-COMPACT_CHECKPOINT_WIDTHS = {"reason": 8, "verified": COMPACT_PROBLEM_WIDTH + 2}
+COMPACT_CHECKPOINT_WIDTHS = {"reason": 12, "verified": COMPACT_PROBLEM_WIDTH + 2}  # reason: "best -1234.5"
 LEVELS = "▁▂▃▄▅▆▇█"
 
 
@@ -55,14 +55,21 @@ def level_bar(percent: float | None, width: int) -> Text:
 PLOT_TITLES = {"return": "Episode return", "loss": "Loss", "speed": "Steps per second"}
 Y_MARGIN = 0.05  # of the data's range, above and below: a point at the top is drawn inside the frame
 TICK_SPACING = 10  # cells per step label ("32.4k" and room on both sides)
+PLOT_CHROME_ROWS = 5  # a plot's rows that draw no data: title, the frame's top and bottom, tick labels, "step"
+MINIMUM_DATA_ROWS = 4  # rows left to the curves, under which the legend gets no rows of its own
+LEGEND_MARGIN = 14  # columns of a plot that a legend label cannot use: the y labels, the frame, its marker
+LEGEND_MINIMUM = 8
+Y_LABEL_WIDTH = 8  # columns left of a plot's frame: "1617.9┤" and a space
 
 
 class MetricsPlot(PlotextPlot):
-    """One plot of the selected job's metrics over steps; `kind` picks which."""
+    """One plot of the selected job's metrics over steps; `kind` picks which. With overlays, the marked
+    jobs' curves replace it while any are marked (the main screen's plot)."""
 
-    def __init__(self, kind: str = "return", **options):
+    def __init__(self, kind: str = "return", overlays: bool = True, **options):
         super().__init__(**options)
         self.kind = kind
+        self.overlays = overlays
         self.view: MetricsView | None = None
         self.drawn: list[tuple[str | None, tuple, tuple]] = []  # (legend label, steps, values) of the last draw
 
@@ -79,10 +86,12 @@ class MetricsPlot(PlotextPlot):
         plot.clear_data()
         plot.clear_figure()
         plot.xlabel("step")
-        compared = self.view.compared_lines(self.kind) if self.view is not None else ()
+        compared = self.view.compared_lines(self.kind) if self.view is not None and self.overlays else ()
         series = plotting.terminal_lines(compared) if compared else self._job_series()
         self.drawn = [(label, xs, ys) for xs, ys, label, _, _ in series]
+        legend_width = max(LEGEND_MINIMUM, self.size.width - LEGEND_MARGIN)
         for xs, ys, label, color, marker in series:
+            label = middle_cut(label, legend_width) if label else label  # a longer one left no legend at all
             if marker == "◆":  # a few points far apart: a braille dot would vanish
                 plot.scatter(xs, ys, label=label, color=color, marker=marker)
             else:
@@ -92,6 +101,19 @@ class MetricsPlot(PlotextPlot):
         plot.title(self._title(drawn=bool(series)))
         self.refresh()
 
+    def on_resize(self) -> None:
+        if self.view is not None:
+            self._draw()  # the legend's room and the step ticks depend on the size
+
+    def legend_room(self, low: float, top: float, legend_rows: int) -> float:
+        """The axis top that leaves the plot's first legend_rows rows free of data, for the legend plotext draws
+        there: over the curves, it hid a run that started high. No room is kept in a plot too short for it."""
+        rows = self.size.height - PLOT_CHROME_ROWS
+        if not legend_rows or rows < legend_rows + MINIMUM_DATA_ROWS:
+            return top
+        # The data's own margin (Y_MARGIN) keeps its highest dot under the legend's last row.
+        return top + (top - low) * legend_rows / (rows - legend_rows)
+
     def _frame(self, series: list) -> None:
         """Limits around every point, with a margin above and below, and step ticks that fit the width."""
         xs = [x for points, _, _, _, _ in series for x in points]
@@ -99,7 +121,9 @@ class MetricsPlot(PlotextPlot):
         low, high = min(ys), max(ys)
         margin = (high - low) * Y_MARGIN or abs(high) * Y_MARGIN or 1.0  # a flat line still gets a band
         # A margin that made the axis start below zero labelled a never-negative return with "-15.6".
-        self.plt.ylim(low - margin if low < 0 else max(0.0, low - margin), high + margin)
+        bottom = low - margin if low < 0 else max(0.0, low - margin)
+        legend_rows = sum(1 for _, _, label, _, _ in series if label)
+        self.plt.ylim(bottom, self.legend_room(bottom, high + margin, legend_rows))
         if min(xs) < max(xs):
             self.plt.xlim(min(xs), max(xs))
         self._step_ticks(max(xs))
@@ -110,6 +134,9 @@ class MetricsPlot(PlotextPlot):
             return f"{title}: {'no job selected' if self.app.selected_job_id is None else 'reading metrics…'}"
         if self.kind == "return":
             title += f" · {plotting.smoothing_label(self.view.smoothing)}"
+            # plotext drops a title wider than the plot beside its y labels: at a third of 100 columns.
+            if len(title) > self.size.width - Y_LABEL_WIDTH:
+                title = title.replace(PLOT_TITLES["return"], "Return")
         return title if drawn else f"{title}: nothing recorded yet"
 
     def _job_series(self) -> list:
@@ -191,13 +218,22 @@ class CheckpointsTable(DataTable):
             path = str(entry.path)
             self.add_row(Text(short_count(entry.step), justify="right"), checkpoint_mark(entry.path, newest, best),
                          self.stamp(entry.time, entries),
-                         Text(entry.label, style="yellow" if entry.env_restarts else ""),
+                         Text(checkpoint_reason(entry), style="yellow" if entry.env_restarts else ""),
                          Text(byte_size(entry.bytes), justify="right"),
                          verified_mark(path, verified, self.problem_width), key=path)
 
     def mark(self, path: str, verified: dict[str, str | None]) -> None:
         if path in (row.key.value for row in self.ordered_rows):
             self.update_cell(path, "verified", verified_mark(path, verified, self.problem_width))
+
+
+def checkpoint_reason(entry: CheckpointEntry) -> str:
+    """The reason in the pane: a best checkpoint as "best 487.3", which fits the column whole where
+    "best (eval 487.25)" (`rlsup checkpoints`' label) read "best (ev"."""
+    mean = entry.evaluation_mean
+    if entry.reason != BEST or mean is None:
+        return entry.label
+    return entry.label.replace(f"best (eval {mean:g})", f"best {decimal(mean, 1)}")
 
 
 def checkpoint_mark(path: Path, newest: Path | None, best: Path | None) -> Text | str:

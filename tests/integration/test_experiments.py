@@ -100,11 +100,12 @@ def test_a_sweep_file_queues_variants_times_seeds_with_their_values(harness) -> 
     assert listing[0]["states"] == {"done": 8}
     assert [entry["experiment"] for entry in listing[1:]] == ["grid"] * 8
 
-    # The experiment's name is a RUN of rlsup plot: one legend entry, the mean and band of its eight runs.
+    # The experiment's name is a RUN of rlsup plot: a legend entry per variant, the mean and band of its seeds.
     picture = harness.home / "grid.svg"
     code, _, err = harness.cli("plot", "grid", "--out", str(picture))
     assert code == 0, err
-    assert "grid (mean of 8, band min–max)" in picture.read_text()
+    assert all(f"grid dqn.lr={lr} dqn.hidden_sizes={sizes} (mean of 2, band min–max)" in picture.read_text()
+               for lr in ("1e-4", "3e-4") for sizes in ("16", "32x32"))
 
 
 def test_bad_seeds_and_a_bad_sweep_are_one_line_errors_and_queue_nothing(harness) -> None:

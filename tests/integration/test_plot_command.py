@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -81,3 +82,30 @@ def test_without_matplotlib_the_error_says_what_to_install(runs, tmp_path):
                             text=True, env={**os.environ, "PYTHONPATH": path}, timeout=120)
     assert_one_line_error(result, 2, "pip install 'rlsup[plot]'")
     assert not (tmp_path / "curves.png").exists()
+
+
+def sweep_jobs(home: Path, runs: list[Path], tmp_path: Path) -> None:
+    """A sweep of two learning rates times two seeds in the store, each job a copy of a real run."""
+    with Store(home) as store:
+        for lr in ("1e-3", "3e-4"):
+            for seed, run in enumerate(runs, start=1):
+                run_dir = tmp_path / f"sweep-lr{lr}-s{seed}"
+                shutil.copytree(run, run_dir)
+                overrides = {"dqn.lr": {"value": float(lr), "pinned": True}, "job.seed": {"value": seed, "pinned": True}}
+                store.submit(name=run_dir.name, spec_path=run / paths.JOB_FILE, run_dir=run_dir,
+                             overrides=overrides, experiment="sweep")
+
+
+def test_a_sweep_is_drawn_by_variant_unless_grouped_by_experiment(runs, tmp_path, rlsup_home):
+    # Averaging two learning rates into one line hid the comparison the sweep was run for.
+    sweep_jobs(rlsup_home, runs, tmp_path)
+    out = tmp_path / "sweep.svg"
+    for grouping in ((), ("--group-by", "variant")):
+        result = run_rlsup("plot", "sweep", *grouping, "--out", out)
+        assert result.returncode == 0, result.stderr
+        text = out.read_text()
+        assert all(plotting.group_label(f"sweep dqn.lr={lr}", 2) in text for lr in ("1e-3", "3e-4")), grouping
+        assert plotting.group_label("sweep", 4) not in text
+    result = run_rlsup("plot", "sweep", "--group-by", "experiment", "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert plotting.group_label("sweep", 4) in out.read_text()

@@ -74,7 +74,7 @@ async def test_a_group_row_shows_its_variant_table_before_and_after_evaluations(
         await wait_until(pilot, lambda: "variant" in pane_text(app), what="the variant table",
                          report=lambda: pane_text(app))
         before = pane_text(app)
-        assert figures(before) == {"Jobs": "4: 4 queued", "Steps": "0 of 6,000", "Latest return": "– (mean ± std)",
+        assert figures(before) == {"Jobs": "4: 4 queued", "Steps": "0 of 6,000", "Latest return": "– (mean ± std of the best variant)",
                                    "ETA": "–"}
         assert variant_lines(before) == [["dqn.lr=0.001", "2", "–", "–"], ["dqn.lr=0.0003", "2", "–", "–"]]
         assert variant_lines(before) == expected_lines(stored_jobs(daemon_home, "sweep"))

@@ -7,7 +7,7 @@ import subprocess
 
 from rich.console import Console
 from textual.widgets import Static
-from rlsup_testing import cartpole_job, cartpole_text, path_hiding, rlsup_command, run_rlsup
+from rlsup_testing import cartpole_job, cartpole_text, path_hiding, rlsup_command, run_rlsup, screen_shown
 
 from rlsup import client
 from rlsup.client import DaemonStatus
@@ -62,7 +62,7 @@ async def test_a_foreground_run_is_shown_read_only_and_its_keys_say_what_to_do(r
                 assert any("is a foreground run" in text and advice in text for text in said), (press, said)
             assert not isinstance(app.screen, ConfirmScreen)  # kill asks nothing: it does nothing
             await pilot.press("enter")
-            await wait_until(pilot, lambda: isinstance(app.screen, DetailScreen), what="the detail screen")
+            await wait_until(pilot, lambda: screen_shown(app, DetailScreen), what="the detail screen")
             details = plain(app.screen.query_one("#info", Static).content)
             assert "fg fg-cartpole" in details and f"pid {process.pid}): Ctrl-C in its terminal" in details
             await pilot.press("escape")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 from textual.widgets import Static
+from rlsup_testing import screen_shown
 
 from rlsup import lineage, runfiles
 from rlsup.client import DaemonStatus
@@ -45,7 +46,7 @@ async def test_a_forks_details_show_its_parent_and_lineage(rlsup_home: Path, wai
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: job.id in app.screen.query_one(JobsTable).rows_shown, what="the job row")
         await pilot.press("enter")
-        await wait_until(pilot, lambda: isinstance(app.screen, DetailScreen), what="the detail screen")
+        await wait_until(pilot, lambda: screen_shown(app, DetailScreen), what="the detail screen")
         details = plain(app.screen.query_one("#info", Static).content)
     assert "Forked from  job 2 child at step 2,000 (step-000000002000, fingerprint abababababab; " \
            "fresh optimizer)" in details

@@ -43,7 +43,7 @@ async def test_a_group_rows_plot_follows_new_metrics_and_the_pane_shares_its_rea
         await wait_until(pilot, lambda: drawn(app).get("episodes", ((), ()))[1] == (10.0, 12.0, 14.0),
                          what="the first job's returns", report=lambda: str(drawn(app)))
         assert app.selected_job_id == jobs[0].id
-        await wait_until(pilot, lambda: [line[2] for line in variant_lines(pane_text(app))] == ["20.0 ± 0.0", "30.0 ± 0.0"],
+        await wait_until(pilot, lambda: [line[2] for line in variant_lines(pane_text(app))] == ["20.0 ± –", "30.0 ± –"],
                          what="both runs' evaluations", report=lambda: pane_text(app))
         # The first job's file is read by the plot's reader alone; the pane takes its evaluations from it.
         assert set(app.metrics_poller.evaluations.readers) == {jobs[1].id}
@@ -56,5 +56,5 @@ async def test_a_group_rows_plot_follows_new_metrics_and_the_pane_shares_its_rea
             await wait_until(pilot, lambda: drawn(app)["episodes"][0][-1] == step, what=f"round {round_number} plotted",
                              report=lambda: str(drawn(app)))
             assert drawn(app)["episodes"][1][-1] == 15.0 + round_number
-            await wait_until(pilot, lambda: variant_lines(pane_text(app))[0][2] == f"{20 + round_number:.1f} ± 0.0",
+            await wait_until(pilot, lambda: variant_lines(pane_text(app))[0][2] == f"{20 + round_number:.1f} ± –",
                              what=f"round {round_number}'s evaluation in the pane", report=lambda: pane_text(app))

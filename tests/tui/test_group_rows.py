@@ -1,6 +1,8 @@
 """An experiment in the jobs table: one group row that opens on its jobs, counts their states, takes group intents and marks."""
 from __future__ import annotations
 
+from rlsup_testing import screen_shown
+
 from rlsup import client, paths
 from rlsup.hardware import FakeHardware
 from rlsup.jobstate import Desired
@@ -60,7 +62,7 @@ async def test_a_group_row_opens_counts_its_jobs_and_pauses_and_kills_them_all(d
         await pilot.press("space")
         await wait_until(pilot, lambda: str(table.get_cell(group_key("seeds"), "mark")) == "●",
                          what="the group row marked")
-        assert sorted(job_id for job_id, _ in app.marks.curves[group_key("seeds")].runs) == [first, second, third]
+        assert sorted(job_id for job_id, _ in app.marks.curves[group_key("seeds")][0].runs) == [first, second, third]
         await pilot.press("enter")  # enter opens and closes a group row (on a job row it opens the details)
         await wait_until(pilot, lambda: first in table.rows_shown, what="the group opened by enter")
         await pilot.press("enter")
@@ -69,7 +71,7 @@ async def test_a_group_row_opens_counts_its_jobs_and_pauses_and_kills_them_all(d
         await wait_until(pilot, lambda: group_state(table, "seeds") == "3 paused", what="the whole group paused",
                          report=explain)
         await pilot.press("k")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the kill confirmation")
+        await wait_until(pilot, lambda: screen_shown(app, ConfirmScreen), what="the kill confirmation")
         await pilot.press("y")
         await wait_until(pilot, lambda: group_state(table, "seeds") == "3 killed", what="the whole group killed",
                          report=explain)

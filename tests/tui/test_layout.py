@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 from textual.app import App, ComposeResult
 from textual.geometry import Region
+from rlsup_testing import screen_shown
 
 from rlsup.jobstate import State
 from rlsup.store import Store
+from rlsup.tui import messages
 from rlsup.tui.data import MetricsView
 from rlsup.tui.jobstable import JOB_COLUMNS, JobsTable
 from rlsup.tui.screens import DetailScreen
@@ -124,3 +126,19 @@ async def test_plot_points_stay_inside_the_frame(size):
         lines = screen_lines(app, plot.content_region)
         assert sum(line.count("◆") for line in lines) >= 3, "\n".join(lines)  # legend and points drawn
         assert outside_frame(lines) == [], "\n".join(lines)
+
+
+async def test_rows_that_reach_a_screen_before_it_has_mounted_are_shown_once_it_has(rlsup_home, wait_until):
+    """Under load a poll's rows reached a screen on the stack whose widgets were not mounted yet, and the app
+    died of NoMatches 'JobsTable'. Here the rows arrive in that gap on purpose: the handler runs between the
+    push and the screen's mount (nothing is awaited in between)."""
+    ids = submit_jobs(rlsup_home, ["early-bird"])
+    app = make_app(rlsup_home)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_until(pilot, lambda: app.selected_job_id == ids[0], what="the job selected")
+        app.push_screen(DetailScreen())
+        app.on_jobs_refreshed(messages.JobsRefreshed(app.model.rows))
+        await wait_until(pilot, lambda: screen_shown(app, DetailScreen) and app.screen.mounted,
+                         what="the detail screen mounted")
+        await pilot.pause()
+        assert "early-bird" in info_text(app)

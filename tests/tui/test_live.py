@@ -5,7 +5,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-from rlsup_testing import cartpole_job
+from rlsup_testing import cartpole_job, screen_shown
 
 from rlsup import paths, runfiles
 from rlsup import client
@@ -58,7 +58,7 @@ async def test_pause_resume_and_kill_from_the_keys(daemon_home, job_file, wait_u
         await wait_until(pilot, lambda: shown_state(app, job.id) == "running", what="running again",
                          report=explain)
         await pilot.press("k")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the kill confirmation")
+        await wait_until(pilot, lambda: screen_shown(app, ConfirmScreen), what="the kill confirmation")
         await pilot.press("y")
         await wait_until(pilot, lambda: shown_state(app, job.id) == "killed", what="killed", report=explain)
         await wait_until(pilot, lambda: [kind for kind, _ in shown_events(app)].count("intent") == 3,
@@ -137,7 +137,7 @@ async def test_best_checkpoint_is_marked_beside_the_newest(daemon_home, tmp_path
     app = RlsupApp(daemon_home, hardware=FakeHardware())
     async with app.run_test(size=SIZE) as pilot:
         explain = lambda: report(daemon_home, job.id) + f"\nmarks: {checkpoint_marks(app)}"  # noqa: E731
-        await wait_until(pilot, lambda: checkpoint_marks(app).get("★ best", "").startswith("best (eval "),
+        await wait_until(pilot, lambda: checkpoint_marks(app).get("★ best", "").startswith("best "),
                          what="a best checkpoint marked in the pane", report=explain)
         await pilot.press("p")
         # The pause checkpoint is where a resume starts; the best keeps its own mark beside it.

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from rlsup_testing import screen_shown
+
 from rlsup import client
 from rlsup.client import DaemonStatus
 from rlsup.formatting import byte_size, duration, short_count
@@ -92,10 +94,10 @@ async def test_kill_asks_first_and_no_means_no(rlsup_home, wait_until, no_daemon
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: app.selected_job_id == job_id, what="the job selected")
         await pilot.press("k")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the question")
+        await wait_until(pilot, lambda: screen_shown(app, ConfirmScreen), what="the question")
         await pilot.press("n")
         await pilot.press("question_mark")
-        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help")
+        await wait_until(pilot, lambda: screen_shown(app, HelpScreen), what="the help")
         await pilot.press("escape")
     with Store(rlsup_home) as store:
         assert store.job(job_id).desired is Desired.RUNNING
@@ -127,16 +129,44 @@ async def test_submit_completes_the_path_and_queues_the_file(rlsup_home, wait_un
     app = make_app(rlsup_home)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("s")
-        await wait_until(pilot, lambda: isinstance(app.screen, SubmitScreen), what="the submit dialog")
+        await wait_until(pilot, lambda: screen_shown(app, SubmitScreen), what="the submit dialog")
         await pilot.press(*"jo", "tab")
         await pilot.pause(0.3)
         await pilot.press("tab")
         await pilot.pause(0.3)
         field = app.screen.query_one("#path")
-        assert field.value == str(tmp_path) + "/jobs/cartpole-quick.toml"
+        assert field.value == "jobs/cartpole-quick.toml"  # relative to the directory the TUI runs in
         await pilot.press("enter")
         table = app.screen.query_one(JobsTable)
         await wait_until(pilot, lambda: table.row_count == 1, what="the submitted job")
+        assert submitted_files(rlsup_home) == [str(jobs / "cartpole-quick.toml")]
+
+
+def submitted_files(home: Path) -> list[str]:
+    with Store(home) as store:
+        return [job.spec_path for job in store.jobs()]
+
+
+async def test_a_typed_absolute_path_is_submitted_as_typed(rlsup_home, wait_until, no_daemon_starts, tmp_path,
+                                                           monkeypatch):
+    # The dialog held the current directory as its text, so a typed absolute path was appended to it.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    job = elsewhere / "far.toml"
+    job.write_text('[job]\ntotal_steps = 1000\n\n[env]\nid = "CartPole-v1"\n')
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+
+    app = make_app(rlsup_home)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("s")
+        await wait_until(pilot, lambda: screen_shown(app, SubmitScreen), what="the submit dialog")
+        await pilot.press(*str(job), "enter")
+        await wait_until(pilot, lambda: submitted_files(rlsup_home) == [str(job)], what="the typed file queued",
+                         report=lambda: str(submitted_files(rlsup_home)), timeout=20)
+        await pilot.press("s")
+        await wait_until(pilot, lambda: screen_shown(app, SubmitScreen), what="the submit dialog again")
+        assert str(tmp_path / "here") in app.screen.query_one("#path").placeholder  # where a relative path starts
 
 
 def test_short_counts_durations_and_sizes():

@@ -27,12 +27,14 @@ async def test_edit_of_a_shared_file_names_every_job_it_drives(rlsup_home, job_f
         table = app.screen.query_one(JobsTable)
         await wait_until(pilot, lambda: {first.id, second.id, alone.id} <= set(table.rows_shown),
                          what="the three jobs in the table")
-        app.select_job(first.id)
+        app.go_to_job(first.id)  # the cursor on its row: the selection is the row under the cursor
+        await pilot.pause()
         await pilot.press("e")
         await wait_until(pilot, lambda: any(f"drives jobs {first.id}, {second.id}" in note for note in notes),
                          what="the jobs the edit reaches", report=lambda: str(notes))
         notes.clear()
-        app.select_job(alone.id)
+        app.go_to_job(alone.id)
+        await pilot.pause()
         await pilot.press("e")
         await wait_until(pilot, lambda: any("Saved" in note for note in notes), what="the save note")
         assert not any("drives" in note for note in notes)

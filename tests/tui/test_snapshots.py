@@ -117,3 +117,8 @@ def test_main_screen_at_100_by_30(snap_compare, recorded_home):
 
 def test_detail_screen(snap_compare, recorded_home):
     assert snap_compare(recorded_app(recorded_home), terminal_size=SIZE, run_before=settle, press=["enter"])
+
+
+def test_detail_screen_at_100_by_30(snap_compare, recorded_home):
+    """Compact: the body scrolls, so the plots keep 16 rows; the fields fit three to a row."""
+    assert snap_compare(recorded_app(recorded_home), terminal_size=(100, 30), run_before=settle, press=["enter"])

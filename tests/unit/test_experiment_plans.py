@@ -166,7 +166,7 @@ def test_a_group_row_counts_states_and_spreads_returns_over_its_jobs(tmp_path) -
     assert (group.mean_return.mean, round(group.mean_return.std, 3), group.mean_return.count) == (15.0, 7.071, 2)
     assert str(group.mean_return) == "15.0 ± 7.1" and group.eta_s == 90.0
     assert (group.step, group.total_steps) == (150, 300)
-    assert groups.shown(groups.spread([])) == "–" and str(groups.spread([4.0])) == "4.0 ± 0.0"
+    assert groups.shown(groups.spread([])) == "–" and str(groups.spread([4.0])) == "4.0 ± –"
 
 
 def test_the_json_schema_takes_a_sweep_of_identity_fields_only() -> None:
