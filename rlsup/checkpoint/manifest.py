@@ -317,11 +317,14 @@ def newest_usable(run_dir: Path, *, strict: bool = False) -> Choice:
     """The newest checkpoint that verifies, with the newer ones it falls back past and why each failed."""
     for _ in range(ROTATED_TRIES):
         entries, invalid = scan_checkpoints(run_dir, strict=strict)
+        # Listed, then gone before its manifest was read: rotated away mid-scan (keep = 1 writes the next one
+        # meanwhile), which left a scan of nothing and "has no checkpoints" 1 time in 60 at keep = 1.
+        vanished = any(not item.path.is_dir() for item in invalid)
         # A best checkpoint holds no replay: never a resume point, and a broken one blocks nothing.
         entries = [entry for entry in entries if entry.reason != BEST]
         invalid = [item for item in invalid if not item.path.name.endswith(BEST_SUFFIX) and item.path.is_dir()]
         chosen, refused, rotated = _first_verified(reversed(entries))
-        if chosen is not None or not rotated:
+        if chosen is not None or not (rotated or vanished):
             break
     # A directory with no usable manifest counts as newer unless its name says it is older.
     refused += [item for item in invalid if chosen is None or item.step is None or item.step > chosen.step]

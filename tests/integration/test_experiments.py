@@ -105,7 +105,7 @@ def test_a_sweep_file_queues_variants_times_seeds_with_their_values(harness) -> 
     code, _, err = harness.cli("plot", "grid", "--out", str(picture))
     assert code == 0, err
     assert all(f"grid dqn.lr={lr} dqn.hidden_sizes={sizes} (mean of 2, band min–max)" in picture.read_text()
-               for lr in ("1e-4", "3e-4") for sizes in ("16", "32x32"))
+               for lr in ("0.0001", "0.0003") for sizes in ("16", "32x32"))
 
 
 def test_bad_seeds_and_a_bad_sweep_are_one_line_errors_and_queue_nothing(harness) -> None:

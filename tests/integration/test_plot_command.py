@@ -104,7 +104,7 @@ def test_a_sweep_is_drawn_by_variant_unless_grouped_by_experiment(runs, tmp_path
         result = run_rlsup("plot", "sweep", *grouping, "--out", out)
         assert result.returncode == 0, result.stderr
         text = out.read_text()
-        assert all(plotting.group_label(f"sweep dqn.lr={lr}", 2) in text for lr in ("1e-3", "3e-4")), grouping
+        assert all(plotting.group_label(f"sweep dqn.lr={lr}", 2) in text for lr in ("0.001", "0.0003")), grouping
         assert plotting.group_label("sweep", 4) not in text
     result = run_rlsup("plot", "sweep", "--group-by", "experiment", "--out", out)
     assert result.returncode == 0, result.stderr

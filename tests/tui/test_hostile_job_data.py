@@ -41,8 +41,10 @@ async def test_rows_and_details_show_a_hostile_name_and_reason_as_text(rlsup_hom
         assert not control_characters(shown), shown
         pane = app.screen.query_one(LogTail)
         pane.show(("step 1", "\x1b[2J\x1b[Hcleared\rprogress \u202eright-to-left"))
-        await wait_until(pilot, lambda: len(pane.lines) == 2, what="the log lines")
-        assert pane.lines[1] == "\\x1b[2J\\x1b[Hcleared\\rprogress \\u202eright-to-left"
+        await wait_until(pilot, lambda: len(pane.shown) == 2, what="the log lines")
+        assert pane.shown[1] == "\\x1b[2J\\x1b[Hcleared\\rprogress \\u202eright-to-left"
+        drawn = "".join(strip.text for strip in pane.lines)  # what the pane draws, wrapped to its width
+        assert "right-to-left" in drawn and not control_characters(drawn), drawn
 
 
 async def test_the_kill_question_shows_a_name_of_markup_as_written(rlsup_home, wait_until):

@@ -58,6 +58,6 @@ async def test_a_marked_sweep_is_drawn_as_one_line_per_variant(rlsup_home, real_
         table.move_cursor(row=table.get_row_index(group_key("cp")))
         await pilot.pause()
         await pilot.press("space")
-        labels = [plotting.group_label(f"cp dqn.lr={rate}", 2) for rate in ("1e-3", "3e-4")]
+        labels = [plotting.group_label(f"cp dqn.lr={rate}", 2) for rate in ("0.001", "0.0003")]
         await wait_until(pilot, lambda: [label for label in drawn(app) if label][:2] == labels,
                          what="a mean and band per learning rate", report=lambda: str(list(drawn(app))))
