@@ -12,10 +12,10 @@ from pathlib import Path
 
 import psutil
 
-from rlsup import runfiles
+from rlsup.run import files as runfiles
 from rlsup import client
-from rlsup.jobstate import Desired, State
-from rlsup.store import Store
+from rlsup.jobs.state import Desired, State
+from rlsup.jobs.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "jobs" / "cartpole-dqn.toml"

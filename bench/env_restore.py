@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import TransformReward
 
-from rlsup.algos.envs import TrainingEnv, make_env
+from rlsup.algos.envs.training import TrainingEnv, make_env
 from rlsup.spec import EnvSection
 
 Policy = Callable[[np.ndarray], int]

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from rlsup.algos.nets import build_q_network
-from rlsup.algos.vector import env_seeds, make_vector_env
+from rlsup.algos.envs.vector import env_seeds, make_vector_env
 from rlsup.spec import EnvSection
 
 # Batches stepped before the clock starts: resets and the first forward passes are not steady state.
@@ -84,7 +84,7 @@ def gymnasium_backend(asynchronous: bool) -> Callable[[str, int, int], Stepper]:
 
 def classic_stack(game: str):
     """The env as rlsup's classic preset makes it (its observations in the env's own layout)."""
-    from rlsup.algos.env_sources import make_stack
+    from rlsup.algos.envs.sources import make_stack
 
     return make_stack(env_settings(game))
 
@@ -99,7 +99,7 @@ def atari_stack(game: str):
     import gymnasium as gym
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
-    from rlsup.algos.fire_reset import FireReset
+    from rlsup.algos.envs.fire_reset import FireReset
 
     gym.register_envs(ale_py)
     env = gym.make(game, frameskip=1, repeat_action_probability=0.0, full_action_space=False,

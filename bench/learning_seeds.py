@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlsup import runfiles
+from rlsup.run import files as runfiles
 from rlsup import spec as specs
 
 FINAL_EPISODES = 20

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from learning_seeds import parse_seeds  # bench/ beside this script
 
-from rlsup import runfiles
+from rlsup.run import files as runfiles
 from rlsup import spec as specs
 
 PAPER_DQN_BREAKOUT = {50_000: 1.3, 100_000: 4.4, 150_000: 5.3, 200_000: 6.1, 250_000: 6.7, 300_000: 7.3,

@@ -7,8 +7,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from rlsup import paths, runfiles
-from rlsup.tensorboard_log import TensorBoardLog
+from rlsup import paths
+from rlsup.run import files as runfiles
+from rlsup.worker.tensorboard import TensorBoardLog
 
 
 def record(step: int) -> dict:

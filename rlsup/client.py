@@ -10,10 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from rlsup import experiments, foreground, import_trust, jobstate, locks, paths, runfiles, spec as specs, store_file
-from rlsup.jobstate import ACTIVE, Desired, State
-from rlsup.jobview import foreground_advice, jobs_following
-from rlsup.store import AmbiguousName, Job, Store
+from rlsup import locks, paths, spec as specs
+from rlsup.spec import experiments
+from rlsup.run import foreground
+from rlsup.run import import_trust
+from rlsup.jobs import state as jobstate
+from rlsup.run import files as runfiles
+from rlsup.jobs import store_file
+from rlsup.jobs.state import ACTIVE, Desired, State
+from rlsup.views.jobs import foreground_advice, jobs_following
+from rlsup.jobs.store import AmbiguousName, Job, Store
 
 
 class DaemonError(RuntimeError):
@@ -74,7 +80,7 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     prepare(run directory, resolved spec) fills the run before the job is queued (a fork's parent
     checkpoint); what it raises leaves nothing queued.
     """
-    from rlsup.env_check import check_env_file, import_roots  # imports gymnasium: only a submit pays for it
+    from rlsup.algos.envs.check import check_env_file, import_roots  # imports gymnasium: only a submit pays for it
 
     path = Path(spec_path).expanduser().resolve()
     # An example is submitted by copy: `e` in the TUI, a newcomer's first edit, changed a file git tracks.
@@ -129,7 +135,7 @@ def submit_experiment(spec_path: str | Path, *, seeds: tuple[int, ...] | None = 
     as submit() does, experiments.SeedsError for too many jobs, and NameTaken when the experiment already
     has one of the planned jobs.
     """
-    from rlsup.env_check import check_env_file  # imports gymnasium: only a submit pays for it
+    from rlsup.algos.envs.check import check_env_file  # imports gymnasium: only a submit pays for it
 
     path = Path(spec_path).expanduser().resolve()
     copy = copy or paths.is_example(path)  # as submit() does
@@ -172,7 +178,7 @@ def check_experiment_room(path: Path, name: str, planned: list, jobs: list[Job],
 def queue_experiment(path: Path, data: bytes, name: str, prepared: list, home: Path, copy: bool,
                      start_daemon: bool) -> list[Job]:
     """Make the run directories and queue every job in one transaction: all of them, or none."""
-    from rlsup.env_check import import_roots
+    from rlsup.algos.envs.check import import_roots
 
     run_dirs: list[Path] = []
     try:

@@ -7,7 +7,7 @@ from typing import Callable
 
 import numpy as np
 
-from rlsup import runfiles
+from rlsup.run import files as runfiles
 from rlsup.algos.contract import Policy
 
 RENDER_EXTRA = "pip install 'rlsup[render]'"

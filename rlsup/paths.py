@@ -19,7 +19,7 @@ CHECKPOINTS = "checkpoints"
 WORKER_LOCK = "worker.lock"     # held by the run's one worker for its whole life
 KILL_MARKER = "kill-requested"  # a stop signal that finds it aborts the worker: a kill where only SIGINT gets through
 SOURCE_COPY = "source.toml"     # `submit --copy`: the job file's snapshot that this job alone follows
-TENSORBOARD = "tensorboard"     # [log] tensorboard: event files kept equal to metrics.jsonl (tensorboard_log.py)
+TENSORBOARD = "tensorboard"     # [log] tensorboard: event files kept equal to metrics.jsonl (worker/tensorboard.py)
 IMPORT_PATHS = "import-paths.json"  # where submit found the env's modules, for workers started without them
 
 # Files of RLSUP_HOME.
@@ -36,8 +36,8 @@ DATABASE = "rlsup.db"
 DAEMON_LOCK = "daemon.lock"
 DAEMON_LOG = "daemon.log"
 DAEMON_SETTINGS = "daemon.toml"
-FOREGROUND = "foreground"       # one registration file per live `rlsup run` (rlsup/foreground.py)
-IMPORT_KEY = "import-key"       # seals the import-paths.json of this home's runs (rlsup/import_trust.py)
+FOREGROUND = "foreground"       # one registration file per live `rlsup run` (rlsup/run/foreground.py)
+IMPORT_KEY = "import-key"       # seals the import-paths.json of this home's runs (rlsup/run/import_trust.py)
 
 
 def rlsup_home() -> Path:

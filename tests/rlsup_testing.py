@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from rlsup import runfiles
+from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import latest_verified, list_checkpoints
 
 SMALL_CARTPOLE = """

@@ -19,14 +19,14 @@ import torch
 from torch import nn
 
 from rlsup.algos.device import UsageError
-from rlsup.algos.env_sources import EnvError
+from rlsup.algos.envs.sources import EnvError
 from rlsup.algos.nets import PolicyValueNetwork, build_policy_value_network
 from rlsup.algos.shared_memory import UnrollArrays, UnrollGroups, UnrollLayout, WeightsBuffer
-from rlsup.algos.vector import VectorStep, env_seeds, make_vector_env
+from rlsup.algos.envs.vector import VectorStep, env_seeds, make_vector_env
 from rlsup.checkpoint.rng import generator_state, restore_generator
-from rlsup.fault_stacks import child_ended, record_where_the_worker_does
+from rlsup.run.fault_stacks import child_ended, record_where_the_worker_does
 from rlsup.formatting import one_line
-from rlsup.progress import FILE_ONLY
+from rlsup.worker.progress import FILE_ONLY
 from rlsup.spec import JobSpec
 
 # Seed-sequence key of the actors' streams, apart from the learner's (spawned from the bare job seed).

@@ -9,14 +9,14 @@ from torch import nn
 from torch.nn import functional
 
 from rlsup.algos.contract import LearnerTrainer, Policy
-from rlsup.algos.env_capture import EnvRestart
-from rlsup.algos.envs import probe_env
+from rlsup.algos.envs.capture import EnvRestart
+from rlsup.algos.envs.training import probe_env
 from rlsup.algos.episodes import EpisodeReturns
 from rlsup.algos.loss_sums import LossSums
 from rlsup.algos.nets import build_q_network, fingerprint, gradient_step, greedy_actions_module, numpy_policy
 from rlsup.algos.optimizers import FusedAdam
 from rlsup.algos.schedules import LinearSchedule, crossed
-from rlsup.algos.vector import VectorEnv, VectorStep, env_seeds, make_vector_env
+from rlsup.algos.envs.vector import VectorEnv, VectorStep, env_seeds, make_vector_env
 from rlsup.checkpoint.rng import generator_state, restore_generator
 from rlsup.replay.mixer import ReplayMixer, replay_from_settings
 from rlsup.replay.storage import TransitionBatch, TransitionStorage

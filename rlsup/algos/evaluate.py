@@ -6,7 +6,7 @@ from typing import Callable
 import numpy as np
 
 from rlsup.algos.contract import Policy
-from rlsup.algos.envs import make_env
+from rlsup.algos.envs.training import make_env
 from rlsup.spec import EnvSection
 
 

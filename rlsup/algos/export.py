@@ -13,10 +13,10 @@ import numpy as np
 import torch
 
 import rlsup
-from rlsup import runfiles
+from rlsup.run import files as runfiles
 from rlsup.algos import registry
-from rlsup.algos.env_sources import ATARI_SCREEN_SIZE, make_stack, observation_layout
-from rlsup.algos.observations import INTENSITY_MAX, ObservationLayout
+from rlsup.algos.envs.sources import ATARI_SCREEN_SIZE, make_stack, observation_layout
+from rlsup.algos.envs.observations import INTENSITY_MAX, ObservationLayout
 from rlsup.spec import EnvSection
 
 FORMATS = ("torchscript", "onnx")

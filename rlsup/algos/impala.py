@@ -10,7 +10,7 @@ import torch
 from rlsup.algos import vtrace
 from rlsup.algos.actors import ActorProcesses, Delivery, SerialActors
 from rlsup.algos.contract import LearnerTrainer, Policy
-from rlsup.algos.envs import probe_env
+from rlsup.algos.envs.training import probe_env
 from rlsup.algos.episodes import EpisodeReturns
 from rlsup.algos.loss_sums import LossSums
 from rlsup.algos.nets import (PolicyValueNetwork, build_policy_value_network, fingerprint, gradient_step,

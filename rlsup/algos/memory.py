@@ -6,7 +6,7 @@ import psutil
 
 from rlsup import formatting
 from rlsup.algos.actors import GROUPS_PER_ACTOR
-from rlsup.algos.envs import probe_env
+from rlsup.algos.envs.training import probe_env
 from rlsup.spec import JobSpec
 
 

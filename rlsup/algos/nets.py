@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlsup.algos.observations import INTENSITY_MAX, network_for
+from rlsup.algos.envs.observations import INTENSITY_MAX, network_for
 from rlsup.algos.optimizers import EagerOptimizer
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from rlsup import own_files, paths
 from rlsup.checkpoint import manifest as manifests
 from rlsup.checkpoint.manifest import CheckpointEntry
-from rlsup.runfiles import fsync_directory
+from rlsup.run.files import fsync_directory
 
 # Directories beside the checkpoints; the leading dot hides them from list_checkpoints.
 TEMPORARY_PREFIX = ".tmp-"

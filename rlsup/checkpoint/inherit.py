@@ -5,7 +5,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from rlsup import lineage, paths
+from rlsup import paths
+from rlsup.run import lineage
 from rlsup.algos.contract import Trainer
 from rlsup.checkpoint.manifest import CheckpointProblem
 from rlsup.checkpoint.resume import StartingPoint, best_evaluation_at, note_env_restarts

@@ -5,7 +5,10 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlsup import formatting, lineage, runfiles, tensorboard_log
+from rlsup import formatting
+from rlsup.run import lineage
+from rlsup.run import files as runfiles
+from rlsup.worker import tensorboard as tensorboard_log
 from rlsup.algos.contract import Trainer
 from rlsup.checkpoint.manifest import CheckpointProblem, Choice
 
@@ -24,7 +27,7 @@ class StartingPoint:
     # Envs that started fresh episodes on a resume of this trajectory (their saved episode did not replay
     # exactly): every checkpoint after it says so in its manifest's extra.
     env_restarts: list[str] = field(default_factory=list)
-    tensorboard_events: dict | None = None  # where the event file stood at the checkpoint (tensorboard_log.py)
+    tensorboard_events: dict | None = None  # where the event file stood at the checkpoint (worker/tensorboard.py)
 
 
 def restore(run_dir: Path, choice: Choice, trainer: Trainer) -> StartingPoint:

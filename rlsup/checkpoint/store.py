@@ -21,7 +21,7 @@ from rlsup import paths
 from rlsup.checkpoint import directories, manifest as manifests, space
 from rlsup.checkpoint.checksums import CHECKSUM_ALGORITHM, Checksum, safe_relative_path
 from rlsup.checkpoint.manifest import FORMAT_VERSION, MANIFEST_FILE, REASONS, STATE_FILE, CheckpointEntry, NoSpace
-from rlsup.runfiles import fsync_directory
+from rlsup.run.files import fsync_directory
 
 TENSORS_FILE = "tensors.pt"
 ARRAYS_DIR = "arrays"

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from rlsup.cli.program import AS_PROGRAM
-from rlsup.worker_signals import hold_signals
+from rlsup.run.signals import hold_signals
 
 # First, before the imports below: Ctrl-C (and SIGTERM, SIGHUP) wait, pending, until the command is ready
 # for them: main() releases them once its handler is in, or, for `rlsup run`, the worker once it listens
-# (worker_signals.py says why). Only when this is the program, never when a test or tool imports it.
+# (run/signals.py says why). Only when this is the program, never when a test or tool imports it.
 if AS_PROGRAM:
     hold_signals()
 

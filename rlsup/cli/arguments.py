@@ -5,8 +5,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from rlsup import client, import_trust, paths
-from rlsup.store import Job
+from rlsup import client, paths
+from rlsup.run import import_trust
+from rlsup.jobs.store import Job
 
 
 class CliError(Exception):
@@ -26,7 +27,7 @@ def trust_imports_option(parser: argparse.ArgumentParser) -> None:
 
 
 def use_run_imports(run_dir: Path, trust: bool) -> None:
-    """Where the run's env modules are, by the trust rule (import_trust.py); what it left out, in one line."""
+    """Where the run's env modules are, by the trust rule (run/import_trust.py); what it left out, in one line."""
     _, left_out = import_trust.use_import_paths(run_dir, trust=trust)
     if left_out:
         print(f"rlsup: {left_out}", file=sys.stderr)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from rlsup import paths, store_file
-from rlsup.store import Store
+from rlsup import paths
+from rlsup.jobs import store_file
+from rlsup.jobs.store import Store
 
 # Positionals that name a job or a run: completed with the store's ids and names (run dirs by path), and with
 # experiments' names where the argument is marked cli.arguments.names_experiments.

@@ -4,8 +4,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rlsup import client, paths, store_file
-from rlsup.store import Store
+from rlsup import client, paths
+from rlsup.jobs import store_file
+from rlsup.jobs.store import Store
 
 NOT_RUNNING = 3  # `daemon status` when no daemon runs, as `systemctl status` says an inactive unit
 

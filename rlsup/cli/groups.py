@@ -1,10 +1,13 @@
 """Experiments on the command line: group rows of `rlsup list`, group intents and `rlsup status EXPERIMENT`."""
 from __future__ import annotations
 
-from rlsup import client, colour, formatting, groups, jobview
-from rlsup.groups import GroupRow
-from rlsup.jobstate import Desired
-from rlsup.store import Job
+from rlsup import client, formatting
+from rlsup.views import colour
+from rlsup.views import groups
+from rlsup.views import jobs as jobview
+from rlsup.views.groups import GroupRow
+from rlsup.jobs.state import Desired
+from rlsup.jobs.store import Job
 
 INDENT = "  "  # an experiment's jobs under its group row
 

@@ -6,9 +6,10 @@ import json
 import sys
 from pathlib import Path
 
-from rlsup import experiments, spec as specs
+from rlsup import spec as specs
+from rlsup.spec import experiments
 from rlsup.cli.program import ENV_CHECK_IMPORTS, import_quietly
-from rlsup.schedule_effects import unused
+from rlsup.spec.schedule_effects import unused
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def command_validate(args: argparse.Namespace) -> int:
-    from rlsup.env_check import check_env_file  # gymnasium only inside: only a check pays for it
+    from rlsup.algos.envs.check import check_env_file  # gymnasium only inside: only a check pays for it
 
     import_quietly(ENV_CHECK_IMPORTS)
 
@@ -40,7 +41,7 @@ def command_validate(args: argparse.Namespace) -> int:
 
 def check_sweep(loaded: specs.JobSpec, path: Path) -> int:
     """Check every [sweep] variant as submit would (rules, then its env); how many there are (0: no sweep)."""
-    from rlsup.env_check import check_env_file
+    from rlsup.algos.envs.check import check_env_file
 
     text = path.read_text(encoding="utf-8")
     sweep = specs.sweep_of(text, file=str(path))

@@ -6,15 +6,20 @@ import json
 import sys
 from pathlib import Path
 
-from rlsup import client, colour, experiments, formatting, groups, jobview, paths, spec as specs, store_file
+from rlsup import client, formatting, paths, spec as specs
+from rlsup.views import colour
+from rlsup.spec import experiments
+from rlsup.views import groups
+from rlsup.views import jobs as jobview
+from rlsup.jobs import store_file
 from rlsup.cli import groups as group_views
 from rlsup.cli.arguments import names_experiments
 from rlsup.cli.program import ENV_CHECK_IMPORTS, import_quietly
 from rlsup.daemon.demo import machine_from_environment
 from rlsup.daemon.scheduler import gpu_shortage
 from rlsup.hardware import Hardware
-from rlsup.jobstate import RESTING, Desired, State
-from rlsup.store import Job, Store, StoreBusy
+from rlsup.jobs.state import RESTING, Desired, State
+from rlsup.jobs.store import Job, Store, StoreBusy
 
 INTENT_HELP = {Desired.PAUSED: "pause jobs with a checkpoint",
                Desired.RUNNING: "resume jobs from their newest checkpoint",

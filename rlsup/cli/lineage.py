@@ -5,13 +5,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from rlsup import client, lineage, paths, runfiles, store_file
+from rlsup import client, paths
+from rlsup.run import lineage
+from rlsup.run import files as runfiles
+from rlsup.jobs import store_file
 from rlsup import spec as specs
 from rlsup.cli.arguments import CliError, resolve_run, trust_imports_option, use_run_imports
 from rlsup.cli.jobs import say_who_follows, warn_if_gpus_missing
 from rlsup.cli.program import answer_stops, finished, note_stops
-from rlsup.jobview import jobs_following
-from rlsup.store import Job, Store
+from rlsup.views.jobs import jobs_following
+from rlsup.jobs.store import Job, Store
 
 EXPORT_FORMATS = ("torchscript", "onnx")  # rlsup.algos.export.FORMATS, named here without importing torch
 
@@ -87,12 +90,12 @@ def command_fork(args: argparse.Namespace) -> int:
 
 
 def say_unused_fields(parent_run: Path, run_dir: Path, path: Path, step: int) -> None:
-    """A warning per changed scheduled field whose schedule is over at the fork's step (schedule_effects.py).
+    """A warning per changed scheduled field whose schedule is over at the fork's step (spec/schedule_effects.py).
 
     A warning, not a refusal: the fork is queued all the same, since it may be meant for more than that
     field (a fresh optimizer, an empty replay, a longer budget, its other fields), and the line names the
     field that decides (lr_end_step) for a fork that is not; `rlsup kill` takes a fork not meant at all."""
-    from rlsup.schedule_effects import unused
+    from rlsup.spec.schedule_effects import unused
 
     try:
         fork_spec = runfiles.read_run_spec(run_dir)
@@ -126,7 +129,7 @@ def lineage_lines(run_dir: Path) -> list[str]:
 
 def command_export(args: argparse.Namespace) -> int:
     note_stops()  # until the policy is loaded (export_policy calls answer_stops)
-    from rlsup.algos.env_sources import EnvError  # the network's sizes come from the env, made here
+    from rlsup.algos.envs.sources import EnvError  # the network's sizes come from the env, made here
     from rlsup.algos.export import ExportUnavailable, export_policy  # torch: only an export pays for it
 
     run_dir = resolve_run(args.run)

@@ -7,17 +7,18 @@ import signal
 import sqlite3
 import sys
 
-from rlsup import __version__, paths, store_file
+from rlsup import __version__, paths
+from rlsup.jobs import store_file
 from rlsup import spec as specs
 from rlsup.checkpoint.manifest import CheckpointProblem
 from rlsup.cli import checkpoints, completion, daemon_control, job_files, jobs, lineage, plot, status, training
 from rlsup.cli.arguments import CliError
 from rlsup.cli.program import answer_stop_signals, answer_stops, finished, note_stops
-from rlsup.lineage import ForkRefused
-from rlsup.store_file import StoreError
-from rlsup.jobstate import EXIT_ERROR, EXIT_SPEC
+from rlsup.run.lineage import ForkRefused
+from rlsup.jobs.store_file import StoreError
+from rlsup.jobs.state import EXIT_ERROR, EXIT_SPEC
 from rlsup.stopping import SAID, signal_number
-from rlsup.worker_signals import release_signals
+from rlsup.run.signals import release_signals
 
 # What a shell reports for a command that SIGPIPE stopped (128 + its number), so that `rlsup … | head` ends as
 # `cat` does.

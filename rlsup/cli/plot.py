@@ -7,9 +7,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsup import client, experiments, plotting
+from rlsup import client
+from rlsup.spec import experiments
+from rlsup.views import plots as plotting
 from rlsup.cli.arguments import CliError, names_experiments, resolve_run
-from rlsup.store import Job
+from rlsup.jobs.store import Job
 
 PICTURE_SUFFIXES = (".png", ".svg", ".pdf")
 GROUP_BY = ("variant", "experiment", "all")

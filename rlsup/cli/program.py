@@ -13,7 +13,7 @@ from rlsup.stopping import SAID, Terminated, raise_stop
 # test or tool that imports the package, whose signals are its own.
 AS_PROGRAM = os.path.basename(sys.argv[0] if sys.argv else "") == "rlsup" or sys.argv[:1] == ["-m"]
 # What an env check imports (gymnasium, ale_py, a user's env packages come later): see import_quietly.
-ENV_CHECK_IMPORTS = "rlsup.algos.env_sources"
+ENV_CHECK_IMPORTS = "rlsup.algos.envs.sources"
 _noted: list[int] = []  # the stop signal that came while a command started (note_stops), if any
 
 

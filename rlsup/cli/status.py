@@ -6,12 +6,16 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import client, colour, formatting, jobstate, jobview, paths, runfiles
+from rlsup import client, formatting, paths
+from rlsup.views import colour
+from rlsup.jobs import state as jobstate
+from rlsup.views import jobs as jobview
+from rlsup.run import files as runfiles
 from rlsup.cli.arguments import find_job_or_say, names_experiments
 from rlsup.cli.checkpoints import run_checkpoint_lines
 from rlsup.cli.groups import print_experiment_status
 from rlsup.cli.lineage import lineage_lines
-from rlsup.store import Job, Store
+from rlsup.jobs.store import Job, Store
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -7,7 +7,10 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import experiments, import_trust, paths, runfiles
+from rlsup import paths
+from rlsup.spec import experiments
+from rlsup.run import import_trust
+from rlsup.run import files as runfiles
 from rlsup import spec as specs
 from rlsup.cli.arguments import CliError, resolve_run, trust_imports_option, use_run_imports
 from rlsup.cli.program import answer_stops, finished, note_stops
@@ -58,14 +61,14 @@ def command_run(args: argparse.Namespace) -> int:
     else:
         if not args.job:
             raise CliError("rlsup run needs JOB.toml, or --resume RUN")
-        from rlsup.env_check import check_env_file  # imports gymnasium, as the worker will anyway
-        from rlsup.worker_signals import listen_while_starting
+        from rlsup.algos.envs.check import check_env_file  # imports gymnasium, as the worker will anyway
+        from rlsup.run.signals import listen_while_starting
 
         listen_while_starting()  # past gymnasium's import: a hang in the user's env package can be left
 
         run_dir = start_run(check_env_file(loaded(args.job), args.job).spec, args.run_dir)
     print(run_dir, flush=True)
-    from rlsup import worker
+    from rlsup.worker import training as worker
 
     worker.exit_now(worker.run(run_dir, foreground=True, from_scratch=args.from_scratch,
                                trust_imports=args.trust_imports))
@@ -100,7 +103,7 @@ def start_run(spec: specs.JobSpec, requested: str | None) -> Path:
     else:
         run_dir = paths.new_run_dir(spec.job.name)
     runfiles.write_run_spec(run_dir, spec)
-    from rlsup.env_check import import_roots  # loaded with check_env
+    from rlsup.algos.envs.check import import_roots  # loaded with check_env
 
     import_trust.write_import_paths(run_dir, import_roots(spec.env))  # for a resume or enjoy from another shell
     return run_dir
@@ -121,7 +124,7 @@ def apply_resume_edit(run_dir: Path, edited: specs.JobSpec) -> None:
 
 def command_enjoy(args: argparse.Namespace) -> int:
     note_stops()  # until its first episode begins (enjoy calls answer_stops)
-    from rlsup.algos.env_sources import EnvError
+    from rlsup.algos.envs.sources import EnvError
     from rlsup.enjoy import RenderUnavailable, enjoy
 
     run_dir = resolve_run(args.run)

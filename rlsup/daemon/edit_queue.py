@@ -7,11 +7,12 @@ import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from rlsup import runfiles, spec as specs
+from rlsup import spec as specs
+from rlsup.run import files as runfiles
 from rlsup.daemon import edits
-from rlsup.jobstate import EditAction, State
-from rlsup.jobview import jobs_following
-from rlsup.store import Job
+from rlsup.jobs.state import EditAction, State
+from rlsup.views.jobs import jobs_following
+from rlsup.jobs.store import Job
 
 log = logging.getLogger("rlsup.daemon")
 

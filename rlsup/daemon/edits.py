@@ -5,9 +5,11 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsup import jobstate, lineage, own_files, spec as specs
-from rlsup.jobstate import EditAction, State
-from rlsup.store import Job
+from rlsup import own_files, spec as specs
+from rlsup.jobs import state as jobstate
+from rlsup.run import lineage
+from rlsup.jobs.state import EditAction, State
+from rlsup.jobs.store import Job
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlsup.daemon.scheduler import Settings
-from rlsup.jobrecord import Event, Job
-from rlsup.jobstate import State
-from rlsup.jobview import read_worker_status
-from rlsup.store import Store
+from rlsup.jobs.record import Event, Job
+from rlsup.jobs.state import State
+from rlsup.views.jobs import read_worker_status
+from rlsup.jobs.store import Store
 
 log = logging.getLogger("rlsup.daemon")
 

@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from rlsup import hardware as hardware_module, jobstate, runfiles, spec as specs
+from rlsup import hardware as hardware_module, spec as specs
+from rlsup.jobs import state as jobstate
+from rlsup.run import files as runfiles
 from rlsup.daemon import hooks, moves, scheduler
 from rlsup.daemon.edit_queue import EditHandling, EditQueue
 from rlsup.daemon.runner import JobRunner, RunnerUnavailable, Signal, WorkerHandle
@@ -20,9 +22,9 @@ from rlsup.daemon.supervisor import LocalRunner
 from rlsup.daemon.settings_file import load_settings
 from rlsup.daemon.store_watch import StoreWatch
 from rlsup.daemon.watcher import SpecWatcher
-from rlsup.jobstate import ACTIVE, Desired, Exit, State
-from rlsup.jobview import WorkerStatus, read_worker_status
-from rlsup.store import Job, JobChanges, Process, SentSignal, SignalKind, Store, StoreBusy
+from rlsup.jobs.state import ACTIVE, Desired, Exit, State
+from rlsup.views.jobs import WorkerStatus, read_worker_status
+from rlsup.jobs.store import Job, JobChanges, Process, SentSignal, SignalKind, Store, StoreBusy
 
 log = logging.getLogger("rlsup.daemon")
 

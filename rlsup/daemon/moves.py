@@ -27,11 +27,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsup import locks, paths, runfiles
+from rlsup import locks, paths
+from rlsup.run import files as runfiles
 from rlsup.checkpoint import manifest as manifests
 from rlsup.daemon.clusters import Cluster
-from rlsup.jobstate import Desired, State
-from rlsup.store import Job, Store
+from rlsup.jobs.state import Desired, State
+from rlsup.jobs.store import Job, Store
 
 log = logging.getLogger("rlsup.daemon")
 

@@ -13,7 +13,7 @@ from rlsup.daemon import scheduler
 from rlsup.daemon.main import Daemon
 from rlsup.daemon.runner import JobRunner
 from rlsup.daemon.settings_file import load_settings
-from rlsup.store import Store, StoreError
+from rlsup.jobs.store import Store, StoreError
 from rlsup.daemon.startup import AlreadyRunning, detach_output, setup_logging, take_lock
 
 log = logging.getLogger("rlsup.daemon")

@@ -16,11 +16,12 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from rlsup import locks, paths, runfiles
+from rlsup import locks, paths
+from rlsup.run import files as runfiles
 from rlsup.daemon.clusters import Cluster
 from rlsup.daemon.runner import RunnerUnavailable, Signal, WorkerHandle
 from rlsup.daemon.supervisor import exit_from_record
-from rlsup.jobstate import Exit
+from rlsup.jobs.state import Exit
 
 log = logging.getLogger("rlsup.daemon")
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from rlsup.jobstate import Exit
+from rlsup.jobs.state import Exit
 
 
 class Signal(str, enum.Enum):

@@ -4,10 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from rlsup import runfiles, spec as specs
+from rlsup import spec as specs
+from rlsup.run import files as runfiles
 from rlsup.daemon.clusters import Cluster, UnknownCluster, cluster_named
 from rlsup.daemon.runner import JobRunner, Signal, WorkerHandle
-from rlsup.jobstate import Exit
+from rlsup.jobs.state import Exit
 
 
 class Runners:

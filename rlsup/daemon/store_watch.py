@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 from typing import Callable
 
-from rlsup.store_file import FileGuard
+from rlsup.jobs.store_file import FileGuard
 
 log = logging.getLogger("rlsup.daemon")
 

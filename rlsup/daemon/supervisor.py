@@ -11,10 +11,12 @@ from pathlib import Path
 
 import psutil
 
-from rlsup import import_trust, locks, own_files, paths, runfiles
+from rlsup import locks, own_files, paths
+from rlsup.run import import_trust
+from rlsup.run import files as runfiles
 from rlsup.daemon.runner import Signal, WorkerHandle
-from rlsup.jobstate import Exit
-from rlsup.worker_signals import starting_held
+from rlsup.jobs.state import Exit
+from rlsup.run.signals import starting_held
 
 log = logging.getLogger("rlsup.daemon")
 

@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rlsup.fieldcheck import CAPACITY_MAX, COUNT_MAX, INT64_MAX, STEPS_MAX, WALL_SECONDS_MAX
+from rlsup.spec.values import CAPACITY_MAX, COUNT_MAX, INT64_MAX, STEPS_MAX, WALL_SECONDS_MAX
 
 # Edit classes (DESIGN.md section 5).
 LIVE = "live"          # applied to a running worker by SIGHUP

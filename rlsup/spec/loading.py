@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rlsup import own_files
-from rlsup.fieldcheck import check_value
+from rlsup.spec.values import check_value
 from rlsup.spec.fields import ARRAY_TABLES, TABLES, JobSpec, default_replays, former_names, section_field
 from rlsup.spec.locating import Located, Problem, SpecError
 from rlsup.spec.rules import job_violations

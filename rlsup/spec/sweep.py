@@ -8,7 +8,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from rlsup.fieldcheck import check_value
+from rlsup.spec.values import check_value
 from rlsup.spec.fields import ARRAY_TABLES, IDENTITY, TABLES, section_field
 from rlsup.spec.locating import Located, Problem
 

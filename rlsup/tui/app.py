@@ -15,11 +15,14 @@ from textual.markup import escape
 from textual.screen import Screen
 from textual.worker import get_current_worker
 
-from rlsup import client, jobstate, jobview, paths, plotting, spec as specs
+from rlsup import client, paths, spec as specs
+from rlsup.jobs import state as jobstate
+from rlsup.views import jobs as jobview
+from rlsup.views import plots as plotting
 from rlsup.checkpoint.manifest import verify
 from rlsup.formatting import printable
-from rlsup.jobstate import ACTIVE, Desired
-from rlsup.jobview import JobRow
+from rlsup.jobs.state import ACTIVE, Desired
+from rlsup.views.jobs import JobRow
 from rlsup.tui import data, messages, overlay
 from rlsup.tui.commands import JobCommands
 from rlsup.tui.experiment import experiment_group, experiment_jobs

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Callable
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from rlsup import jobview
+from rlsup.views import jobs as jobview
 from rlsup.tui.jobstable import JobsTable
 from rlsup.tui.screens import MainScreen
 

@@ -11,15 +11,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from rlsup import client, paths, plotting, runfiles
+from rlsup import client, paths
+from rlsup.views import plots as plotting
+from rlsup.run import files as runfiles
 from rlsup.algos import registry
 from rlsup.checkpoint.manifest import checkpoints_dir, list_checkpoints
-from rlsup.jobstate import ACTIVE, State
-from rlsup.jobview import JobRow, WorkerStatus, foreground_jobs, is_foreground, merge_status, read_worker_status
-from rlsup.jobview import sorted_rows
-from rlsup.jobview import number as _number
-from rlsup.groups import Evaluated
-from rlsup.store import Job, Store
+from rlsup.jobs.state import ACTIVE, State
+from rlsup.views.jobs import JobRow, WorkerStatus, foreground_jobs, is_foreground, merge_status, read_worker_status
+from rlsup.views.jobs import sorted_rows
+from rlsup.views.jobs import number as _number
+from rlsup.views.groups import Evaluated
+from rlsup.jobs.store import Job, Store
 from rlsup.tui import messages
 from rlsup.tui.downsampling import PLOT_BUCKETS, Downsampler, SmoothedSeries
 from rlsup.tui.experiment import ExperimentEvaluations, ExperimentRequest, evaluated_after

@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import math
 
-from rlsup import plotting
-
-# Buckets per series: a 200-column plot shows about two min/max pairs per column.
+from rlsup.views import plots as plotting
 PLOT_BUCKETS = 400
 
 

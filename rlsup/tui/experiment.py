@@ -10,12 +10,12 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from rlsup import runfiles
+from rlsup.run import files as runfiles
 from rlsup.formatting import duration
-from rlsup.groups import (VARIANT_HEADINGS, Evaluated, GroupRow, VariantResult, evaluation_return,
+from rlsup.views.groups import (VARIANT_HEADINGS, Evaluated, GroupRow, VariantResult, evaluation_return,
                           variant_cells, variant_results)
-from rlsup.jobview import JobRow
-from rlsup.store import Job
+from rlsup.views.jobs import JobRow
+from rlsup.jobs.store import Job
 
 READING = "reading its runs' evaluations…"
 

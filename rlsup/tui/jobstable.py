@@ -7,8 +7,8 @@ from textual.binding import Binding
 from textual.widgets import DataTable
 
 from rlsup.formatting import decimal, duration, middle_cut, printable, printable_lines, short_count, speed
-from rlsup.groups import GroupRow, grouped
-from rlsup.jobview import JobRow, job_label, waiting_words, where
+from rlsup.views.groups import GroupRow, grouped
+from rlsup.views.jobs import JobRow, job_label, waiting_words, where
 from rlsup.tui.overlay import experiment_of_key, group_key
 from rlsup.tui.widgets import state_text
 

@@ -7,10 +7,10 @@ from textual.message import Message
 
 if TYPE_CHECKING:
     from rlsup.checkpoint.manifest import CheckpointEntry
-    from rlsup.groups import VariantResult
+    from rlsup.views.groups import VariantResult
     from rlsup.hardware import Sample
-    from rlsup.jobview import JobRow
-    from rlsup.store import Event
+    from rlsup.views.jobs import JobRow
+    from rlsup.jobs.store import Event
     from rlsup.tui.data import MetricsView
 
 

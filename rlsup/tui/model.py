@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rlsup.jobview import JobRow
-from rlsup.store import Event
+from rlsup.views.jobs import JobRow
+from rlsup.jobs.store import Event
 from rlsup.tui.data import MetricsView
 from rlsup.tui.experiment import experiment_group
 from rlsup.tui.screens import JobView

@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
-from rlsup import plotting
-from rlsup.groups import GroupRow
-from rlsup.jobview import JobRow, job_label
+from rlsup.views import plots as plotting
+from rlsup.views.groups import GroupRow
+from rlsup.views.jobs import JobRow, job_label
 
 if TYPE_CHECKING:
     from rlsup.tui.data import JobMetrics

@@ -5,10 +5,11 @@ import json
 from collections import deque
 from pathlib import Path
 
-from rlsup import client, paths, runfiles
-from rlsup.jobstate import ACTIVE, State
-from rlsup.jobview import WorkerStatus, is_live, number
-from rlsup.store import Job
+from rlsup import client, paths
+from rlsup.run import files as runfiles
+from rlsup.jobs.state import ACTIVE, State
+from rlsup.views.jobs import WorkerStatus, is_live, number
+from rlsup.jobs.store import Job
 
 
 def gpu_holders(jobs: list[Job]) -> dict[int, str]:

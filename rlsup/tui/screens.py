@@ -12,12 +12,12 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
 
-from rlsup import lineage
+from rlsup.run import lineage
 from rlsup.formatting import (DATE_AND_MINUTE, clock_time, decimal, duration, printable, printable_lines, short_count,
                                speed)
-from rlsup.jobstate import ACTIVE, State
-from rlsup.jobview import JobRow, job_label, pid_of
-from rlsup.store import Job
+from rlsup.jobs.state import ACTIVE, State
+from rlsup.views.jobs import JobRow, job_label, pid_of
+from rlsup.jobs.store import Job
 from rlsup.tui import overlay
 from rlsup.tui.completion import PathSuggester
 from rlsup.tui.experiment import ExperimentPane

@@ -8,13 +8,13 @@ from rich.text import Text
 from textual.widgets import DataTable, RichLog, Static
 from textual_plotext import PlotextPlot
 
-from rlsup import plotting
+from rlsup.views import plots as plotting
 from rlsup.checkpoint.manifest import BEST, CheckpointEntry, best_entries
-from rlsup.colour import STATE_STYLES
+from rlsup.views.colour import STATE_STYLES
 from rlsup.formatting import DAY_AND_MINUTE, byte_size, clock_time, decimal, middle_cut, short_count
 from rlsup.hardware import Gpu, Sample
-from rlsup.jobstate import State
-from rlsup.store import Event
+from rlsup.jobs.state import State
+from rlsup.jobs.store import Event
 from rlsup.tui.data import MetricsView
 from rlsup.tui.rows import training_phase_speeds
 

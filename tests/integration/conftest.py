@@ -14,11 +14,12 @@ from typing import Callable, Iterable
 import psutil
 import pytest
 
-from rlsup import cli, paths, runfiles
+from rlsup import cli, paths
+from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup import client
-from rlsup.jobstate import State
-from rlsup.store import Job, Store
+from rlsup.jobs.state import State
+from rlsup.jobs.store import Job, Store
 from rlsup_testing import cartpole_job, cartpole_text
 
 FAST_SETTINGS = {"debounce_s": 0.3, "restart_backoff_s": 0.2, "tick_s": 0.05, "hardware_sample_s": 1.0}

@@ -10,10 +10,11 @@ from typing import Iterator
 import pytest
 
 from plugins.replay_test_envs import COUNTER_ID, NOISY_ID
-from rlsup import paths, runfiles
+from rlsup import paths
+from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import ENV_RESTART_MARK, list_checkpoints
 from rlsup.checkpoint.store import load_checkpoint
-from rlsup.jobstate import EXIT_PAUSED, State
+from rlsup.jobs.state import EXIT_PAUSED, State
 from rlsup_testing import cartpole_text, final_fingerprint, metric_steps, pause_when, run_rlsup, start_rlsup
 
 PLUGIN = Path(__file__).parent.parent / "plugins" / "replay_test_envs"

@@ -11,7 +11,7 @@ from typing import Iterator
 
 import pytest
 
-from rlsup import runfiles
+from rlsup.run import files as runfiles
 from rlsup.algos.registry import ENTRY_POINT_GROUP
 from rlsup_testing import final_fingerprint, metric_steps, pause_when, run_rlsup, start_rlsup
 

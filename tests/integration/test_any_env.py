@@ -14,10 +14,11 @@ from checkpoint_testing import flip_last_byte
 from rlsup_testing import assert_one_line_error, rlsup_command, run_rlsup
 from user_envs import DICT_ID, PACKAGE, WALK_ID, with_python_path, write_package
 
-from rlsup import client, runfiles, spec as specs
-from rlsup.jobstate import State
-from rlsup.store import Store
-from rlsup.worker import build_trainer
+from rlsup import client, spec as specs
+from rlsup.run import files as runfiles
+from rlsup.jobs.state import State
+from rlsup.jobs.store import Store
+from rlsup.worker.training import build_trainer
 
 JOBS = Path(__file__).parents[2] / "jobs"
 

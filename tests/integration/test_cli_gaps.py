@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from rlsup_testing import assert_one_line_error, cartpole_job, cartpole_text, rlsup_command, run_rlsup
 
-from rlsup import runfiles, spec as specs
+from rlsup import spec as specs
+from rlsup.run import files as runfiles
 from rlsup.cli import build_parser
-from rlsup.store import Store
+from rlsup.jobs.store import Store
 
 
 def run_into_closed_pipe(*arguments: str) -> subprocess.CompletedProcess:

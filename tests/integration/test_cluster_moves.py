@@ -6,7 +6,7 @@ from pathlib import Path
 from rlsup import paths
 from rlsup.checkpoint.manifest import latest_verified
 from rlsup.daemon import moves
-from rlsup.jobstate import State
+from rlsup.jobs.state import State
 from rlsup_testing import final_fingerprint, run_rlsup
 
 BALLAST_BYTES = 400 << 20  # stands for a large replay: a copy slow enough for the kill to land in it

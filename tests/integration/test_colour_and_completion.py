@@ -7,9 +7,10 @@ import subprocess
 
 from rlsup_testing import cartpole_job, rlsup_command, run_rlsup
 
-from rlsup import paths, runfiles, spec as specs
+from rlsup import paths, spec as specs
+from rlsup.run import files as runfiles
 from rlsup.cli import build_parser
-from rlsup.store import Store
+from rlsup.jobs.store import Store
 
 ESCAPE = "\x1b["
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlsup import runfiles
-from rlsup.jobstate import State
+from rlsup.run import files as runfiles
+from rlsup.jobs.state import State
 
 
 def line_of(text: str, start: str) -> int:

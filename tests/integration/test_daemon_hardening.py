@@ -6,10 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rlsup import paths, runfiles
+from rlsup import paths
+from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import list_checkpoints
-from rlsup.jobstate import State
-from rlsup.store import Process
+from rlsup.jobs.state import State
+from rlsup.jobs.store import Process
 from rlsup_testing import small_filesystem
 
 

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import psutil
 
-from rlsup import paths, runfiles
+from rlsup import paths
+from rlsup.run import files as runfiles
 from rlsup.daemon import hooks
-from rlsup.jobstate import State
+from rlsup.jobs.state import State
 
 
 def recording_hook(directory: Path) -> str:

@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import runfiles
-from rlsup.jobstate import EXIT_PAUSED, State
+from rlsup.run import files as runfiles
+from rlsup.jobs.state import EXIT_PAUSED, State
 
 
 def test_submit_runs_to_done_and_the_cli_reports_it(harness) -> None:

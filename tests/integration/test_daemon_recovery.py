@@ -5,8 +5,8 @@ import os
 import signal
 from pathlib import Path
 
-from rlsup import runfiles
-from rlsup.jobstate import State
+from rlsup.run import files as runfiles
+from rlsup.jobs.state import State
 
 
 def test_workers_survive_daemon_stop_and_sigkill_and_are_adopted(harness) -> None:

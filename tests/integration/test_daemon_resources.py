@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlsup import paths, runfiles
+from rlsup import paths
+from rlsup.run import files as runfiles
 from rlsup.daemon import main as daemon_main
-from rlsup.jobstate import Desired, State
+from rlsup.jobs.state import Desired, State
 
 HUGE_LINE = 24 * 1024 * 1024
 

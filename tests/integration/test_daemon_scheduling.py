@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlsup.jobstate import ACTIVE, State
+from rlsup.jobs.state import ACTIVE, State
 
 
 def visible_devices(pid: int) -> str | None:

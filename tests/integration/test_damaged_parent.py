@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from rlsup_testing import run_rlsup
 
-from rlsup import lineage, runfiles
-from rlsup.jobstate import EXIT_SPEC, State
+from rlsup.run import lineage
+from rlsup.run import files as runfiles
+from rlsup.jobs.state import EXIT_SPEC, State
 
 
 @pytest.mark.parametrize("field, value", [("step", "x"), ("fingerprint", 5)])

@@ -8,10 +8,10 @@ import numpy as np
 import torch
 from rlsup_testing import cartpole_text, run_rlsup, vtrace_text
 
-from rlsup import runfiles
+from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup.checkpoint.store import load_checkpoint
-from rlsup.jobstate import EXIT_SPEC
+from rlsup.jobs.state import EXIT_SPEC
 
 # Adam's or RMSProp's first steps at this rate, unclipped, throw the weights past float32: NaN follows.
 EXPLODING_LR = "1e30"

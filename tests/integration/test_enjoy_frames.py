@@ -10,7 +10,7 @@ import pytest
 from rlsup_testing import video_start
 
 from rlsup import spec as specs
-from rlsup.algos.envs import make_env
+from rlsup.algos.envs.training import make_env
 from rlsup.enjoy import VideoRecorder
 from rlsup.terminal_render import TerminalPlayer
 

@@ -7,7 +7,8 @@ import subprocess
 
 from rlsup_testing import breakout_job, cartpole_job, cartpole_text, rlsup_command, run_rlsup, video_start
 
-from rlsup import runfiles, spec as specs
+from rlsup import spec as specs
+from rlsup.run import files as runfiles
 
 
 def test_enjoy_draws_breakout_in_the_terminal(tmp_path):

@@ -10,8 +10,8 @@ from rlsup_testing import assert_one_line_error, run_rlsup
 from user_envs import (FAULT_MESSAGE, FAULTY_IDS, HEAVY_ID, OLD_RESET_ID, OLD_STEP_ID, PACKAGE, UNMADE_ID,
                         UNMADE_MESSAGE, with_python_path, write_package)
 
-from rlsup import runfiles
-from rlsup.jobstate import EXIT_ERROR, EXIT_SPEC, State
+from rlsup.run import files as runfiles
+from rlsup.jobs.state import EXIT_ERROR, EXIT_SPEC, State
 
 JOB = """
 [job]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rlsup import runfiles
+from rlsup.run import files as runfiles
 from rlsup import spec as specs
 from rlsup_testing import run_rlsup
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from rlsup import client, paths, runfiles
-from rlsup.jobstate import State
+from rlsup import client, paths
+from rlsup.run import files as runfiles
+from rlsup.jobs.state import State
 
 TOTAL = 4_000
 SWEEP = '\n[sweep]\n"dqn.lr" = [1e-4, 3e-4]\n"dqn.hidden_sizes" = [[16], [32, 32]]\n'

@@ -13,8 +13,8 @@ import pytest
 import torch
 from rlsup_testing import assert_one_line_error, cartpole_text, run_rlsup
 
-from rlsup import runfiles
-from rlsup.algos.envs import probe_env
+from rlsup.run import files as runfiles
+from rlsup.algos.envs.training import probe_env
 from rlsup.algos.evaluate import play_episodes
 from rlsup.enjoy import load_policy
 

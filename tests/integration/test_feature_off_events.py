@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlsup.jobstate import State
+from rlsup.jobs.state import State
 
 
 def test_a_reserved_gpu_torch_cannot_see_is_an_event(harness):

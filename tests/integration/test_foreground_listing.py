@@ -11,7 +11,7 @@ import pytest
 from rlsup_testing import cartpole_job, rlsup_command, run_rlsup, wait_for
 
 from rlsup import paths
-from rlsup.jobstate import EXIT_PAUSED
+from rlsup.jobs.state import EXIT_PAUSED
 
 
 @pytest.fixture
@@ -93,7 +93,7 @@ def test_a_sigkilled_foreground_run_is_never_listed_again(foreground_run, rlsup_
 
 
 def test_a_foreground_run_beside_a_queued_job_keeps_the_job_s_id(foreground_run, rlsup_home, tmp_path):
-    from rlsup.store import Store
+    from rlsup.jobs.store import Store
 
     with Store(rlsup_home) as store:
         queued = store.submit(name="queued", spec_path=tmp_path / "queued.toml", run_dir=tmp_path / "queued",

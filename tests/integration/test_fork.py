@@ -9,11 +9,12 @@ from pathlib import Path
 import torch
 from rlsup_testing import assert_one_line_error, run_rlsup
 
-from rlsup import lineage, runfiles
+from rlsup.run import lineage
+from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import list_checkpoints, read_manifest
 from rlsup.checkpoint.store import load_checkpoint
-from rlsup.jobstate import State
-from rlsup.store import Store
+from rlsup.jobs.state import State
+from rlsup.jobs.store import Store
 
 
 def checkpoint_at(run_dir: str | Path, step: int):

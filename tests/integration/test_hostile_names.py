@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from rlsup_testing import cartpole_job, run_rlsup
 
-from rlsup import runfiles, spec as specs
-from rlsup.store import Store
+from rlsup import spec as specs
+from rlsup.run import files as runfiles
+from rlsup.jobs.store import Store
 
 # A name as a hostile job file can spell it: a command substitution, backquotes, a colour escape, a bidi override.
 HOSTILE = "$(touch MARKER)`touch BACKQUOTED`\x1b[31mred\u202eevil"

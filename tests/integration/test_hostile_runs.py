@@ -13,7 +13,7 @@ from rlsup_testing import cartpole_job, run_rlsup, vtrace_text
 from user_envs import PACKAGE, WALK_ID, write_package
 
 from rlsup import paths
-from rlsup.jobstate import State
+from rlsup.jobs.state import State
 
 # Modules torch, sympy, onnx and gymnasium try when they are there, and those Python runs itself at start-up:
 # each one, imported from a hostile directory, leaves a file named after it in the marker directory.

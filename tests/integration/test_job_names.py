@@ -7,8 +7,8 @@ from pathlib import Path
 from rlsup_testing import assert_one_line_error, cartpole_job, run_rlsup
 
 from rlsup import client, spec as specs
-from rlsup.jobstate import Desired
-from rlsup.store import Store
+from rlsup.jobs.state import Desired
+from rlsup.jobs.store import Store
 
 
 def test_copies_of_a_file_get_numbered_names_and_each_is_found_by_its_own(rlsup_home, tmp_path):

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from rlsup_testing import assert_one_line_error, rlsup_command, run_rlsup, trained_runs
 
-from rlsup import paths, plotting
-from rlsup.store import Store
+from rlsup import paths
+from rlsup.views import plots as plotting
+from rlsup.jobs.store import Store
 
 
 @pytest.fixture(scope="module")

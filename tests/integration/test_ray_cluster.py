@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from rlsup import paths, runfiles
+from rlsup import paths
+from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import list_checkpoints
-from rlsup.jobstate import EXIT_ABORTED, EXIT_PAUSED, State
+from rlsup.jobs.state import EXIT_ABORTED, EXIT_PAUSED, State
 from rlsup_testing import final_fingerprint, run_rlsup
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

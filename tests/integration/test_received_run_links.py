@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rlsup import paths, runfiles
-from rlsup.jobstate import State
+from rlsup import paths
+from rlsup.run import files as runfiles
+from rlsup.jobs.state import State
 from rlsup.checkpoint.manifest import MANIFEST_FILE, STATE_FILE, list_checkpoints, read_manifest, sealed
 from rlsup_testing import assert_one_line_error, copy_run as received, finished_cartpole, run_rlsup
 

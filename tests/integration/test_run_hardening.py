@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from rlsup import runfiles
+from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import list_checkpoints, read_manifest
-from rlsup.jobstate import EXIT_ABORTED, EXIT_NO_SPACE, EXIT_PAUSED
+from rlsup.jobs.state import EXIT_ABORTED, EXIT_NO_SPACE, EXIT_PAUSED
 from rlsup_testing import (cartpole_job, checkpoint_reasons, copy_run, finished_cartpole, interrupted_before_python_ran,
                            interrupts_at_their_default, metric_steps, run_rlsup, small_filesystem, start_rlsup,
                            vtrace_text, wait_for)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlsup import paths, runfiles
+from rlsup import paths
+from rlsup.run import files as runfiles
 from rlsup_testing import cartpole_job, start_rlsup, wait_for
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from rlsup_testing import cartpole_job, run_rlsup
 
-from rlsup import runfiles
+from rlsup.run import files as runfiles
 
 SWEEP = '\n[sweep]\n"dqn.lr" = [1e-4, 3e-4]\n"dqn.hidden_sizes" = [[16], [32, 32]]\n'
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlsup import paths
-from rlsup.jobstate import State
+from rlsup.jobs.state import State
 
 
 def test_a_bound_file_is_refused_and_a_copy_keeps_edits_apart(harness) -> None:

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from rlsup import client, paths, runfiles, store_file
+from rlsup import client, paths
+from rlsup.run import files as runfiles
+from rlsup.jobs import store_file
 from rlsup.daemon.process import EXIT_STORE_LOST
-from rlsup.jobstate import EXIT_PAUSED, Desired, State
-from rlsup.store import Store
+from rlsup.jobs.state import EXIT_PAUSED, Desired, State
+from rlsup.jobs.store import Store
 from rlsup_testing import alive, assert_one_line_error, cartpole_job, run_rlsup
 
 # Holds a real write transaction on the database named by argv[1] until its stdin closes.

@@ -16,11 +16,11 @@ from rlsup_testing import (alive, breakout_job, cartpole_job, final_fingerprint,
                            rlsup_command, run_rlsup, start_in_own_session, start_rlsup, wait_for)
 from test_impala import vtrace_job, wait_for_training
 
-from rlsup import runfiles
-from rlsup.algos.subprocess_vector import default_slices, slice_bounds
-from rlsup.algos.vector import env_seeds
+from rlsup.run import files as runfiles
+from rlsup.algos.envs.subprocess import default_slices, slice_bounds
+from rlsup.algos.envs.vector import env_seeds
 from rlsup.checkpoint.manifest import list_checkpoints
-from rlsup.jobstate import EXIT_PAUSED
+from rlsup.jobs.state import EXIT_PAUSED
 
 BREAKING_ENV = '''
 import gymnasium as gym

@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy
 import pytest
 
-from rlsup import paths, runfiles
+from rlsup import paths
+from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import list_checkpoints
-from rlsup.jobstate import EXIT_PAUSED
-from rlsup.tensorboard_log import NOT_INSTALLED
+from rlsup.jobs.state import EXIT_PAUSED
+from rlsup.worker.tensorboard import NOT_INSTALLED
 from rlsup_testing import cartpole_job, path_hiding, pause_when, rlsup_command, run_rlsup, start_rlsup
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from rlsup import runfiles
+from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import list_checkpoints
-from rlsup.jobstate import EXIT_PAUSED
+from rlsup.jobs.state import EXIT_PAUSED
 from rlsup_testing import breakout_job, cartpole_job, final_fingerprint, pause_when, run_rlsup, start_rlsup
 
 

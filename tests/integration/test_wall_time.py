@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlsup import runfiles
-from rlsup.jobstate import EXIT_WALL_TIME, Desired, State
+from rlsup.run import files as runfiles
+from rlsup.jobs.state import EXIT_WALL_TIME, Desired, State
 from rlsup_testing import cartpole_job, run_rlsup
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rlsup import runfiles
-from rlsup.jobstate import EXIT_PAUSED
+from rlsup.run import files as runfiles
+from rlsup.jobs.state import EXIT_PAUSED
 from rlsup_testing import (breakout_job, cartpole_job, checkpoint_reasons, final_fingerprint, metric_steps,
                             pause_when, run_rlsup, start_rlsup)
 

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from rlsup import paths, runfiles, spec as specs
+from rlsup import paths, spec as specs
+from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup.daemon.runner import Signal
 from rlsup.daemon.supervisor import LocalRunner
-from rlsup.jobstate import EXIT_PAUSED
+from rlsup.jobs.state import EXIT_PAUSED
 from rlsup_testing import cartpole_job, metric_steps, wait_for
 
 JOB_ID = 1

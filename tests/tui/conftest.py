@@ -14,7 +14,7 @@ from rlsup_testing import cartpole_job
 
 from rlsup import paths
 from rlsup import client
-from rlsup.store import Store
+from rlsup.jobs.store import Store
 
 # Quick to react without busy-polling a machine the test shares with others.
 DAEMON_SETTINGS = """\

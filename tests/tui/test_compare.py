@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from rlsup_testing import trained_runs
 
-from rlsup import paths, plotting
-from rlsup.store import Store
+from rlsup import paths
+from rlsup.views import plots as plotting
+from rlsup.jobs.store import Store
 from rlsup.tui.jobstable import JobsTable
 from rlsup.tui.overlay import Curve, group_curve
 from rlsup.tui.widgets import MetricsPlot

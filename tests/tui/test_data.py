@@ -11,9 +11,9 @@ import pytest
 from rlsup import paths
 from rlsup.client import DaemonStatus
 from rlsup.hardware import FakeHardware
-from rlsup.jobstate import State
-from rlsup.jobview import merge_status, parse_status, sorted_rows
-from rlsup.store import Process, Store
+from rlsup.jobs.state import State
+from rlsup.views.jobs import merge_status, parse_status, sorted_rows
+from rlsup.jobs.store import Process, Store
 from rlsup.tui import messages
 from rlsup.tui.data import JobMetrics, MetricsPoller, Poller
 from rlsup.tui.downsampling import Downsampler
@@ -201,7 +201,7 @@ def test_the_metrics_poller_posts_new_points_and_every_fresh_selection(tmp_path)
 
 
 def test_the_metrics_poller_reposts_when_a_compared_job_grows_or_the_smoothing_changes(tmp_path):
-    from rlsup import plotting
+    from rlsup.views import plots as plotting
     from rlsup.tui.overlay import Curve
     selected, other = tmp_path / "selected", tmp_path / "other"
     for run_dir, value in ((selected, 1.0), (other, 10.0)):

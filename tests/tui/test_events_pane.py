@@ -6,7 +6,7 @@ import time
 import pytest
 from textual.app import App, ComposeResult
 
-from rlsup.store import Event
+from rlsup.jobs.store import Event
 from rlsup.formatting import clock_time
 from rlsup.tui.widgets import EventsLog
 

@@ -6,8 +6,8 @@ from rlsup_testing import cartpole_job
 from rlsup import client
 from rlsup.client import DaemonStatus
 from rlsup.hardware import FakeHardware
-from rlsup.jobstate import Desired
-from rlsup.store import Store
+from rlsup.jobs.state import Desired
+from rlsup.jobs.store import Store
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.experiment import ExperimentPane
 from rlsup.tui.jobstable import JobsTable, group_key

@@ -7,10 +7,11 @@ import re
 from rich.console import Console
 from rlsup_testing import cartpole_job
 
-from rlsup import client, groups
+from rlsup import client
+from rlsup.views import groups
 from rlsup.hardware import FakeHardware
-from rlsup.jobstate import State
-from rlsup.store import Store
+from rlsup.jobs.state import State
+from rlsup.jobs.store import Store
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.experiment import READING, ExperimentPane
 from rlsup.tui.jobstable import JobsTable, group_key

@@ -12,10 +12,11 @@ from pathlib import Path
 from textual.widgets import Static
 from rlsup_testing import screen_shown
 
-from rlsup import client, paths, runfiles
+from rlsup import client, paths
+from rlsup.run import files as runfiles
 from rlsup.hardware import FakeHardware
-from rlsup.jobstate import Desired, State
-from rlsup.store import Store
+from rlsup.jobs.state import Desired, State
+from rlsup.jobs.store import Store
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.jobstable import JobsTable
 from rlsup.tui.logtail import LogTail

@@ -12,7 +12,7 @@ from rlsup_testing import cartpole_job, cartpole_text, path_hiding, rlsup_comman
 from rlsup import client
 from rlsup.client import DaemonStatus
 from rlsup.hardware import FakeHardware
-from rlsup.jobstate import State
+from rlsup.jobs.state import State
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.jobstable import JobsTable
 from rlsup.tui.screens import ConfirmScreen, DetailScreen

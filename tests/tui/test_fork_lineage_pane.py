@@ -9,10 +9,11 @@ from rich.console import Console
 from textual.widgets import Static
 from rlsup_testing import screen_shown
 
-from rlsup import lineage, runfiles
+from rlsup.run import lineage
+from rlsup.run import files as runfiles
 from rlsup.client import DaemonStatus
 from rlsup.hardware import FakeHardware
-from rlsup.store import Store
+from rlsup.jobs.store import Store
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.jobstable import JobsTable
 from rlsup.tui.screens import DetailScreen

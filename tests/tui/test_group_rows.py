@@ -5,8 +5,8 @@ from rlsup_testing import screen_shown
 
 from rlsup import client, paths
 from rlsup.hardware import FakeHardware
-from rlsup.jobstate import Desired
-from rlsup.store import Store
+from rlsup.jobs.state import Desired
+from rlsup.jobs.store import Store
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.jobstable import JobsTable, group_key
 from rlsup.tui.screens import ConfirmScreen

@@ -7,7 +7,7 @@ from textual.widgets import Static
 
 from rlsup.client import DaemonStatus
 from rlsup.hardware import FakeHardware
-from rlsup.store import Store
+from rlsup.jobs.store import Store
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.jobstable import JobsTable
 from rlsup.tui.logtail import LogTail

@@ -7,8 +7,8 @@ from textual.app import App, ComposeResult
 from textual.geometry import Region
 from rlsup_testing import screen_shown
 
-from rlsup.jobstate import State
-from rlsup.store import Store
+from rlsup.jobs.state import State
+from rlsup.jobs.store import Store
 from rlsup.tui import messages
 from rlsup.tui.data import MetricsView
 from rlsup.tui.jobstable import JOB_COLUMNS, JobsTable

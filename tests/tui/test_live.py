@@ -7,10 +7,11 @@ from pathlib import Path
 
 from rlsup_testing import cartpole_job, screen_shown
 
-from rlsup import paths, runfiles
+from rlsup import paths
+from rlsup.run import files as runfiles
 from rlsup import client
 from rlsup.hardware import FakeHardware
-from rlsup.store import Store
+from rlsup.jobs.store import Store
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.screens import ConfirmScreen
 from rlsup.tui.jobstable import JobsTable

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from rlsup_testing import screen_shown
 
-from rlsup import paths, plotting
+from rlsup import paths
+from rlsup.views import plots as plotting
 from rlsup.checkpoint.manifest import BEST, CheckpointEntry
 from rlsup.formatting import middle_cut
-from rlsup.store import Store
+from rlsup.jobs.store import Store
 from rlsup.tui.jobstable import JobsTable
 from rlsup.tui.logtail import LogTail
 from rlsup.tui.screens import DetailScreen, HelpScreen

@@ -13,8 +13,8 @@ from rlsup import client
 from rlsup.client import DaemonStatus
 from rlsup.formatting import byte_size, duration, short_count
 from rlsup.hardware import FakeHardware
-from rlsup.jobstate import Desired
-from rlsup.store import Store
+from rlsup.jobs.state import Desired
+from rlsup.jobs.store import Store
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.screens import ConfirmScreen, HelpScreen, SubmitScreen
 from rlsup.tui.jobstable import JobsTable

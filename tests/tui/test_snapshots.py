@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from rlsup import runfiles
+from rlsup.run import files as runfiles
 from rlsup.client import DaemonStatus
 from rlsup.hardware import FakeHardware
-from rlsup.jobstate import State
-from rlsup.store import Process, Store
+from rlsup.jobs.state import State
+from rlsup.jobs.store import Process, Store
 from rlsup.tui.app import RlsupApp
 
 # A real `rlsup run` of a CartPole DQN job, paused at step 43,776; status.json was copied while it ran.

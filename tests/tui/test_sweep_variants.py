@@ -4,9 +4,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from rlsup import paths, plotting, runfiles
-from rlsup.jobstate import State
-from rlsup.store import Process, Store
+from rlsup import paths
+from rlsup.views import plots as plotting
+from rlsup.run import files as runfiles
+from rlsup.jobs.state import State
+from rlsup.jobs.store import Process, Store
 from rlsup.tui.jobstable import JobsTable, group_key
 from test_compare import drawn, real_runs  # noqa: F401 (real_runs: a fixture)
 from test_screens import make_app

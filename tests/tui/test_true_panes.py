@@ -9,7 +9,7 @@ from rlsup import paths
 from rlsup import client
 from rlsup.client import DaemonStatus
 from rlsup.hardware import FakeHardware
-from rlsup.store import Store
+from rlsup.jobs.store import Store
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.logtail import LogTail
 from rlsup.tui.jobstable import JobsTable

@@ -5,9 +5,9 @@ import itertools
 import time
 from pathlib import Path
 
-from rlsup import runfiles
+from rlsup.run import files as runfiles
 from rlsup.daemon.runner import Signal, WorkerHandle
-from rlsup.jobstate import Exit
+from rlsup.jobs.state import Exit
 
 SIGKILL = 9
 

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from fake_runner import FakeRunner
-from rlsup import runfiles, spec as specs
+from rlsup import spec as specs
+from rlsup.run import files as runfiles
 from rlsup.daemon import scheduler
 from rlsup.daemon.runner import Signal, WorkerHandle
 from rlsup.daemon.runners import Runners

@@ -9,9 +9,9 @@ import pytest
 from gymnasium.wrappers import TransformReward
 
 from plugins.replay_test_envs import COUNTER_ID, NOISY_ID
-from rlsup.algos.env_capture import EnvError, load_env_states
-from rlsup.algos.env_replay import ReplayMismatch, stable_digest
-from rlsup.algos.envs import EnvStep, TrainingEnv, make_env
+from rlsup.algos.envs.capture import EnvError, load_env_states
+from rlsup.algos.envs.action_replay import ReplayMismatch, stable_digest
+from rlsup.algos.envs.training import EnvStep, TrainingEnv, make_env
 from rlsup.checkpoint.store import load_checkpoint, write_checkpoint
 from rlsup.spec import EnvSection
 from test_envs import run as play

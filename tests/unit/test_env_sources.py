@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from rlsup import spec as specs
-from rlsup.algos.env_sources import EnvError, EnvImportError, describe_env
-from rlsup.algos.envs import make_env, probe_env
+from rlsup.algos.envs.sources import EnvError, EnvImportError, describe_env
+from rlsup.algos.envs.training import make_env, probe_env
 from rlsup.algos.nets import NatureTorso, SmallConvTorso, build_q_network
-from rlsup.algos.observations import NetworkError, layout_of, network_for
+from rlsup.algos.envs.observations import NetworkError, layout_of, network_for
 from rlsup.spec import EnvSection
 from user_envs import DICT_ID, PACKAGE, PICTURE_ID, WALK_ID, write_package
 
@@ -172,7 +172,7 @@ def test_a_file_saying_auto_matches_the_network_its_run_recorded():
 
 def test_an_env_section_is_described_once_per_process(monkeypatch):
     """`rlsup run` checks the env, then its worker sizes replays and networks from it: one env made, not two."""
-    import rlsup.algos.env_sources as sources
+    import rlsup.algos.envs.sources as sources
 
     made, make_stack = [], sources.make_stack
     monkeypatch.setattr(sources, "make_stack", lambda *arguments: made.append(1) or make_stack(*arguments))

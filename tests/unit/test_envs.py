@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlsup.algos.envs import EnvError, EnvStep, TrainingEnv, make_env, probe_env
+from rlsup.algos.envs.training import EnvError, EnvStep, TrainingEnv, make_env, probe_env
 from rlsup.spec import EnvSection
 
 BREAKOUT = EnvSection(id="ALE/Breakout-v5", preset="atari", episodic_life=True, clip_rewards=True)

@@ -6,11 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from rlsup import experiments, groups, spec as specs, store as store_module
+from rlsup import spec as specs
+from rlsup.spec import experiments
+from rlsup.views import groups
+from rlsup.jobs import store as store_module
 from rlsup.daemon import edits
-from rlsup.jobstate import State
-from rlsup.jobview import JobRow
-from rlsup.store import Store
+from rlsup.jobs.state import State
+from rlsup.views.jobs import JobRow
+from rlsup.jobs.store import Store
 
 BASE = '[job]\nname = "cp"\nseed = 3\n[dqn]\nlr = 1e-3\n'
 

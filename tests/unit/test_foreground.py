@@ -9,7 +9,9 @@ from pathlib import Path
 
 import psutil
 
-from rlsup import foreground, locks, paths, runfiles
+from rlsup import locks, paths
+from rlsup.run import foreground
+from rlsup.run import files as runfiles
 
 
 def registration_file(home: Path, run_dir: Path, *, pid: int, start_time: float) -> Path:

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from rlsup import import_trust
+from rlsup.run import import_trust
 from rlsup import spec as specs
-from rlsup.env_check import import_roots, module_root
+from rlsup.algos.envs.check import import_roots, module_root
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rlsup import import_trust, paths
+from rlsup import paths
+from rlsup.run import import_trust
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rlsup import groups, paths
+from rlsup import paths
+from rlsup.views import groups
 from rlsup.tui.experiment import EvaluationReader
 
 

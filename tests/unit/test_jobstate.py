@@ -6,8 +6,8 @@ import signal
 
 import pytest
 
-from rlsup import jobstate
-from rlsup.jobstate import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC,
+from rlsup.jobs import state as jobstate
+from rlsup.jobs.state import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC,
                             EXIT_WALL_TIME, Desired, Exit, State)
 
 Q, ST, R, PG, SP = State.QUEUED, State.STARTING, State.RUNNING, State.PAUSING, State.STOPPING

@@ -28,11 +28,11 @@ def modules_under(relative: str = "") -> list[str]:
     return names
 
 
-CORE = ["rlsup.spec", "rlsup.lineage", "rlsup.paths", "rlsup.jobstate", "rlsup.store", "rlsup.runfiles",
-        "rlsup.hardware", "rlsup.checkpoint.manifest", "rlsup.jobview", "rlsup.formatting", "rlsup.jobrecord",
-        "rlsup.algos.registry", "rlsup.algos.contract", "rlsup.plotting", "rlsup.experiments", "rlsup.groups",
-        "rlsup.checkpoint.resume", "rlsup.progress", "rlsup.tensorboard_log",
-        "rlsup.worker_signals"]  # the last: imported at a program's first line, before anything else
+CORE = ["rlsup.spec", "rlsup.run.lineage", "rlsup.paths", "rlsup.jobs.state", "rlsup.jobs.store", "rlsup.run.files",
+        "rlsup.hardware", "rlsup.checkpoint.manifest", "rlsup.views.jobs", "rlsup.formatting", "rlsup.jobs.record",
+        "rlsup.algos.registry", "rlsup.algos.contract", "rlsup.views.plots", "rlsup.spec.experiments", "rlsup.views.groups",
+        "rlsup.checkpoint.resume", "rlsup.worker.progress", "rlsup.worker.tensorboard",
+        "rlsup.run.signals"]  # the last: imported at a program's first line, before anything else
 FRONT = modules_under("cli") + modules_under("daemon") + ["rlsup.client"]
 
 
@@ -99,7 +99,7 @@ def rlsup_imports(module: str) -> set[str]:
 
 def test_the_layers_are_found() -> None:
     assert {"rlsup.cli.parser", "rlsup.client", "rlsup.daemon.watcher", "rlsup.tui.app"} <= set(ALL_MODULES)
-    assert layer("rlsup.store") < layer("rlsup.daemon.main") < layer("rlsup.client") < layer("rlsup.cli.jobs")
+    assert layer("rlsup.jobs.store") < layer("rlsup.daemon.main") < layer("rlsup.client") < layer("rlsup.cli.jobs")
 
 
 @pytest.mark.parametrize("module", ALL_MODULES)

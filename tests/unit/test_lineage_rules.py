@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rlsup import lineage, runfiles
+from rlsup.run import lineage
+from rlsup.run import files as runfiles
 from rlsup import spec as specs
 
 PARENT = specs.loads('[job]\nseed = 3\ntotal_steps = 10_000\n[dqn]\nhidden_sizes = [32, 32]\nnetwork = "mlp"\n'

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from rlsup import runfiles
+from rlsup.run import files as runfiles
 
 HUGE = 24 * 1024 * 1024  # a `\r` progress bar's one line, as issue 23 found in a worker.log
 

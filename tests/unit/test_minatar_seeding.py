@@ -5,8 +5,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlsup.algos.env_sources import make_stack
-from rlsup.algos.minatar_seeding import ReseedInPlace
+from rlsup.algos.envs.sources import make_stack
+from rlsup.algos.envs.minatar_seeding import ReseedInPlace
 from rlsup.spec import EnvSection
 
 pytest.importorskip("minatar")

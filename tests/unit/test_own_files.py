@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from checkpoint_testing import dot_entries, small_state, write
-from rlsup import locks, paths, runfiles, spec as specs
+from rlsup import locks, paths, spec as specs
+from rlsup.run import files as runfiles
 from rlsup.checkpoint.directories import rotate
 from rlsup.checkpoint.manifest import CheckpointsUnreadable, list_checkpoints, newest_usable
 from rlsup.own_files import NotOwnFile
-from rlsup.tensorboard_log import EventFile
+from rlsup.worker.tensorboard import EventFile
 from rlsup_testing import cartpole_job, run_rlsup
 
 OUTSIDE = b"somebody else's file\n"

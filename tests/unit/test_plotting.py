@@ -1,4 +1,4 @@
-"""rlsup.plotting against numbers worked out by hand: reading records, the debiased EMA, and group aggregates."""
+"""rlsup.views.plots against numbers worked out by hand: reading records, the debiased EMA, and group aggregates."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ import json
 import pytest
 
 from rlsup import paths
-from rlsup.plotting import (GroupSeries, Series, UnknownMetric, aggregate, available_metrics, common_grid,
+from rlsup.views.plots import (GroupSeries, Series, UnknownMetric, aggregate, available_metrics, common_grid,
                             interpolate, line_of, next_smoothing, read_series, series_of, smooth)
 
 RECORDS = [

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from rlsup import runfiles
+from rlsup.run import files as runfiles
 from rlsup import client
 from rlsup.daemon.main import Daemon
 from rlsup.daemon.runner import JobRunner, Signal
 from rlsup.daemon.scheduler import Settings
 from rlsup.hardware import FakeHardware
-from rlsup.jobstate import EXIT_DONE, EXIT_ERROR, EXIT_PAUSED, Desired, Exit, State
-from rlsup.store import Job, SignalKind, Store
+from rlsup.jobs.state import EXIT_DONE, EXIT_ERROR, EXIT_PAUSED, Desired, Exit, State
+from rlsup.jobs.store import Job, SignalKind, Store
 from rlsup_testing import cartpole_text
 
 from fake_runner import SIGKILL, FakeRunner

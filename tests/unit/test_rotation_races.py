@@ -8,7 +8,8 @@ from typing import Iterator
 import pytest
 
 from checkpoint_testing import small_state, write
-from rlsup import enjoy, lineage, paths, spec as specs
+from rlsup import enjoy, paths, spec as specs
+from rlsup.run import lineage
 from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup_testing import cartpole_job
 

@@ -20,8 +20,8 @@ from rlsup.checkpoint.manifest import latest_verified, list_checkpoints, verify
 from rlsup.checkpoint.store import write_checkpoint
 from rlsup.daemon import moves
 from rlsup.daemon.clusters import Cluster
-from rlsup.jobstate import Desired, State
-from rlsup.store import Store
+from rlsup.jobs.state import Desired, State
+from rlsup.jobs.store import Store
 
 
 def made_run(parent: Path, name: str = "mover-20260101-000000-abcd", *, array_bytes: int = 4096) -> Path:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from rlsup import spec as specs
-from rlsup.schedule_effects import unused
+from rlsup.spec.schedule_effects import unused
 
 VTRACE_ELITE = """
 [job]

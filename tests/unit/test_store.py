@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from rlsup import store as store_module
-from rlsup.jobstate import Desired, State, TransitionError
-from rlsup.store import AmbiguousName, Process, SentSignal, SignalKind, Store, StoreError
+from rlsup.jobs import store as store_module
+from rlsup.jobs.state import Desired, State, TransitionError
+from rlsup.jobs.store import AmbiguousName, Process, SentSignal, SignalKind, Store, StoreError
 
 
 @pytest.fixture
@@ -173,7 +173,7 @@ def test_hardware_samples_are_kept_for_a_window(store):
 
 
 def test_the_store_imports_no_heavy_module():
-    code = ("import sys, rlsup.store, rlsup.jobstate, rlsup.hardware;"
+    code = ("import sys, rlsup.jobs.store, rlsup.jobs.state, rlsup.hardware;"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'gymnasium', 'textual')))")
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert output.strip() == "[]"

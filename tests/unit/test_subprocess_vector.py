@@ -18,10 +18,10 @@ import pytest
 from rlsup_testing import alive, group_killed_on_exit, wait_for
 from test_vector import assert_same_vector_step, random_actions
 
-from rlsup.algos.env_replay import stable_digest
-from rlsup.algos.env_sources import EnvError
-from rlsup.algos.subprocess_vector import SubprocessVectorEnv, slice_bounds
-from rlsup.algos.vector import (AUTO_ENVS_PER_SLICE, SerialVectorEnv, choose_vectoriser, counts_cpus, make_vector_env,
+from rlsup.algos.envs.action_replay import stable_digest
+from rlsup.algos.envs.sources import EnvError
+from rlsup.algos.envs.subprocess import SubprocessVectorEnv, slice_bounds
+from rlsup.algos.envs.vector import (AUTO_ENVS_PER_SLICE, SerialVectorEnv, choose_vectoriser, counts_cpus, make_vector_env,
                                 spare_cpus)
 from rlsup.hardware import idle_cpus
 from rlsup import spec as specs
@@ -142,7 +142,7 @@ def test_an_env_that_raises_in_its_process_is_a_clear_error(tmp_path: Path, monk
 PARENT = textwrap.dedent("""
     import sys, time
     import numpy as np
-    from rlsup.algos.subprocess_vector import SubprocessVectorEnv
+    from rlsup.algos.envs.subprocess import SubprocessVectorEnv
     from rlsup.spec import EnvSection
     vector = SubprocessVectorEnv(EnvSection(id="CartPole-v1"), [1, 2, 3, 4], slices=3)
     vector.reset()

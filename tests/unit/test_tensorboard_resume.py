@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from rlsup import paths, runfiles
-from rlsup.tensorboard_log import EVENT_FILES, TensorBoardLog
+from rlsup import paths
+from rlsup.run import files as runfiles
+from rlsup.worker.tensorboard import EVENT_FILES, TensorBoardLog
 
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlsup.algos.envs import make_env
-from rlsup.algos.vector import SerialVectorEnv, VectorStep, env_seeds, make_vector_env
+from rlsup.algos.envs.training import make_env
+from rlsup.algos.envs.vector import SerialVectorEnv, VectorStep, env_seeds, make_vector_env
 from rlsup.spec import EnvSection
 
 # A short time limit puts truncations and resets inside a few dozen steps.

@@ -4,9 +4,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from rlsup.jobrecord import Process
-from rlsup.jobview import JobRow, where
-from rlsup.store import Store
+from rlsup.jobs.record import Process
+from rlsup.views.jobs import JobRow, where
+from rlsup.jobs.store import Store
 from rlsup.tui.jobstable import job_cells
 
 

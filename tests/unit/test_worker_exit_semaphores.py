@@ -11,7 +11,7 @@ from pathlib import Path
 PROGRAM = """
 import sys
 import torch.multiprocessing as multiprocessing
-from rlsup import worker
+from rlsup.worker import training as worker
 context = multiprocessing.get_context("spawn")
 lock, channel, stop = context.Lock(), context.Queue(), context.Event()
 channel.put(1)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlsup import runfiles
+from rlsup.run import files as runfiles
 from rlsup.checkpoint.resume import best_evaluation_at
 
 

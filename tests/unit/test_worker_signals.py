@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rlsup import runfiles, worker, worker_signals
+from rlsup.run import files as runfiles
+from rlsup.worker import training as worker
+from rlsup.run import signals as worker_signals
 from rlsup import spec as specs
 
 
@@ -55,7 +57,7 @@ def test_a_second_interrupt_while_training_aborts_once(restored_handlers) -> Non
 CHECKPOINT_INTERRUPTED_BY_A_SECOND_SIGINT = r"""
 import os, signal, sys
 import torch
-from rlsup import worker_signals
+from rlsup.run import signals as worker_signals
 from rlsup.checkpoint import store
 
 signals = worker_signals.Signals()

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from rlsup.algos.contract import LearnerTrainer, Policy
-from rlsup.algos.envs import make_env, probe_env
+from rlsup.algos.envs.training import make_env, probe_env
 from rlsup.algos.episodes import EpisodeReturns
 from rlsup.algos.nets import cpu_greedy_policy, fingerprint
 from rlsup.checkpoint.rng import generator_state, restore_generator

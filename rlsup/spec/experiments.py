@@ -7,7 +7,7 @@ from decimal import Decimal
 from typing import Any
 
 from rlsup import spec as specs
-from rlsup.fieldcheck import INT64_MAX
+from rlsup.spec.values import INT64_MAX
 from rlsup.spec.locating import Located, Problem
 from rlsup.spec.sweep import MAX_JOBS
 DECIMAL_WIDTH = 16  # characters of a number in a variant's name before its exponent is kept (decimal_digits)

@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from rlsup import foreground, locks, paths, runfiles
-from rlsup.jobstate import ACTIVE, Desired, State
-from rlsup.store import Job, Process
+from rlsup import locks, paths
+from rlsup.run import foreground
+from rlsup.run import files as runfiles
+from rlsup.jobs.state import ACTIVE, Desired, State
+from rlsup.jobs.store import Job, Process
 
 # ---------------------------------------------------------------------------------------------
 # status.json, read once into checked values

@@ -6,10 +6,10 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any, Callable
 
-from rlsup.algos.env_sources import EnvError
-from rlsup.algos.env_memory import make_envs
-from rlsup.algos.vector import SerialVectorEnv
-from rlsup.fault_stacks import record_where_the_worker_does
+from rlsup.algos.envs.sources import EnvError
+from rlsup.algos.envs.memory import make_envs
+from rlsup.algos.envs.vector import SerialVectorEnv
+from rlsup.run.fault_stacks import record_where_the_worker_does
 from rlsup.spec import EnvSection
 
 # What the parent may ask of a running slice; each command is answered by exactly one reply.

@@ -33,10 +33,10 @@ def check_env(spec: specs.JobSpec, file: str, text: str) -> CheckedEnv:
     spaces, observation spaces other than a Box of a vector or an image, a network that does not fit the
     observation, and an env whose reset or first step raises (the old Gym API) or returns what a worker
     would refuse (algos/env_faults.py). Imports gymnasium (and the env's own packages)."""
-    from rlsup.algos.env_faults import TRACEBACK_NOTE
-    from rlsup.algos.env_sources import EnvError, EnvImportError
-    from rlsup.algos.envs import take_first_step
-    from rlsup.algos.observations import NetworkError, network_for
+    from rlsup.algos.envs.faults import TRACEBACK_NOTE
+    from rlsup.algos.envs.sources import EnvError, EnvImportError
+    from rlsup.algos.envs.training import take_first_step
+    from rlsup.algos.envs.observations import NetworkError, network_for
 
     located = Located(file, text)
     try:

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from rlsup import own_files, paths, runfiles
+from rlsup import own_files, paths
+from rlsup.run import files as runfiles
 
 EVENT_FILES = "events.out.tfevents.*"
 # A checkpoint's manifest extra holds {"file": name, "bytes": length}: where the event file stood at it.

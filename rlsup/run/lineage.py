@@ -11,12 +11,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import rlsup
-from rlsup import own_files, paths, runfiles
+from rlsup import own_files, paths
+from rlsup.run import files as runfiles
 from rlsup import spec as specs
 from rlsup.checkpoint import manifest as manifests
 from rlsup.checkpoint.checksums import safe_relative_path
 from rlsup.checkpoint.manifest import BEST, CheckpointEntry, CheckpointProblem
-from rlsup.fieldcheck import check_value
+from rlsup.spec.values import check_value
 
 PARENT_FILE = "parent.json"
 # The parent's checkpoint, hard-linked (or copied) into the fork at fork time: the parent may rotate it

@@ -82,7 +82,7 @@ def clear_exit(run_dir: Path) -> None:
 
 
 def request_kill(run_dir: Path) -> None:
-    """Mark the run so its worker's next stop signal aborts it without a checkpoint (worker_signals.py)."""
+    """Mark the run so its worker's next stop signal aborts it without a checkpoint (run/signals.py)."""
     atomic_write_bytes(Path(run_dir) / paths.KILL_MARKER, b"")
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import psutil
 
 from rlsup import formatting
-from rlsup.algos.env_sources import EnvError
-from rlsup.algos.envs import TrainingEnv, make_env
+from rlsup.algos.envs.sources import EnvError
+from rlsup.algos.envs.training import TrainingEnv, make_env
 from rlsup.spec import EnvSection
 
 # Memory is looked at after every this many envs (a look costs ~50 us; an Atari env takes ~140 ms to make).

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
-from rlsup.algos.env_capture import capture_state, choose_capture, restore_state
-from rlsup.algos.env_faults import EnvChecks
-from rlsup.algos.env_replay import ReplayMismatch
-from rlsup.algos.env_sources import EnvDescription, EnvError, describe_env, make_stack, observation_layout
-from rlsup.algos.observations import ObservationLayout
+from rlsup.algos.envs.capture import capture_state, choose_capture, restore_state
+from rlsup.algos.envs.faults import EnvChecks
+from rlsup.algos.envs.action_replay import ReplayMismatch
+from rlsup.algos.envs.sources import EnvDescription, EnvError, describe_env, make_stack, observation_layout
+from rlsup.algos.envs.observations import ObservationLayout
 from rlsup.spec import EnvSection
 
 __all__ = ["EnvError", "EnvStep", "EpisodeResult", "TrainingEnv", "make_env", "probe_env"]

@@ -1,11 +1,6 @@
 """The job process: a run directory in, training with pause, live edits and an exit contract out."""
 from __future__ import annotations
 
-from rlsup.worker_signals import hold_signals
-
-if __name__ == "__main__":  # `python -m rlsup.worker`: signals wait until it listens (worker_signals.py)
-    hold_signals()
-
 import errno
 import logging
 import os
@@ -13,17 +8,22 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import fault_stacks, foreground, formatting, import_trust, locks, own_files, paths, runfiles, tensorboard_log
+from rlsup import formatting, locks, own_files, paths
+from rlsup.run import fault_stacks
+from rlsup.run import foreground
+from rlsup.run import import_trust
+from rlsup.run import files as runfiles
+from rlsup.worker import tensorboard as tensorboard_log
 from rlsup import spec as specs
 from rlsup.algos import registry
 from rlsup.algos.contract import Trainer
 from rlsup.algos.device import UsageError, configure_torch, make_cuda_deterministic, select_device
 from rlsup.checkpoint.manifest import BEST, CheckpointProblem, NoSpace
-from rlsup.jobstate import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC,
+from rlsup.jobs.state import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC,
                             EXIT_WALL_TIME, NOT_RETRIED_AGAIN)
-from rlsup.progress import FILE_ONLY, LoopClock, ProgressLine, TrainingTime, tell_outcome
-from rlsup.run_spec_watch import RunSpecWatch
-from rlsup.worker_signals import Aborted, Signals
+from rlsup.worker.progress import FILE_ONLY, LoopClock, ProgressLine, TrainingTime, tell_outcome
+from rlsup.run.spec_watch import RunSpecWatch
+from rlsup.run.signals import Aborted, Signals
 
 log = logging.getLogger("rlsup.worker")
 
@@ -115,7 +115,7 @@ class TrainingRun:
             return self._crashed(error)
 
     def _use_imports(self) -> None:
-        """The run's import paths, by the trust rule (import_trust.py), here and in the processes it starts."""
+        """The run's import paths, by the trust rule (run/import_trust.py), here and in the processes it starts."""
         added, left_out = import_trust.use_import_paths(self.run_dir, trust=self.trust_imports)
         import_trust.hand_down(self.run_dir, added)
         if left_out:
@@ -148,7 +148,7 @@ class TrainingRun:
                            "restart from the same checkpoint would repeat: " + NOT_RETRIED_AGAIN)
 
     def _start(self) -> Trainer:
-        from rlsup.algos.envs import EnvError
+        from rlsup.algos.envs.training import EnvError
         from rlsup.algos.memory import check_replays_fit
         from rlsup.checkpoint.manifest import NoUsableCheckpoint, require_usable
 
@@ -305,7 +305,7 @@ class TrainingRun:
         self._write_metric({"kind": "checkpoint", "step": trainer.step, "reason": reason,
                             "fingerprint": fingerprint})
         self.metrics.sync()
-        events = self.tensorboard.sync()  # a resume continues the event file from here (tensorboard_log.py)
+        events = self.tensorboard.sync()  # a resume continues the event file from here (worker/tensorboard.py)
         best = reason == BEST
         # A best checkpoint is for playing, never for resuming: the replay would only make it slow.
         state = {"trainer": trainer.state_dict(include_replay=spec.checkpoint.replay and not best),
@@ -444,6 +444,3 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_SPEC
     exit_now(run(Path(argv[0])))
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -15,9 +15,9 @@ from ale_py.env import AtariEnv
 from gymnasium.spaces import Box, Discrete
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
-from rlsup.algos.fire_reset import FireReset, needs_fire
-from rlsup.algos.minatar_seeding import ReseedInPlace, is_minatar
-from rlsup.algos.observations import NetworkError, ObservationLayout, layout_of
+from rlsup.algos.envs.fire_reset import FireReset, needs_fire
+from rlsup.algos.envs.minatar_seeding import ReseedInPlace, is_minatar
+from rlsup.algos.envs.observations import NetworkError, ObservationLayout, layout_of
 from rlsup.formatting import Sentence, one_line
 from rlsup.spec import EnvSection
 

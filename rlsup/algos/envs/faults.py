@@ -6,8 +6,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rlsup.algos.env_sources import EnvError
-from rlsup.algos.observations import ObservationLayout
+from rlsup.algos.envs.sources import EnvError
+from rlsup.algos.envs.observations import ObservationLayout
 from rlsup.formatting import one_line
 
 # Replays and networks hold rewards as float32: a larger one would be stored as infinity.

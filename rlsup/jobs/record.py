@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import TypedDict
 
-from rlsup.jobstate import ACTIVE, Desired, State
+from rlsup.jobs.state import ACTIVE, Desired, State
 
 
 class SignalKind(str, enum.Enum):

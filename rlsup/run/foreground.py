@@ -15,7 +15,8 @@ from pathlib import Path
 
 import psutil
 
-from rlsup import locks, paths, runfiles
+from rlsup import locks, paths
+from rlsup.run import files as runfiles
 from rlsup.spec import JobSpec, sanitize_name
 
 # psutil derives create_time from boot time and clock ticks: equal for one process, to rounding

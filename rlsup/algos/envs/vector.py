@@ -8,9 +8,9 @@ from typing import Protocol
 
 import numpy as np
 
-from rlsup.algos.env_capture import EnvRestart, load_env_states
-from rlsup.algos.env_memory import make_envs
-from rlsup.algos.envs import EpisodeResult, TrainingEnv
+from rlsup.algos.envs.capture import EnvRestart, load_env_states
+from rlsup.algos.envs.memory import make_envs
+from rlsup.algos.envs.training import EpisodeResult, TrainingEnv
 from rlsup.hardware import idle_cpus
 from rlsup.spec import EnvSection
 
@@ -153,7 +153,7 @@ def make_vector_env(env: EnvSection, seeds: list[int], cpus: int | None = None, 
     choice = choose_vectoriser(env, len(seeds), cpus)
     log.info("[env] vectoriser %s: %s", env.vectoriser, choice.reason)
     if choice.name == "subprocess":
-        from rlsup.algos.subprocess_vector import SubprocessVectorEnv  # it imports this module
+        from rlsup.algos.envs.subprocess import SubprocessVectorEnv  # it imports this module
 
         return SubprocessVectorEnv(env, seeds, choice.slices)
     return SerialVectorEnv(make_envs(env, seeds))

@@ -11,20 +11,20 @@ from typing import Any
 
 import numpy as np
 
-from rlsup.algos.env_capture import EnvRestart
-from rlsup.algos.env_process import WORKER_SIGNALS, LocalSlice
-from rlsup.algos.env_sources import EnvError
-from rlsup.algos.vector import VectorStep, check_env_count
-from rlsup.fault_stacks import ChildFault, child_ended
+from rlsup.algos.envs.capture import EnvRestart
+from rlsup.algos.envs.slice_process import WORKER_SIGNALS, LocalSlice
+from rlsup.algos.envs.sources import EnvError
+from rlsup.algos.envs.vector import VectorStep, check_env_count
+from rlsup.run.fault_stacks import ChildFault, child_ended
 from rlsup.hardware import usable_cpus
-from rlsup.progress import FILE_ONLY
+from rlsup.worker.progress import FILE_ONLY
 from rlsup.spec import EnvSection
 
 # The program an env process runs: the socket's descriptor is its one argument. Its first statement takes off
 # sys.path the "" that -c puts first, the cwd: a foreground run's may be the run directory, someone else's.
 PROCESS_PROGRAM = ("import sys; sys.path[:] = [entry for entry in sys.path if entry]; "
-                   "from rlsup.import_trust import take_handed_down; take_handed_down(); "
-                   "from rlsup.algos.env_process import serve; serve(int(sys.argv[1]))")
+                   "from rlsup.run.import_trust import take_handed_down; take_handed_down(); "
+                   "from rlsup.algos.envs.slice_process import serve; serve(int(sys.argv[1]))")
 CLOSE_TIMEOUT_S = 10.0
 
 log = logging.getLogger("rlsup.envs")

@@ -13,9 +13,9 @@ from ale_py.env import AtariEnv
 from gymnasium.envs.classic_control import AcrobotEnv, CartPoleEnv, MountainCarEnv
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, OrderEnforcing, TimeLimit
 
-from rlsup.algos.env_replay import ActionReplay, ReplayMismatch
-from rlsup.algos.env_sources import EnvError
-from rlsup.algos.fire_reset import FireReset
+from rlsup.algos.envs.action_replay import ActionReplay, ReplayMismatch
+from rlsup.algos.envs.sources import EnvError
+from rlsup.algos.envs.fire_reset import FireReset
 from rlsup.checkpoint.rng import generator_state, restore_generator
 from rlsup.spec import EnvSection, env_state_fields
 

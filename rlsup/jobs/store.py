@@ -8,17 +8,18 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from rlsup import jobstate, paths
-from rlsup.jobrecord import Event, Job, JobChanges, Process, SentSignal, SignalKind, change_columns, job_from_row
-from rlsup.jobstate import ACTIVE, Desired, State
+from rlsup import paths
+from rlsup.jobs import state as jobstate
+from rlsup.jobs.record import Event, Job, JobChanges, Process, SentSignal, SignalKind, change_columns, job_from_row
+from rlsup.jobs.state import ACTIVE, Desired, State
 from rlsup.spec import numbered_name
-from rlsup.store_file import StoreBusy, StoreError, StoreLost, Transaction, create_private, mark_made, refuse_if_lost, \
+from rlsup.jobs.store_file import StoreBusy, StoreError, StoreLost, Transaction, create_private, mark_made, refuse_if_lost, \
     translated
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-# The record types are the store's API as much as Store is: `from rlsup.store import Job` keeps working.
+# The record types are the store's API as much as Store is: `from rlsup.jobs.store import Job` keeps working.
 __all__ = ["Event", "Job", "JobChanges", "MIGRATIONS", "Process", "SCHEMA_VERSION", "SentSignal", "SignalKind",
            "Store", "StoreBusy", "StoreError", "StoreLost"]
 

@@ -6,11 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from rlsup import experiments, runfiles
+from rlsup.spec import experiments
+from rlsup.run import files as runfiles
 from rlsup.formatting import MISSING, decimal
-from rlsup.jobstate import Desired, State
-from rlsup.jobview import STATE_ORDER, JobRow, number
-from rlsup.store import Job
+from rlsup.jobs.state import Desired, State
+from rlsup.views.jobs import STATE_ORDER, JobRow, number
+from rlsup.jobs.store import Job
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 from typing import MutableMapping
 
-from rlsup import paths, runfiles
+from rlsup import paths
 
 # The entries a worker found trusted, for the env processes it starts (and those its V-trace actors start):
+from rlsup.run import files as runfiles
 # they append them to their own sys.path as the worker did, after what is installed, never on PYTHONPATH,
 # where they would come before it and where Python would run a sitecustomize.py found in them.
 HANDED_DOWN = "RLSUP_IMPORT_PATHS"

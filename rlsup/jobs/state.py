@@ -4,7 +4,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from rlsup.fault_stacks import signal_name, stack_note
+from rlsup.run.fault_stacks import signal_name, stack_note
 
 
 class State(str, enum.Enum):

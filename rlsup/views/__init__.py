@@ -1,0 +1,1 @@
+"""What the CLI and the TUI render, computed once: job rows, experiment groups, plots, colours."""

@@ -1,0 +1,1 @@
+"""The job process (`python -m rlsup.worker RUN`): training, progress, TensorBoard."""
