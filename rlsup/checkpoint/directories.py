@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 from rlsup import own_files, paths
+from rlsup.atomic import fsync_directory
 from rlsup.checkpoint import manifest as manifests
 from rlsup.checkpoint.manifest import CheckpointEntry
-from rlsup.run.files import fsync_directory
 
 # Directories beside the checkpoints; the leading dot hides them from list_checkpoints.
 TEMPORARY_PREFIX = ".tmp-"

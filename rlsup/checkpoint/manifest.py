@@ -10,8 +10,7 @@ from pathlib import Path
 
 from rlsup import paths
 from rlsup.checkpoint.checksums import SUPPORTED_CHECKSUMS, file_checksum, safe_relative_path
-from rlsup.own_files import NotOwnFile, open_beneath
-from rlsup.run.files import read_json
+from rlsup.own_files import NotOwnFile, open_beneath, read_json
 
 FORMAT_VERSION = 1
 MANIFEST_FILE = "manifest.json"

@@ -18,10 +18,10 @@ from numpy.lib import format as npy_format
 
 import rlsup
 from rlsup import paths
+from rlsup.atomic import fsync_directory
 from rlsup.checkpoint import directories, manifest as manifests, space
 from rlsup.checkpoint.checksums import CHECKSUM_ALGORITHM, Checksum, safe_relative_path
 from rlsup.checkpoint.manifest import FORMAT_VERSION, MANIFEST_FILE, REASONS, STATE_FILE, CheckpointEntry, NoSpace
-from rlsup.run.files import fsync_directory
 
 TENSORS_FILE = "tensors.pt"
 ARRAYS_DIR = "arrays"

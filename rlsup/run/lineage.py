@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import rlsup
-from rlsup import own_files, paths
+from rlsup import atomic, own_files, paths
 from rlsup.run import files as runfiles
 from rlsup import spec as specs
 from rlsup.checkpoint import manifest as manifests
@@ -101,7 +101,7 @@ def parent_problem(run_dir: Path) -> str | None:
 def _parse_parent(path: Path) -> Parent | str | None:
     """parent.json as a Parent, or why it is not one. A run may come from someone else: every field is checked
     for its type where it is read, so that "step": "x" is this sentence, not a traceback in whatever formats it."""
-    data = runfiles.read_json(path)
+    data = own_files.read_json(path)
     if data is None:
         return None if not path.exists() else f"{path}: not a JSON object"
     for name, hint in typing.get_type_hints(Parent).items():
@@ -213,7 +213,7 @@ class ForkRequest:
 
 def holds_replay(checkpoint_dir: Path) -> bool:
     """Whether a checkpoint's trainer state has a replay (its state.json is small: the data are files)."""
-    tree = runfiles.read_json(Path(checkpoint_dir) / manifests.STATE_FILE) or {}
+    tree = own_files.read_json(Path(checkpoint_dir) / manifests.STATE_FILE) or {}
     trainer = tree.get("trainer")
     return isinstance(trainer, dict) and "replay" in trainer
 
@@ -244,7 +244,7 @@ def prepare_fork(run_dir: Path, request: ForkRequest, fork: specs.JobSpec) -> Pa
                     reason=request.entry.reason, fingerprint=request.entry.fingerprint,
                     fresh_optimizer=request.fresh_optimizer, replay=request.carries_replay, time=time.time(),
                     rlsup_version=rlsup.__version__)
-    runfiles.atomic_write_json(Path(run_dir) / PARENT_FILE, asdict(parent))
+    atomic.write_json(Path(run_dir) / PARENT_FILE, asdict(parent))
     return parent
 
 
@@ -295,7 +295,7 @@ def copy_metrics_prefix(source: Path, target: Path, length: int | None = None) -
         data = b""
     except own_files.NotOwnFile as error:
         raise ForkRefused(str(error)) from None
-    runfiles.atomic_write_bytes(target, data)
+    atomic.write_bytes(target, data)
 
 
 def resolve_checkpoint(run_dir: Path, which: str) -> CheckpointEntry:
