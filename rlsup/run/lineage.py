@@ -14,7 +14,7 @@ import rlsup
 from rlsup import atomic, own_files, paths
 from rlsup.run import files as runfiles
 from rlsup import spec as specs
-from rlsup.checkpoint import manifest as manifests
+from rlsup.checkpoint import choose, manifest as manifests
 from rlsup.checkpoint.checksums import safe_relative_path
 from rlsup.checkpoint.manifest import BEST, CheckpointEntry, CheckpointProblem
 from rlsup.spec.values import check_value
@@ -252,7 +252,7 @@ def link_verified(target: Path, request: ForkRequest) -> ForkRequest:
     """The request's checkpoint hard-linked under target first, then verified there, where no rotation of the
     parent's can reach it; for "latest", one rotated away meanwhile gives way to the newest again. Returns the
     request with the entry that was linked."""
-    for _ in range(manifests.ROTATED_TRIES):
+    for _ in range(choose.ROTATED_TRIES):
         shutil.rmtree(target, ignore_errors=True)
         try:
             link_checkpoint(request.entry, target)
@@ -266,7 +266,7 @@ def link_verified(target: Path, request: ForkRequest) -> ForkRequest:
         if problem is not None:
             raise ForkRefused(f"checkpoint {request.entry.path} does not verify: {problem}")
         return replace(request, linked=target)
-    raise ForkRefused(f"the parent's checkpoints were rotated away {manifests.ROTATED_TRIES} times while linked: "
+    raise ForkRefused(f"the parent's checkpoints were rotated away {choose.ROTATED_TRIES} times while linked: "
                       "its worker replaces them faster than they can be forked; fork again, or from a step")
 
 
@@ -301,6 +301,6 @@ def copy_metrics_prefix(source: Path, target: Path, length: int | None = None) -
 def resolve_checkpoint(run_dir: Path, which: str) -> CheckpointEntry:
     """The parent's checkpoint a fork starts from: latest (newest verified), best, or a step."""
     try:
-        return manifests.resolve(run_dir, which)
+        return choose.resolve(run_dir, which)
     except CheckpointProblem as error:
         raise ForkRefused(str(error)) from None
