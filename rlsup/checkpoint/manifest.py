@@ -43,6 +43,10 @@ class CheckpointsUnreadable(CheckpointProblem):
     """The run's checkpoints directory exists but cannot be listed."""
 
 
+class CheckpointError(CheckpointProblem):
+    """A checkpoint that cannot be written or is refused on load (failed checksum, newer format, missing file)."""
+
+
 class NoSpace(CheckpointProblem):
     """A checkpoint does not fit on its filesystem; the previous checkpoints are untouched."""
 

@@ -18,9 +18,9 @@ import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rlsup.checkpoint import manifest as manifests
-from rlsup.checkpoint.manifest import FORMAT_VERSION, list_checkpoints, read_manifest, verify
+from rlsup.checkpoint.manifest import FORMAT_VERSION, CheckpointError, list_checkpoints, read_manifest, verify
 from rlsup.checkpoint.choose import latest_verified, resolve
-from rlsup.checkpoint.store import CheckpointError, load_checkpoint
+from rlsup.checkpoint.store import load_checkpoint
 from checkpoint_testing import dot_entries, flip_last_byte, small_state, write
 # ---------------------------------------------------------------------------------------------
 # Round trips
