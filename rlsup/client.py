@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from rlsup import locks, paths, spec as specs
+from rlsup import atomic, locks, paths, spec as specs
 from rlsup.spec import experiments
 from rlsup.run import foreground
 from rlsup.run import import_trust
@@ -226,7 +226,7 @@ def runs_root(spec: specs.JobSpec, home: Path) -> Path | None:
 def snapshot(data: bytes, run_dir: Path) -> Path:
     """Write the job file's bytes into the run: the copy is what the daemon watches for this job."""
     copy = run_dir / paths.SOURCE_COPY
-    runfiles.atomic_write_bytes(copy, data)  # never through a link
+    atomic.write_bytes(copy, data)  # never through a link
     return copy
 
 

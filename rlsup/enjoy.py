@@ -71,8 +71,9 @@ def load_policy(run_dir: Path, which: str = "latest", report: Callable[[str], No
 def load_trainer_state(run_dir: Path, which: str = "latest", report: Callable[[str], None] = lambda line: None,
                        ) -> tuple[object, dict, object]:
     """(the run's spec, the trainer state of a checkpoint, its entry): what enjoy and export build policies from."""
-    from rlsup.checkpoint.manifest import ROTATED_TRIES, CheckpointProblem, latest_choice, resolve
-    from rlsup.checkpoint.store import CheckpointError, load_checkpoint
+    from rlsup.checkpoint.choose import ROTATED_TRIES, latest_choice, resolve
+    from rlsup.checkpoint.manifest import CheckpointError, CheckpointProblem
+    from rlsup.checkpoint.store import load_checkpoint
 
     spec = runfiles.read_run_spec(run_dir)  # the caller has put the env's own modules on sys.path
     for _ in range(ROTATED_TRIES):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 from pathlib import Path
@@ -72,6 +73,16 @@ def read_bytes(path: Path, limit: int) -> bytes | None:
         size = os.fstat(handle.fileno()).st_size
         data = handle.read(size + 1) if size <= limit else None
     return data if data is not None and len(data) <= limit else None
+
+
+def read_json(path: Path) -> dict | None:
+    """A JSON object from path, or None when it is missing, half-written, or not a regular file (a link, a FIFO
+    that would block the read for ever)."""
+    try:
+        value = json.loads(read_bytes(Path(path), JSON_LIMIT_BYTES) or b"")
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def read_regular(path: Path) -> bytes:

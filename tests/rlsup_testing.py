@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from rlsup.run import files as runfiles
-from rlsup.checkpoint.manifest import latest_verified, list_checkpoints
+from rlsup.checkpoint.manifest import list_checkpoints
+from rlsup.checkpoint.choose import latest_verified
 
 SMALL_CARTPOLE = """
 [job]

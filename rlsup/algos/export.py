@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 import rlsup
-from rlsup.run import files as runfiles
+from rlsup import atomic
 from rlsup.algos import registry
 from rlsup.algos.envs.sources import ATARI_SCREEN_SIZE, make_stack, observation_layout
 from rlsup.algos.envs.observations import INTENSITY_MAX, ObservationLayout
@@ -64,7 +64,7 @@ def export_policy(run_dir: Path, *, which: str, format: str, out: Path,
         raise
     target = metadata_path(out)
     # The user's artefact, like the model torch wrote beside it: 0666 less the umask, not a run file's 0600.
-    runfiles.atomic_write_json(target, mode=0o666, value={
+    atomic.write_json(target, mode=0o666, value={
         "format": format, "model": out.name, "rlsup_version": rlsup.__version__,
         "input": {"name": INPUT_NAME, "shape": [None, *layout.shape], "dtype": layout.dtype.name},
         "output": {"name": OUTPUT_NAME, "shape": [None], "dtype": "int64",

@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 from rlsup import own_files, paths
-from rlsup.checkpoint import manifest as manifests
+from rlsup.atomic import fsync_directory
+from rlsup.checkpoint import choose, manifest as manifests
 from rlsup.checkpoint.manifest import CheckpointEntry
-from rlsup.run.files import fsync_directory
 
 # Directories beside the checkpoints; the leading dot hides them from list_checkpoints.
 TEMPORARY_PREFIX = ".tmp-"
@@ -65,7 +65,7 @@ def rotate_after_write(run_dir: Path, keep: int, written: Path | None) -> list[P
     doomed = resumable[:max(len(resumable) - keep, 0)]
     # Verifying reads every byte (a whole replay): only worth it when something may be deleted.
     protected = {_newest_verified(resumable, written)} if doomed else set()
-    bests = manifests.best_entries(entries)
+    bests = choose.best_entries(entries)
     if bests:
         newest_best = max(bests, key=lambda entry: entry.time)  # written last: the current trajectory's
         protected.update({bests[0].path, newest_best.path})

@@ -10,7 +10,8 @@ from rlsup.run import lineage
 from rlsup.run import files as runfiles
 from rlsup.worker import tensorboard as tensorboard_log
 from rlsup.algos.contract import Trainer
-from rlsup.checkpoint.manifest import CheckpointProblem, Choice
+from rlsup.checkpoint.manifest import CheckpointProblem
+from rlsup.checkpoint.choose import Choice
 
 log = logging.getLogger("rlsup.worker")
 

@@ -27,8 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsup import locks, paths
-from rlsup.run import files as runfiles
+from rlsup import atomic, locks, own_files, paths
 from rlsup.checkpoint import manifest as manifests
 from rlsup.daemon.clusters import Cluster
 from rlsup.jobs.state import Desired, State
@@ -82,9 +81,9 @@ def move_run(old: Path, root: Path) -> Path:
         shutil.copytree(old, temporary, symlinks=True)
         _fsync_tree(temporary)
         _verify_copy(old, temporary)
-        runfiles.atomic_write_json(temporary / NOTE_FILE, {"from": str(old), "time": time.time()})
+        atomic.write_json(temporary / NOTE_FILE, {"from": str(old), "time": time.time()})
         os.rename(temporary, destination)
-        runfiles.fsync_directory(root)
+        atomic.fsync_directory(root)
     except OSError as error:
         shutil.rmtree(temporary, ignore_errors=True)
         raise MoveFailed(f"cannot copy {old} to {destination}: {error}") from None
@@ -97,7 +96,7 @@ def _remove_own_leftover(destination: Path, old: Path) -> None:
     """A destination a killed move renamed into place before the store named it: made again from the old run."""
     if not destination.exists():
         return
-    note = runfiles.read_json(destination / NOTE_FILE) or {}
+    note = own_files.read_json(destination / NOTE_FILE) or {}
     if note.get("from") != str(old):
         raise MoveFailed(f"{destination} already exists and is not a copy of {old}")
     shutil.rmtree(destination)
@@ -109,12 +108,8 @@ def _fsync_tree(top: Path) -> None:
         for name in files:
             path = Path(directory) / name
             if not path.is_symlink():
-                descriptor = os.open(path, os.O_RDONLY)
-                try:
-                    os.fsync(descriptor)
-                finally:
-                    os.close(descriptor)
-        runfiles.fsync_directory(Path(directory))
+                atomic.fsync_file(path)
+        atomic.fsync_directory(Path(directory))
 
 
 def _verify_copy(old: Path, copy: Path) -> None:
@@ -149,7 +144,7 @@ def hide_old(old: Path) -> Path:
     hidden = old.parent / f"{MOVED_PREFIX}{old.name}"
     if old.exists():
         os.rename(old, hidden)
-        runfiles.fsync_directory(old.parent)
+        atomic.fsync_directory(old.parent)
     return hidden
 
 

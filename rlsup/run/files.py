@@ -6,51 +6,9 @@ import os
 import stat
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
-from rlsup import own_files, paths, spec as specs
-
-
-def fsync_directory(directory: Path) -> None:
-    """Make a rename or creation inside directory durable."""
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
-    """Write to a temporary file beside path, fsync it, rename it over path, fsync the directory."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    # Made anew (O_EXCL, no link followed): a link planted at this predictable name must not take the write.
-    temporary.unlink(missing_ok=True)
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | own_files.GUARD_FLAGS, mode)
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    fsync_directory(path.parent)
-
-
-def atomic_write_json(path: Path, value: Any, *, mode: int = 0o600) -> None:
-    atomic_write_bytes(path, (json.dumps(value, indent=1, sort_keys=True) + "\n").encode(), mode=mode)
-
-
-def read_json(path: Path) -> dict | None:
-    """A JSON object from path, or None when it is missing, half-written, or not a regular file (a link, a FIFO
-    that would block the read for ever)."""
-    try:
-        value = json.loads(own_files.read_bytes(Path(path), own_files.JSON_LIMIT_BYTES) or b"")
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
+from rlsup import atomic, own_files, paths, spec as specs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -58,19 +16,19 @@ def read_json(path: Path) -> dict | None:
 
 
 def read_status(run_dir: Path) -> dict | None:
-    return read_json(Path(run_dir) / paths.STATUS_FILE)
+    return own_files.read_json(Path(run_dir) / paths.STATUS_FILE)
 
 
 def write_status(run_dir: Path, status: dict) -> None:
-    atomic_write_json(Path(run_dir) / paths.STATUS_FILE, status)
+    atomic.write_json(Path(run_dir) / paths.STATUS_FILE, status)
 
 
 def read_exit(run_dir: Path) -> dict | None:
-    return read_json(Path(run_dir) / paths.EXIT_FILE)
+    return own_files.read_json(Path(run_dir) / paths.EXIT_FILE)
 
 
 def write_exit(run_dir: Path, *, code: int, reason: str, step: int, checkpoint: str | None) -> None:
-    atomic_write_json(Path(run_dir) / paths.EXIT_FILE,
+    atomic.write_json(Path(run_dir) / paths.EXIT_FILE,
                       {"code": code, "reason": reason, "step": step, "checkpoint": checkpoint,
                        "pid": os.getpid(), "time": time.time()})
 
@@ -83,7 +41,7 @@ def clear_exit(run_dir: Path) -> None:
 
 def request_kill(run_dir: Path) -> None:
     """Mark the run so its worker's next stop signal aborts it without a checkpoint (run/signals.py)."""
-    atomic_write_bytes(Path(run_dir) / paths.KILL_MARKER, b"")
+    atomic.write_bytes(Path(run_dir) / paths.KILL_MARKER, b"")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,7 +97,7 @@ def discard_history(run_dir: Path) -> list[Path]:
         os.rename(source, target)  # one rename: a crash leaves it either in place or aside, never half
         moved.append(target)
     if moved:
-        fsync_directory(run_dir)
+        atomic.fsync_directory(run_dir)
     return moved
 
 
@@ -257,11 +215,11 @@ def read_run_spec(run_dir: Path) -> specs.JobSpec:
 def write_run_spec(run_dir: Path, spec: specs.JobSpec) -> None:
     """Make spec the run's job.toml and keep a numbered copy in spec-history/."""
     run_dir = Path(run_dir)
-    text = spec.to_toml().encode()
+    text = spec.to_toml()
     history = own_files.own_directory(run_dir / paths.SPEC_HISTORY)
     number = len(list(history.glob("*.toml"))) + 1
-    atomic_write_bytes(history / f"{number:04d}.toml", text)
-    atomic_write_bytes(run_dir / paths.JOB_FILE, text)
+    atomic.write_text(history / f"{number:04d}.toml", text)
+    atomic.write_text(run_dir / paths.JOB_FILE, text)
 
 
 def accept_edit(run_dir: Path, edited: specs.JobSpec) -> list[specs.Change]:

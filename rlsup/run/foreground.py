@@ -15,8 +15,7 @@ from pathlib import Path
 
 import psutil
 
-from rlsup import locks, paths
-from rlsup.run import files as runfiles
+from rlsup import atomic, locks, own_files, paths
 from rlsup.spec import JobSpec, sanitize_name
 
 # psutil derives create_time from boot time and clock ticks: equal for one process, to rounding
@@ -45,7 +44,7 @@ def register(run_dir: Path, spec: JobSpec, home: Path | None = None) -> Path:
     # The random part keeps names unique when a pid comes round again, so a reader removing a stale
     # file can never remove a newer run's file of the same pid.
     path = directory / f"{os.getpid()}-{secrets.token_hex(4)}.json"
-    runfiles.atomic_write_json(path, {
+    atomic.write_json(path, {
         "pid": os.getpid(), "start_time": psutil.Process().create_time(), "run_dir": str(Path(run_dir).resolve()),
         "name": sanitize_name(spec.job.name), "algo": spec.job.algo, "env": spec.env.id,
         "total_steps": spec.job.total_steps, "started": time.time()})
@@ -84,7 +83,7 @@ def live_runs(home: Path | None = None) -> list[Registration]:
 
 
 def parse(path: Path) -> Registration | None:
-    raw = runfiles.read_json(path)
+    raw = own_files.read_json(path)
     if raw is None:
         return None
     try:

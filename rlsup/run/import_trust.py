@@ -11,10 +11,9 @@ import sys
 from pathlib import Path
 from typing import MutableMapping
 
-from rlsup import paths
+from rlsup import atomic, paths
 
 # The entries a worker found trusted, for the env processes it starts (and those its V-trace actors start):
-from rlsup.run import files as runfiles
 # they append them to their own sys.path as the worker did, after what is installed, never on PYTHONPATH,
 # where they would come before it and where Python would run a sitecustomize.py found in them.
 HANDED_DOWN = "RLSUP_IMPORT_PATHS"
@@ -32,7 +31,7 @@ def write_import_paths(run_dir: Path, entries: list[str]) -> None:
         key = home_key(create=True)
         owners = [owner_of(entry) for entry in entries]
         record = {"sys_path": list(entries), "owners": owners, "seal": seal(key, entries, owners) if key else None}
-        runfiles.atomic_write_json(Path(run_dir) / paths.IMPORT_PATHS, record)
+        atomic.write_json(Path(run_dir) / paths.IMPORT_PATHS, record)
 
 
 def use_import_paths(run_dir: Path, *, trust: bool = False) -> tuple[list[str], str | None]:

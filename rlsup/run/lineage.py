@@ -11,10 +11,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import rlsup
-from rlsup import own_files, paths
+from rlsup import atomic, own_files, paths
 from rlsup.run import files as runfiles
 from rlsup import spec as specs
-from rlsup.checkpoint import manifest as manifests
+from rlsup.checkpoint import choose, manifest as manifests
 from rlsup.checkpoint.checksums import safe_relative_path
 from rlsup.checkpoint.manifest import BEST, CheckpointEntry, CheckpointProblem
 from rlsup.spec.values import check_value
@@ -101,7 +101,7 @@ def parent_problem(run_dir: Path) -> str | None:
 def _parse_parent(path: Path) -> Parent | str | None:
     """parent.json as a Parent, or why it is not one. A run may come from someone else: every field is checked
     for its type where it is read, so that "step": "x" is this sentence, not a traceback in whatever formats it."""
-    data = runfiles.read_json(path)
+    data = own_files.read_json(path)
     if data is None:
         return None if not path.exists() else f"{path}: not a JSON object"
     for name, hint in typing.get_type_hints(Parent).items():
@@ -213,7 +213,7 @@ class ForkRequest:
 
 def holds_replay(checkpoint_dir: Path) -> bool:
     """Whether a checkpoint's trainer state has a replay (its state.json is small: the data are files)."""
-    tree = runfiles.read_json(Path(checkpoint_dir) / manifests.STATE_FILE) or {}
+    tree = own_files.read_json(Path(checkpoint_dir) / manifests.STATE_FILE) or {}
     trainer = tree.get("trainer")
     return isinstance(trainer, dict) and "replay" in trainer
 
@@ -244,7 +244,7 @@ def prepare_fork(run_dir: Path, request: ForkRequest, fork: specs.JobSpec) -> Pa
                     reason=request.entry.reason, fingerprint=request.entry.fingerprint,
                     fresh_optimizer=request.fresh_optimizer, replay=request.carries_replay, time=time.time(),
                     rlsup_version=rlsup.__version__)
-    runfiles.atomic_write_json(Path(run_dir) / PARENT_FILE, asdict(parent))
+    atomic.write_json(Path(run_dir) / PARENT_FILE, asdict(parent))
     return parent
 
 
@@ -252,7 +252,7 @@ def link_verified(target: Path, request: ForkRequest) -> ForkRequest:
     """The request's checkpoint hard-linked under target first, then verified there, where no rotation of the
     parent's can reach it; for "latest", one rotated away meanwhile gives way to the newest again. Returns the
     request with the entry that was linked."""
-    for _ in range(manifests.ROTATED_TRIES):
+    for _ in range(choose.ROTATED_TRIES):
         shutil.rmtree(target, ignore_errors=True)
         try:
             link_checkpoint(request.entry, target)
@@ -266,7 +266,7 @@ def link_verified(target: Path, request: ForkRequest) -> ForkRequest:
         if problem is not None:
             raise ForkRefused(f"checkpoint {request.entry.path} does not verify: {problem}")
         return replace(request, linked=target)
-    raise ForkRefused(f"the parent's checkpoints were rotated away {manifests.ROTATED_TRIES} times while linked: "
+    raise ForkRefused(f"the parent's checkpoints were rotated away {choose.ROTATED_TRIES} times while linked: "
                       "its worker replaces them faster than they can be forked; fork again, or from a step")
 
 
@@ -295,12 +295,12 @@ def copy_metrics_prefix(source: Path, target: Path, length: int | None = None) -
         data = b""
     except own_files.NotOwnFile as error:
         raise ForkRefused(str(error)) from None
-    runfiles.atomic_write_bytes(target, data)
+    atomic.write_bytes(target, data)
 
 
 def resolve_checkpoint(run_dir: Path, which: str) -> CheckpointEntry:
     """The parent's checkpoint a fork starts from: latest (newest verified), best, or a step."""
     try:
-        return manifests.resolve(run_dir, which)
+        return choose.resolve(run_dir, which)
     except CheckpointProblem as error:
         raise ForkRefused(str(error)) from None

@@ -9,7 +9,8 @@ from textual.widgets import DataTable, RichLog, Static
 from textual_plotext import PlotextPlot
 
 from rlsup.views import plots as plotting
-from rlsup.checkpoint.manifest import BEST, CheckpointEntry, best_entries
+from rlsup.checkpoint.manifest import BEST, CheckpointEntry
+from rlsup.checkpoint.choose import best_entries
 from rlsup.views.colour import STATE_STYLES
 from rlsup.formatting import DAY_AND_MINUTE, byte_size, clock_time, decimal, middle_cut, short_count
 from rlsup.hardware import Gpu, Sample

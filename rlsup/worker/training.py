@@ -150,7 +150,7 @@ class TrainingRun:
     def _start(self) -> Trainer:
         from rlsup.algos.envs.training import EnvError
         from rlsup.algos.memory import check_replays_fit
-        from rlsup.checkpoint.manifest import NoUsableCheckpoint, require_usable
+        from rlsup.checkpoint.choose import NoUsableCheckpoint, require_usable
 
         # Refuse a run that cannot resume before anything is built: nothing of it may change.
         try:

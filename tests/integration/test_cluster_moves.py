@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlsup import paths
-from rlsup.checkpoint.manifest import latest_verified
+from rlsup.checkpoint.choose import latest_verified
 from rlsup.daemon import moves
 from rlsup.jobs.state import State
 from rlsup_testing import final_fingerprint, run_rlsup

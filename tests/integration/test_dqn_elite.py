@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from rlsup.run import files as runfiles
-from rlsup.checkpoint.manifest import latest_verified
+from rlsup.checkpoint.choose import latest_verified
 from rlsup.checkpoint.store import load_checkpoint
 from rlsup.jobs.state import EXIT_PAUSED
 from rlsup_testing import cartpole_job, checkpoint_reasons, final_fingerprint, pause_when, run_rlsup, start_rlsup

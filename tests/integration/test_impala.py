@@ -17,7 +17,7 @@ from rlsup.run import files as runfiles
 from rlsup.algos.impala import VtraceTrainer
 from rlsup.algos.nets import build_policy_value_network, fingerprint
 from rlsup.algos.shared_memory import WeightsBuffer
-from rlsup.checkpoint.manifest import latest_verified
+from rlsup.checkpoint.choose import latest_verified
 from rlsup.checkpoint.store import load_checkpoint
 from rlsup.jobs.state import EXIT_PAUSED, State
 from rlsup_testing import (alive, final_fingerprint, metric_steps, pause_when, run_rlsup, start_in_own_session,

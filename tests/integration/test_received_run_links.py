@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rlsup import paths
-from rlsup.run import files as runfiles
+from rlsup import atomic, paths
 from rlsup.jobs.state import State
 from rlsup.checkpoint.manifest import MANIFEST_FILE, STATE_FILE, list_checkpoints, read_manifest, sealed
 from rlsup_testing import assert_one_line_error, copy_run as received, finished_cartpole, run_rlsup
@@ -66,7 +65,7 @@ def resealed_with_empty(checkpoint: Path, name: str) -> None:
     """The manifest says name holds 0 bytes, and its own checksum agrees: what a stranger can write."""
     manifest = read_manifest(checkpoint)
     manifest["files"][name]["bytes"] = 0
-    runfiles.atomic_write_json(checkpoint / MANIFEST_FILE, sealed(manifest))
+    atomic.write_json(checkpoint / MANIFEST_FILE, sealed(manifest))
 
 
 def fifo(path: Path) -> None:

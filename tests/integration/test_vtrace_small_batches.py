@@ -11,7 +11,7 @@ from test_impala import actor_pids
 from rlsup.run import files as runfiles
 from rlsup import spec as specs
 from rlsup.algos.impala import VtraceTrainer
-from rlsup.checkpoint.manifest import latest_verified
+from rlsup.checkpoint.choose import latest_verified
 from rlsup.jobs.state import EXIT_PAUSED
 from rlsup_testing import (alive, group_killed_on_exit, metric_steps, run_rlsup, start_in_own_session,
                            vtrace_text, wait_for)

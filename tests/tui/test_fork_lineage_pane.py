@@ -10,7 +10,7 @@ from textual.widgets import Static
 from rlsup_testing import screen_shown
 
 from rlsup.run import lineage
-from rlsup.run import files as runfiles
+from rlsup import atomic
 from rlsup.client import DaemonStatus
 from rlsup.hardware import FakeHardware
 from rlsup.jobs.store import Store
@@ -26,7 +26,7 @@ def record_parent(run_dir: Path, parent_run: Path, name: str, job_id: int, step:
     parent = lineage.Parent(run_dir=str(parent_run), job_name=name, job_id=job_id, step=step,
                             checkpoint=f"step-{step:012d}", reason="interval", fingerprint="ab" * 32,
                             fresh_optimizer=step == 2_000, replay=True, time=0.0, rlsup_version="0")
-    runfiles.atomic_write_json(run_dir / lineage.PARENT_FILE, dataclasses.asdict(parent))
+    atomic.write_json(run_dir / lineage.PARENT_FILE, dataclasses.asdict(parent))
 
 
 def plain(renderable) -> str:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rlsup.checkpoint.manifest import CheckpointNotFound, latest_verified, list_checkpoints, read_manifest, resolve, verify
+from rlsup.checkpoint.manifest import list_checkpoints, read_manifest, verify
+from rlsup.checkpoint.choose import CheckpointNotFound, latest_verified, resolve
 from rlsup.checkpoint.directories import rotate
 from rlsup.checkpoint.store import load_checkpoint
 from checkpoint_testing import dead_pid, dot_entries, flip_last_byte, small_state, write  # noqa: F401 (dead_pid: a fixture)

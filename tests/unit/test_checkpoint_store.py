@@ -18,9 +18,9 @@ import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rlsup.checkpoint import manifest as manifests
-from rlsup.checkpoint.manifest import (FORMAT_VERSION, latest_verified, list_checkpoints, read_manifest, resolve,
-                                       verify)
-from rlsup.checkpoint.store import CheckpointError, load_checkpoint
+from rlsup.checkpoint.manifest import FORMAT_VERSION, CheckpointError, list_checkpoints, read_manifest, verify
+from rlsup.checkpoint.choose import latest_verified, resolve
+from rlsup.checkpoint.store import load_checkpoint
 from checkpoint_testing import dot_entries, flip_last_byte, small_state, write
 # ---------------------------------------------------------------------------------------------
 # Round trips
@@ -258,8 +258,8 @@ def test_writing_an_array_does_not_copy_it(tmp_path, contiguous):
     np.testing.assert_array_equal(load_checkpoint(tmp_path / "checkpoints" / "step-000000000001")[1]["frames"], array)
 
 
-def test_manifest_module_imports_neither_torch_nor_numpy():
-    code = ("import sys, rlsup.checkpoint.manifest; "
+def test_manifest_and_choose_modules_import_neither_torch_nor_numpy():
+    code = ("import sys, rlsup.checkpoint.manifest, rlsup.checkpoint.choose; "
             "print(sorted(name for name in ('torch', 'numpy') if name in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
@@ -315,7 +315,7 @@ def test_a_manifest_without_its_own_checksum_is_refused(tmp_path):
 
 
 def test_a_run_whose_checkpoints_all_fail_is_refused_naming_each(tmp_path):
-    from rlsup.checkpoint.manifest import NoUsableCheckpoint, require_usable
+    from rlsup.checkpoint.choose import NoUsableCheckpoint, require_usable
 
     first = write(tmp_path, small_state(1), 10)
     second = write(tmp_path, small_state(2), 20)
@@ -335,7 +335,7 @@ def test_a_run_whose_checkpoints_all_fail_is_refused_naming_each(tmp_path):
 
 
 def test_falling_back_names_each_newer_checkpoint_and_why(tmp_path):
-    from rlsup.checkpoint.manifest import newest_usable
+    from rlsup.checkpoint.choose import newest_usable
 
     first = write(tmp_path, small_state(1), 10)
     second = write(tmp_path, small_state(2), 20)
@@ -353,7 +353,8 @@ def test_falling_back_names_each_newer_checkpoint_and_why(tmp_path):
 
 
 def test_an_unreadable_checkpoints_directory_is_an_error_not_an_empty_run(tmp_path):
-    from rlsup.checkpoint.manifest import CheckpointsUnreadable, require_usable
+    from rlsup.checkpoint.manifest import CheckpointsUnreadable
+    from rlsup.checkpoint.choose import require_usable
 
     (tmp_path / "checkpoints").write_text("a file where the directory should be")
     assert list_checkpoints(tmp_path) == []  # listings for the TUI stay quiet

@@ -9,16 +9,15 @@ from pathlib import Path
 
 import psutil
 
-from rlsup import locks, paths
+from rlsup import atomic, locks, paths
 from rlsup.run import foreground
-from rlsup.run import files as runfiles
 
 
 def registration_file(home: Path, run_dir: Path, *, pid: int, start_time: float) -> Path:
     """A registration as foreground.register writes one, for any pid and start time."""
     directory = paths.ensure_private_dir(home / paths.FOREGROUND)
     path = directory / f"{pid}-test.json"
-    runfiles.atomic_write_json(path, {"pid": pid, "start_time": start_time, "run_dir": str(run_dir), "name": "fg",
+    atomic.write_json(path, {"pid": pid, "start_time": start_time, "run_dir": str(run_dir), "name": "fg",
                                       "algo": "dqn", "env": "CartPole-v1", "total_steps": 1000, "started": 1.0})
     return path
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rlsup.run import lineage
-from rlsup.run import files as runfiles
+from rlsup import atomic
 from rlsup import spec as specs
 
 PARENT = specs.loads('[job]\nseed = 3\ntotal_steps = 10_000\n[dqn]\nhidden_sizes = [32, 32]\nnetwork = "mlp"\n'
@@ -54,7 +54,7 @@ def record(run_dir: Path, parent_run: Path, name: str, step: int) -> None:
     parent = lineage.Parent(run_dir=str(parent_run), job_name=name, job_id=None, step=step, checkpoint="c",
                             reason="final", fingerprint="f" * 64, fresh_optimizer=False, replay=False, time=0.0,
                             rlsup_version="0")
-    runfiles.atomic_write_json(run_dir / lineage.PARENT_FILE, dataclasses.asdict(parent))
+    atomic.write_json(run_dir / lineage.PARENT_FILE, dataclasses.asdict(parent))
 
 
 def test_the_lineage_follows_parents_and_stops_at_a_cycle(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ from checkpoint_testing import dot_entries, small_state, write
 from rlsup import locks, paths, spec as specs
 from rlsup.run import files as runfiles
 from rlsup.checkpoint.directories import rotate
-from rlsup.checkpoint.manifest import CheckpointsUnreadable, list_checkpoints, newest_usable
+from rlsup.checkpoint.manifest import CheckpointsUnreadable, list_checkpoints
+from rlsup.checkpoint.choose import newest_usable
 from rlsup.own_files import NotOwnFile
 from rlsup.worker.tensorboard import EventFile
 from rlsup_testing import cartpole_job, run_rlsup

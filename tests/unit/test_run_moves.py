@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from rlsup import locks, paths
-from rlsup.checkpoint.manifest import latest_verified, list_checkpoints, verify
+from rlsup.checkpoint.manifest import list_checkpoints, verify
+from rlsup.checkpoint.choose import latest_verified
 from rlsup.checkpoint.store import write_checkpoint
 from rlsup.daemon import moves
 from rlsup.daemon.clusters import Cluster

@@ -88,7 +88,7 @@ def test_a_second_interrupt_during_a_checkpoint_write_waits_for_the_write(tmp_pa
     import subprocess
     import sys
 
-    from rlsup.checkpoint.manifest import latest_verified
+    from rlsup.checkpoint.choose import latest_verified
 
     result = subprocess.run([sys.executable, "-c", CHECKPOINT_INTERRUPTED_BY_A_SECOND_SIGINT, str(tmp_path)],
                             capture_output=True, text=True, timeout=120)
