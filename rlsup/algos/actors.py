@@ -22,7 +22,8 @@ from rlsup.algos.device import UsageError
 from rlsup.algos.envs.sources import EnvError
 from rlsup.algos.nets import PolicyValueNetwork, build_policy_value_network
 from rlsup.algos.shared_memory import UnrollArrays, UnrollGroups, UnrollLayout, WeightsBuffer
-from rlsup.algos.envs.vector import VectorStep, env_seeds, make_vector_env
+from rlsup.algos.envs.vector import VectorStep
+from rlsup.algos.envs.vectorise import env_seeds, make_vector_env
 from rlsup.checkpoint.rng import generator_state, restore_generator
 from rlsup.run.fault_stacks import child_ended, record_where_the_worker_does
 from rlsup.formatting import one_line
