@@ -14,7 +14,7 @@ import torch
 
 import rlsup
 from rlsup.run import files as runfiles
-from rlsup.algos import registry
+from rlsup.spec import registry
 from rlsup.algos.envs.sources import ATARI_SCREEN_SIZE, make_stack, observation_layout
 from rlsup.algos.envs.observations import INTENSITY_MAX, ObservationLayout
 from rlsup.spec import EnvSection

@@ -14,7 +14,7 @@ from typing import Callable
 from rlsup import client, paths
 from rlsup.views import plots as plotting
 from rlsup.run import files as runfiles
-from rlsup.algos import registry
+from rlsup.spec import registry
 from rlsup.checkpoint.manifest import checkpoints_dir, list_checkpoints
 from rlsup.jobs.state import ACTIVE, State
 from rlsup.views.jobs import JobRow, WorkerStatus, foreground_jobs, is_foreground, merge_status, read_worker_status
