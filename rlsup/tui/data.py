@@ -257,8 +257,7 @@ class Poller:
             return []
         self._hardware_at = now
         if self.hardware is None:
-            from rlsup.daemon.demo import machine_from_environment
-            from rlsup.hardware import Hardware
+            from rlsup.hardware import Hardware, machine_from_environment
 
             self.hardware = machine_from_environment() or Hardware()
         return [messages.HardwareSampled(self.hardware.sample(), gpu_holders(jobs))]
