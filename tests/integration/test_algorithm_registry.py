@@ -112,7 +112,7 @@ PROBE_WITHOUT_TORCH = """
 import sys
 from rlsup import spec
 from rlsup.spec import registry
-from rlsup.tui.data import JobMetrics
+from rlsup.tui.metrics import JobMetrics
 
 metrics = JobMetrics(sys.argv[1])
 metrics.update()
