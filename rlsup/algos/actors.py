@@ -141,7 +141,7 @@ class Actor:
 
 
 class Actors(Protocol):
-    """What the V-trace learner drives, serial or in processes alike: the two differ in this class alone
+    """What the V-trace learner drives, SerialActors and ActorProcesses alike, so that it never asks which
     (sample-factory's runner_serial and runner_parallel over one runner)."""
 
     def start(self, generation: int) -> None:
