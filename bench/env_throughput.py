@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from rlsup.algos.nets import build_q_network
-from rlsup.algos.envs.vector import env_seeds, make_vector_env
+from rlsup.algos.envs.vectorise import env_seeds, make_vector_env
 from rlsup.spec import EnvSection
 
 # Batches stepped before the clock starts: resets and the first forward passes are not steady state.

@@ -62,7 +62,7 @@ def load_policy(run_dir: Path, which: str = "latest", report: Callable[[str], No
     Its algorithm builds it (registry.Algorithm.policy_from_checkpoint). report hears which newer
     checkpoints `latest` fell back past, and why.
     """
-    from rlsup.algos import registry
+    from rlsup.spec import registry
 
     spec, trainer_state, entry = load_trainer_state(run_dir, which, report)
     return registry.get(spec.job.algo).policy_from_checkpoint(spec, trainer_state), entry

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import time
 from pathlib import Path
-
-from rlsup.spec import sanitize_name
 
 # Files of a run directory (DESIGN.md sections 6 and 7).
 JOB_FILE = "job.toml"
@@ -72,6 +71,15 @@ def ensure_private_dir(path: Path) -> Path:
     if not path.is_dir():
         raise NotADirectoryError(f"{path} exists and is not a directory")
     return path
+
+
+NAME_LENGTH = 64  # characters of a job name: part of its run directory's name, and a column of `rlsup list`
+
+
+def sanitize_name(name: str) -> str:
+    """A name safe as a path component: no separators, no dots at the start, no control characters."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.\-]+", "-", name).strip("-.")
+    return cleaned[:NAME_LENGTH] or "job"
 
 
 def runs_dir(home: Path | None = None) -> Path:

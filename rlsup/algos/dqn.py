@@ -16,7 +16,8 @@ from rlsup.algos.loss_sums import LossSums
 from rlsup.algos.nets import build_q_network, fingerprint, gradient_step, greedy_actions_module, numpy_policy
 from rlsup.algos.optimizers import FusedAdam
 from rlsup.algos.schedules import LinearSchedule, crossed
-from rlsup.algos.envs.vector import VectorEnv, VectorStep, env_seeds, make_vector_env
+from rlsup.algos.envs.vector import VectorEnv, VectorStep
+from rlsup.algos.envs.vectorise import env_seeds, make_vector_env
 from rlsup.checkpoint.rng import generator_state, restore_generator
 from rlsup.replay.mixer import ReplayMixer, replay_from_settings
 from rlsup.replay.storage import TransitionBatch, TransitionStorage

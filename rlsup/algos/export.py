@@ -14,7 +14,7 @@ import torch
 
 import rlsup
 from rlsup import atomic
-from rlsup.algos import registry
+from rlsup.spec import registry
 from rlsup.algos.envs.sources import ATARI_SCREEN_SIZE, make_stack, observation_layout
 from rlsup.algos.envs.observations import INTENSITY_MAX, ObservationLayout
 from rlsup.spec import EnvSection
@@ -34,19 +34,19 @@ def metadata_path(out: Path) -> Path:
     return out.with_name(out.name + ".json")
 
 
-def export_policy(run_dir: Path, *, which: str, format: str, out: Path,
-                  report: Callable[[str], None] = lambda line: None,
+def export_policy(run_dir: Path, load: Callable[[], tuple], *, format: str, out: Path,
                   started: Callable[[], None] = lambda: None) -> Path:
     """Write the checkpoint's greedy policy to out and its description beside it; returns the JSON's path.
 
-    started is called once the checkpoint is loaded and the env described, before anything is written."""
-    from rlsup.enjoy import load_trainer_state
-
+    load returns (the run's spec, the checkpoint's trainer state, its entry), as enjoy.load_trainer_state
+    does: the caller picks the checkpoint, so that this module imports nothing above algos/. It is called
+    once the format is known to be writable. started is called once the checkpoint is loaded and the env
+    described, before anything is written."""
     if format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
     if format == "onnx":
         require_onnx()
-    spec, trainer_state, entry = load_trainer_state(run_dir, which, report)
+    spec, trainer_state, entry = load()
     try:
         module = registry.get(spec.job.algo).greedy_network_from_checkpoint(spec, trainer_state)
     except registry.UnknownAlgorithm as error:

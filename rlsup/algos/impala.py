@@ -8,7 +8,8 @@ import numpy as np
 import torch
 
 from rlsup.algos import vtrace
-from rlsup.algos.actors import ActorProcesses, Delivery, SerialActors
+from rlsup.algos.actor_processes import ActorProcesses
+from rlsup.algos.actors import Actors, Delivery, SerialActors
 from rlsup.algos.contract import LearnerTrainer, Policy
 from rlsup.algos.envs.training import probe_env
 from rlsup.algos.episodes import EpisodeReturns
@@ -151,8 +152,10 @@ class VtraceTrainer(LearnerTrainer):
         # Rounds received but not yet all in the replays (a full queue), and how far into the first one.
         self.pending: deque[Delivery] = deque()
         self.pending_position = 0
-        # Serial actors are part of the run's state; processes start at the first iterate, after a restore.
-        self.actors = SerialActors(spec, self.layout, self.learner.network) if settings.serial else None
+        # Both are made here, so that a restore reaches serial actors; both start at the first iterate.
+        actors = SerialActors if settings.serial else ActorProcesses  # where the two modes differ
+        self.actors: Actors = actors(spec, self.layout, self.learner.network)
+        self.actors_started = False
 
     # -- training ----------------------------------------------------------------------------
 
@@ -176,11 +179,10 @@ class VtraceTrainer(LearnerTrainer):
             self._insert_pending()
         return records
 
-    def _started_actors(self):
-        if self.actors is None:
-            # Seeded by the update count too, so a resumed run's actors do not replay the first episodes.
-            self.actors = ActorProcesses(self.spec, self.layout, self.learner.network, generation=self.learner.updates)
-            self.actors.start()
+    def _started_actors(self) -> Actors:
+        if not self.actors_started:
+            self.actors.start(generation=self.learner.updates)  # after any restore: see Actors.start
+            self.actors_started = True
         return self.actors
 
     def _accept(self, delivery: Delivery) -> list[dict]:
@@ -213,7 +215,7 @@ class VtraceTrainer(LearnerTrainer):
         batch = self.replays.sample(settings.batch_size, features=self.feature_source, step=self.step)
         self.loss_sums.add(self.learner.update(batch, self.step))
         self.step += settings.unroll_length * settings.batch_size
-        self.actors.weights.publish(self.learner.network)
+        self.actors.publish(self.learner.network)
 
     # -- the rest of the Trainer contract (algos/contract.py) --------------------------------
 
@@ -241,8 +243,9 @@ class VtraceTrainer(LearnerTrainer):
         }
         if include_replay:
             state["replay"] = self.replays.state_dict()
-        if isinstance(self.actors, SerialActors):
-            state["actors"] = self.actors.state_dict()
+        actors = self.actors.state_dict()
+        if actors is not None:
+            state["actors"] = actors
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -253,14 +256,12 @@ class VtraceTrainer(LearnerTrainer):
         self.loss_sums.load(metrics["loss_sums"], metrics["loss_count"])
         if "replay" in state:
             self.replays.load_state_dict(state["replay"])
-        if isinstance(self.actors, SerialActors):
-            if "actors" in state:
-                self.env_restarts = tuple(self.actors.load_state_dict(state["actors"]))
-            self.actors.weights.publish(self.learner.network)
+        if "actors" in state:
+            self.env_restarts = tuple(self.actors.load_state_dict(state["actors"]))
+        self.actors.publish(self.learner.network)
 
     def close(self) -> None:
-        if self.actors is not None:
-            self.actors.close()
+        self.actors.close()
 
 
 def greedy_network(spec: JobSpec, trainer_state: dict) -> torch.nn.Module:

@@ -5,7 +5,7 @@ import numpy as np
 import psutil
 
 from rlsup import formatting
-from rlsup.algos.actors import GROUPS_PER_ACTOR
+from rlsup.algos.actor_processes import GROUPS_PER_ACTOR
 from rlsup.algos.envs.training import probe_env
 from rlsup.spec import JobSpec
 

@@ -15,9 +15,8 @@ from rlsup.jobs import store_file
 from rlsup.cli import groups as group_views
 from rlsup.cli.arguments import names_experiments
 from rlsup.cli.program import ENV_CHECK_IMPORTS, import_quietly
-from rlsup.daemon.demo import machine_from_environment
 from rlsup.daemon.scheduler import gpu_shortage
-from rlsup.hardware import Hardware
+from rlsup.hardware import Hardware, machine_from_environment
 from rlsup.jobs.state import RESTING, Desired, State
 from rlsup.jobs.store import Job, Store, StoreBusy
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
@@ -131,13 +132,15 @@ def command_export(args: argparse.Namespace) -> int:
     note_stops()  # until the policy is loaded (export_policy calls answer_stops)
     from rlsup.algos.envs.sources import EnvError  # the network's sizes come from the env, made here
     from rlsup.algos.export import ExportUnavailable, export_policy  # torch: only an export pays for it
+    from rlsup.enjoy import load_trainer_state
 
     run_dir = resolve_run(args.run)
     use_run_imports(run_dir, args.trust_imports)
     out = Path(args.out).expanduser()
+    report = functools.partial(print, file=sys.stderr)  # which newer checkpoints `latest` fell back past
     try:
-        described = export_policy(run_dir, which=args.checkpoint, format=args.format, out=out,
-                                  report=lambda line: print(line, file=sys.stderr), started=answer_stops)
+        described = export_policy(run_dir, lambda: load_trainer_state(run_dir, args.checkpoint, report),
+                                  format=args.format, out=out, started=answer_stops)
     except (ExportUnavailable, EnvError) as error:
         raise CliError(str(error)) from None
     finished()  # the file is in place: a Ctrl-C now would report a failure that did not happen

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rlsup import own_files
+from rlsup.paths import NAME_LENGTH, sanitize_name
 from rlsup.spec.values import check_value
 from rlsup.spec.fields import ARRAY_TABLES, TABLES, JobSpec, default_replays, former_names, section_field
 from rlsup.spec.locating import Located, Problem, SpecError
@@ -164,15 +165,6 @@ def field_problem(section: str, name: str, value: Any) -> str | None:
 def _suggestion(word: str, choices: list[str]) -> str:
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-NAME_LENGTH = 64  # characters of a job name: part of its run directory's name, and a column of `rlsup list`
-
-
-def sanitize_name(name: str) -> str:
-    """A name safe as a path component: no separators, no dots at the start, no control characters."""
-    cleaned = re.sub(r"[^A-Za-z0-9_.\-]+", "-", name).strip("-.")
-    return cleaned[:NAME_LENGTH] or "job"
 
 
 def numbered_name(name: str, number: int) -> str:

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from rlsup.algos import registry
+from rlsup.spec import registry
 from rlsup.spec.fields import JobSpec, ReplaySection
 
 # Ratios come from TOML floats (0.1 + 0.2 != 0.3), so sums and shares are compared with this slack.

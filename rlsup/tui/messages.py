@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from rlsup.hardware import Sample
     from rlsup.views.jobs import JobRow
     from rlsup.jobs.store import Event
-    from rlsup.tui.data import MetricsView
+    from rlsup.tui.metrics import MetricsView
 
 
 class DaemonChanged(Message):

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 from rlsup.views.jobs import JobRow
 from rlsup.jobs.store import Event
-from rlsup.tui.data import MetricsView
+from rlsup.tui.metrics import MetricsView
 from rlsup.tui.experiment import experiment_group
 from rlsup.tui.screens import JobView
 

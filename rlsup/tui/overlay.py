@@ -9,7 +9,7 @@ from rlsup.views.groups import GroupRow
 from rlsup.views.jobs import JobRow, job_label
 
 if TYPE_CHECKING:
-    from rlsup.tui.data import JobMetrics
+    from rlsup.tui.metrics import JobMetrics
 
 PLOT_KINDS = ("return", "loss", "speed")
 

@@ -16,7 +16,7 @@ from rlsup.formatting import DAY_AND_MINUTE, byte_size, clock_time, decimal, mid
 from rlsup.hardware import Gpu, Sample
 from rlsup.jobs.state import State
 from rlsup.jobs.store import Event
-from rlsup.tui.data import MetricsView
+from rlsup.tui.metrics import MetricsView
 from rlsup.tui.rows import training_phase_speeds
 
 EVENT_STYLES = {"state": "", "edit": "green", "refused": "bold red", "intent": "cyan", "signal": "yellow",

@@ -58,7 +58,7 @@ Line = Union[Series, GroupSeries]
 
 
 def loss_names() -> tuple[str, ...]:
-    from rlsup.algos import registry  # the registry discovers plugins: only a loss needs it
+    from rlsup.spec import registry  # the registry discovers plugins: only a loss needs it
 
     return registry.loss_metric_names()
 

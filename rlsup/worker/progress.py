@@ -9,10 +9,9 @@ from pathlib import Path
 
 from rlsup.formatting import stopwatch
 from rlsup.jobs.state import EXIT_DONE, EXIT_PAUSED, EXIT_WALL_TIME
+from rlsup.run.log import FILE_ONLY
 
 log = logging.getLogger("rlsup.worker")
-# A record for worker.log only: a foreground run's terminal hears the outcome once, from tell_terminal.
-FILE_ONLY = {"terminal": False}
 
 STATUS_INTERVAL_S = 1.0
 PROGRESS_INTERVAL_S = 0.25

@@ -15,7 +15,7 @@ from rlsup.run import import_trust
 from rlsup.run import files as runfiles
 from rlsup.worker import tensorboard as tensorboard_log
 from rlsup import spec as specs
-from rlsup.algos import registry
+from rlsup.spec import registry
 from rlsup.algos.contract import Trainer
 from rlsup.algos.device import UsageError, configure_torch, make_cuda_deterministic, select_device
 from rlsup.checkpoint.manifest import BEST, CheckpointProblem, NoSpace

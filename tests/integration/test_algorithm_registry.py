@@ -12,7 +12,7 @@ from typing import Iterator
 import pytest
 
 from rlsup.run import files as runfiles
-from rlsup.algos.registry import ENTRY_POINT_GROUP
+from rlsup.spec.registry import ENTRY_POINT_GROUP
 from rlsup_testing import final_fingerprint, metric_steps, pause_when, run_rlsup, start_rlsup
 
 PLUGIN = Path(__file__).parent.parent / "plugins" / "tiny_algorithm"
@@ -111,8 +111,8 @@ def test_enjoy_plays_the_plugins_policy(straight_run: Path) -> None:
 PROBE_WITHOUT_TORCH = """
 import sys
 from rlsup import spec
-from rlsup.algos import registry
-from rlsup.tui.data import JobMetrics
+from rlsup.spec import registry
+from rlsup.tui.metrics import JobMetrics
 
 metrics = JobMetrics(sys.argv[1])
 metrics.update()

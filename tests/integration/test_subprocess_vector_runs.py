@@ -18,7 +18,7 @@ from test_impala import vtrace_job, wait_for_training
 
 from rlsup.run import files as runfiles
 from rlsup.algos.envs.subprocess import default_slices, slice_bounds
-from rlsup.algos.envs.vector import env_seeds
+from rlsup.algos.envs.vectorise import env_seeds
 from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup.jobs.state import EXIT_PAUSED
 

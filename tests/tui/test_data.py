@@ -15,7 +15,8 @@ from rlsup.jobs.state import State
 from rlsup.views.jobs import merge_status, parse_status, sorted_rows
 from rlsup.jobs.store import Process, Store
 from rlsup.tui import messages
-from rlsup.tui.data import JobMetrics, MetricsPoller, Poller
+from rlsup.tui.data import MetricsPoller, Poller
+from rlsup.tui.metrics import JobMetrics
 from rlsup.tui.downsampling import Downsampler
 
 

@@ -10,7 +10,7 @@ from rlsup_testing import screen_shown
 from rlsup.jobs.state import State
 from rlsup.jobs.store import Store
 from rlsup.tui import messages
-from rlsup.tui.data import MetricsView
+from rlsup.tui.metrics import MetricsView
 from rlsup.tui.jobstable import JOB_COLUMNS, JobsTable
 from rlsup.tui.screens import DetailScreen
 from rlsup.tui.widgets import CheckpointsTable, MetricsPlot

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rlsup.algos import registry
+from rlsup.spec import registry
 from rlsup.algos.contract import LearnerTrainer, Trainer
 
 
@@ -62,6 +62,6 @@ def test_a_broken_plugin_is_skipped_with_a_warning(fresh_registry: None, tmp_pat
     (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 0.1\n")
     (dist_info / "entry_points.txt").write_text(f"[{registry.ENTRY_POINT_GROUP}]\nbroken = no_such_module:ALGORITHM\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    with caplog.at_level(logging.WARNING, logger="rlsup.algos.registry"):
+    with caplog.at_level(logging.WARNING, logger="rlsup.spec.registry"):
         assert registry.algorithm_names() == ("dqn", "vtrace")
     assert "ignoring the algorithm plugin broken = no_such_module:ALGORITHM" in caplog.text

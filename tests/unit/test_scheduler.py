@@ -155,11 +155,12 @@ def test_a_machine_without_nvml_has_no_gpus_and_no_error(monkeypatch):
 
 
 def test_the_demo_switch_is_read_by_entry_points_only():
-    from rlsup.daemon import demo
+    from rlsup import hardware
 
-    assert demo.machine_from_environment({}) is None
-    assert demo.fake_gpu_count({"RLSUP_FAKE_GPUS": " 2 "}) == 2 and demo.fake_gpu_count({"RLSUP_FAKE_GPUS": "x"}) is None
-    machine = demo.machine_from_environment({"RLSUP_FAKE_GPUS": "2"})
+    assert hardware.machine_from_environment({}) is None
+    assert hardware.fake_gpu_count({"RLSUP_FAKE_GPUS": " 2 "}) == 2
+    assert hardware.fake_gpu_count({"RLSUP_FAKE_GPUS": "x"}) is None
+    machine = hardware.machine_from_environment({"RLSUP_FAKE_GPUS": "2"})
     assert machine.gpu_indices() == (0, 1)
     machine.close()
 

@@ -21,8 +21,8 @@ from test_vector import assert_same_vector_step, random_actions
 from rlsup.algos.envs.action_replay import stable_digest
 from rlsup.algos.envs.sources import EnvError
 from rlsup.algos.envs.subprocess import SubprocessVectorEnv, slice_bounds
-from rlsup.algos.envs.vector import (AUTO_ENVS_PER_SLICE, SerialVectorEnv, choose_vectoriser, counts_cpus, make_vector_env,
-                                spare_cpus)
+from rlsup.algos.envs.vector import SerialVectorEnv
+from rlsup.algos.envs.vectorise import AUTO_ENVS_PER_SLICE, choose_vectoriser, counts_cpus, make_vector_env, spare_cpus
 from rlsup.hardware import idle_cpus
 from rlsup import spec as specs
 from rlsup.spec import EnvSection

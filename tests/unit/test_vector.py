@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from rlsup.algos.envs.training import make_env
-from rlsup.algos.envs.vector import SerialVectorEnv, VectorStep, env_seeds, make_vector_env
+from rlsup.algos.envs.vector import SerialVectorEnv, VectorStep
+from rlsup.algos.envs.vectorise import env_seeds, make_vector_env
 from rlsup.spec import EnvSection
 
 # A short time limit puts truncations and resets inside a few dozen steps.

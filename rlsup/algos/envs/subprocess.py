@@ -17,7 +17,7 @@ from rlsup.algos.envs.sources import EnvError
 from rlsup.algos.envs.vector import VectorStep, check_env_count
 from rlsup.run.fault_stacks import ChildFault, child_ended
 from rlsup.hardware import usable_cpus
-from rlsup.worker.progress import FILE_ONLY
+from rlsup.run.log import FILE_ONLY
 from rlsup.spec import EnvSection
 
 # The program an env process runs: the socket's descriptor is its one argument. Its first statement takes off

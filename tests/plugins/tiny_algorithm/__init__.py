@@ -1,5 +1,5 @@
 """A third algorithm from outside rlsup, for the registry test: its registry entry, which imports no torch."""
-from rlsup.algos.registry import Algorithm
+from rlsup.spec.registry import Algorithm
 
 ALGORITHM = Algorithm("tiny", trainer="tiny_algorithm.training:TinyTrainer",
                       policy="tiny_algorithm.training:policy_from_checkpoint", loss_metric="td_loss",

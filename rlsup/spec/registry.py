@@ -6,6 +6,10 @@ algorithm comes as its own module plus one registration: `register()` in-process
 the group ENTRY_POINT_GROUP naming its Algorithm, which every process (the worker subprocess included)
 discovers, as pytest and Flake8 discover their plugins. The module an entry point names must import
 without torch: spec validation loads it.
+
+It lives in spec/ because validating a job file needs it (which algorithms exist, what their replays
+hold); the parts it names live above, in algos/ or a plugin, and are reached by name only: the Trainer
+and Policy it returns are algos/contract.py's, typed Any here so that spec/ imports nothing above it.
 """
 from __future__ import annotations
 
@@ -18,12 +22,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from rlsup.algos.contract import Policy, Trainer
     from rlsup.spec import JobSpec
 
 ENTRY_POINT_GROUP = "rlsup.algorithms"
 
-log = logging.getLogger("rlsup.algos.registry")
+log = logging.getLogger("rlsup.spec.registry")
 
 
 class UnknownAlgorithm(ValueError):
@@ -44,10 +47,10 @@ class Algorithm:
     # actions, which `rlsup export` writes; "" for an algorithm that cannot be exported.
     greedy_network: str = ""
 
-    def build_trainer(self, spec: JobSpec, device: torch.device) -> Trainer:
+    def build_trainer(self, spec: JobSpec, device: torch.device) -> Any:
         return load_attribute(self.trainer)(spec, device)
 
-    def policy_from_checkpoint(self, spec: JobSpec, trainer_state: dict[str, Any]) -> Policy:
+    def policy_from_checkpoint(self, spec: JobSpec, trainer_state: dict[str, Any]) -> Any:
         """The greedy CPU policy of a checkpoint (its "trainer" state), for enjoy and exports."""
         return load_attribute(self.policy)(spec, trainer_state)
 

@@ -1,0 +1,283 @@
+"""V-trace actors in processes of their own: spawned, fed slots through queues, stopped with the learner."""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import logging
+import os
+import queue
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlsup.algos.actors import Actor, Delivery, actor_seed
+from rlsup.algos.device import UsageError
+from rlsup.algos.envs.sources import EnvError
+from rlsup.algos.shared_memory import UnrollArrays, UnrollGroups, UnrollLayout, WeightsBuffer
+from rlsup.run.fault_stacks import child_ended, record_where_the_worker_does
+from rlsup.formatting import one_line
+from rlsup.run.log import FILE_ONLY
+from rlsup.spec import JobSpec
+
+# Unroll groups per actor: one being written while the learner copies the previous one out.
+GROUPS_PER_ACTOR = 2
+# How often a waiting actor, or a learner waiting on actors, looks up from its queue.
+POLL_S = 0.2
+JOIN_TIMEOUT_S = 10.0
+PR_SET_NAME, PR_SET_PDEATHSIG = 15, 1
+PROCESS_NAME = "rlsup-actor-{index}"
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+log = logging.getLogger("rlsup.impala")
+
+
+class ActorFailure(NamedTuple):
+    """What an actor that raised hands the learner before it exits: the learner fails the job with it."""
+
+    actor: int
+    pid: int
+    summary: str      # an env's fault as its own sentence, else the exception's type and message
+    traceback: str
+    env_fault: bool   # raised by the actor's envs (an EnvError): the job fails as it would with them in the worker
+    starting: bool    # raised while the actor made its envs, before its first round
+
+    @classmethod
+    def of(cls, actor: int, error: Exception, *, starting: bool) -> ActorFailure:
+        env_fault = isinstance(error, EnvError)
+        summary = one_line(str(error)) if env_fault else f"{type(error).__name__}: {one_line(str(error))}"
+        return cls(actor, os.getpid(), summary, traceback.format_exc(), env_fault, starting)
+
+    def error(self) -> Exception:
+        """The exception the learner raises, its traceback logged (worker.log) first."""
+        log.error("V-trace actor %d (pid %d) failed:\n%s", self.actor, self.pid, self.traceback.rstrip(),
+                  extra=FILE_ONLY)
+        if self.env_fault and self.starting:
+            # Envs that cannot be made (or do not fit in memory) stop a job that cannot run as written, as in a
+            # worker that makes them itself: exit 2, not a crash to retry.
+            return UsageError(self.summary)
+        if self.env_fault:
+            return EnvError(self.summary)
+        return RuntimeError(f"V-trace actor {self.actor} (pid {self.pid}) failed: {self.summary}")
+
+
+@dataclass
+class ActorContext:
+    """What a spawned actor process is handed (picklable: shared tensors travel as file descriptors)."""
+
+    spec: JobSpec
+    index: int
+    seed: np.random.SeedSequence
+    groups: UnrollGroups
+    weights: WeightsBuffer
+    free_groups: object    # multiprocessing queue of group numbers the actor may fill
+    full_groups: object    # multiprocessing queue of Delivery (or an error text) back to the learner
+    stop: object           # multiprocessing event: the learner asks the actors to finish
+    learner_pid: int
+
+
+class ActorProcesses:
+    """Actors in spawned processes writing rounds into shared slots; the learner reads and frees them.
+
+    Made with the trainer but started at its first iteration, after any restore: the update count
+    seeds the processes, and the weights they start from are the restored ones."""
+
+    def __init__(self, spec: JobSpec, layout: UnrollLayout, network: nn.Module):
+        self.spec, self.layout, self.network = spec, layout, network
+        self.weights: WeightsBuffer | None = None
+        self.processes = []
+        self.started = self.closed = False
+
+    def start(self, generation: int) -> None:
+        self._make_processes(generation)
+        self.started = True
+        # Children start with SIGINT and SIGTERM blocked (the mask survives fork and exec), so a Ctrl-C
+        # that reaches the whole process group while they import cannot kill them before they ignore it.
+        # Blocked, not ignored, here: a pause requested meanwhile is delivered to the learner afterwards.
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            for process in self.processes:
+                process.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        # Whatever way the learner leaves (an exception past its own close, say), the actors must be
+        # stopped first: multiprocessing's exit handler would only SIGTERM them, which they ignore, and
+        # then wait for them for ever. Registered after multiprocessing's, so it runs before it.
+        atexit.register(self.close)
+        log.info("started %d V-trace actor processes (pids %s)", len(self.processes),
+                 " ".join(map(str, self.pids)))
+
+    def _make_processes(self, generation: int) -> None:
+        """The shared slots and weights, the queues, and one process per actor, not yet started."""
+        # spawn, never fork: the learner holds torch's thread pools, which do not survive a fork.
+        self.context = torch.multiprocessing.get_context("spawn")
+        spec, count = self.spec, self.spec.vtrace.actors
+        self.weights = WeightsBuffer(self.network, lock=self.context.Lock(), shared=True)
+        self.groups = UnrollGroups(self.layout, count * GROUPS_PER_ACTOR, shared=True)
+        self.free_groups = self.context.Queue()
+        self.full_groups = self.context.Queue()
+        self.stop = self.context.Event()
+        for group in range(self.groups.groups):
+            self.free_groups.put(group)
+        for index in range(count):
+            context = ActorContext(spec, index, actor_seed(spec.job.seed, index, generation), self.groups,
+                                   self.weights, self.free_groups, self.full_groups, self.stop, os.getpid())
+            # daemon: multiprocessing's exit handler terminates them if close() is never reached.
+            process = self.context.Process(target=run_actor_process, args=(context,),
+                                           name=PROCESS_NAME.format(index=index), daemon=True)
+            self.processes.append(process)
+
+    @property
+    def pids(self) -> list[int]:
+        return [process.pid for process in self.processes if process.pid is not None]
+
+    def receive(self, timeout: float) -> list[Delivery]:
+        """Every round finished so far, waiting up to timeout for the first one."""
+        deliveries = []
+        deadline = time.monotonic() + timeout
+        while True:
+            wait = max(0.0, deadline - time.monotonic()) if not deliveries else 0.0
+            try:
+                message = self.full_groups.get(timeout=min(wait, POLL_S)) if wait else self.full_groups.get_nowait()
+            except queue.Empty:
+                if deliveries or time.monotonic() >= deadline:
+                    self._check_alive()
+                    return deliveries
+                self._check_alive()
+                continue
+            if isinstance(message, ActorFailure):
+                raise message.error()
+            deliveries.append(message)
+
+    def _check_alive(self) -> None:
+        for process in self.processes:
+            if process.exitcode is not None:
+                failure = self._reported_failure()
+                if failure is not None:
+                    raise failure.error()
+                raise child_ended(f"V-trace actor {process.name} (pid {process.pid})", process.exitcode,
+                                  "while the learner needed it")
+
+    def _reported_failure(self) -> ActorFailure | None:
+        """An actor that failed put its report in the pipe before exiting: it says more than an exit code."""
+        with contextlib.suppress(queue.Empty, OSError, ValueError):
+            while True:
+                if isinstance(message := self.full_groups.get_nowait(), ActorFailure):
+                    return message
+        return None
+
+    def arrays(self, group: int) -> UnrollArrays:
+        return self.groups.group(group)
+
+    def release(self, group: int) -> None:
+        self.free_groups.put(group)
+
+    def publish(self, network: nn.Module) -> None:
+        # Before start there is no buffer yet: start copies the network as it is then.
+        if self.weights is not None:
+            self.weights.publish(network)
+
+    def state_dict(self) -> None:
+        """None: the rounds in flight are lost on resume, as asynchronous actors are not reproducible anyway."""
+        return None
+
+    def load_state_dict(self, state: dict) -> list[str]:
+        """Nothing to continue (a serial run's actors, say): processes start afresh, seeded by their generation."""
+        return []
+
+    def close(self) -> None:
+        """Ask the actors to stop, wait for them, and kill any that do not go (none may outlive this)."""
+        atexit.unregister(self.close)
+        if self.closed or not self.started:
+            self.closed = True
+            return
+        self.closed = True
+        self.stop.set()
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        for process in self.processes:
+            while process.pid is not None and process.is_alive() and time.monotonic() < deadline:
+                self._drain()  # an actor blocked on a full pipe could not see the stop flag
+                process.join(timeout=POLL_S)
+        for process in self.processes:
+            if process.pid is not None and process.is_alive():
+                process.kill()
+                process.join(timeout=JOIN_TIMEOUT_S)
+        self._drain()
+        for channel in (self.free_groups, self.full_groups):
+            channel.close()
+            channel.cancel_join_thread()
+
+    def _drain(self) -> None:
+        with contextlib.suppress(queue.Empty, OSError, ValueError):
+            while True:
+                self.full_groups.get_nowait()
+
+
+def run_actor_process(context: ActorContext) -> None:
+    """An actor process: rounds until the learner says stop or is gone, whichever comes first."""
+    # The learner decides when a pause happens: a terminal's Ctrl-C (sent to the whole foreground
+    # group) or a SIGTERM must not kill actors under it, which it would take for a crash.
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)  # also drops one that arrived while blocked
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    watch_parent(context.index)
+    record_where_the_worker_does()
+    torch.set_num_threads(1)
+    actor = None
+    try:
+        actor = Actor(context.spec, context.index, context.seed)
+        while (group := take_free_group(context)) is not None:
+            episodes = actor.unroll(context.weights, context.groups.group(group))
+            context.full_groups.put(Delivery(group, context.index, episodes))
+    except Exception as error:  # reported to the learner, which fails the job with it
+        report_failure(context, ActorFailure.of(context.index, error, starting=actor is None))
+        raise SystemExit(1) from None
+    finally:
+        # Never wait at exit for the learner to read what is still in the pipe: it may be gone.
+        context.full_groups.cancel_join_thread()
+        if actor is not None:
+            with contextlib.suppress(Exception):  # leaving anyway; a failure to close says nothing new
+                actor.close()
+
+
+def report_failure(context: ActorContext, failure: ActorFailure) -> None:
+    """Put the failure in the pipe and wait until it is written: put only hands it to the queue's feeder
+    thread, which exiting at once would stop first (the learner then saw only "exited with code 0")."""
+    with contextlib.suppress(Exception):  # a learner that is gone has nobody to tell
+        context.full_groups.put(failure)
+        context.full_groups.close()
+        context.full_groups.join_thread()
+
+
+def take_free_group(context: ActorContext) -> int | None:
+    """The next group to fill, or None once the learner asks to stop or has died."""
+    while not context.stop.is_set() and learner_alive(context.learner_pid):
+        try:
+            return context.free_groups.get(timeout=POLL_S)
+        except queue.Empty:
+            continue
+    return None
+
+
+def learner_alive(learner_pid: int) -> bool:
+    # A dead parent's children are re-parented (to init or a subreaper), so the parent pid changes.
+    return os.getppid() == learner_pid
+
+
+def watch_parent(index: int) -> None:
+    """Name the process for ps/psutil and, on Linux, have the kernel kill it when the learner dies."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_NAME, PROCESS_NAME.format(index=index).encode()[:15], 0, 0, 0)
+        # The learner thread that spawned us is the worker's main thread, so this fires when the
+        # process dies, even by SIGKILL, with no chance for it to clean up.
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
