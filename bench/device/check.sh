@@ -37,18 +37,17 @@ fi
 # Seconds per part on the GPU machine: 450 in all, leaving 30 of the 8 minutes for the wheels and the
 # merge. The learning run stops itself by [job] max_wall_s inside its share. The dry run's budgets only
 # catch a hang: its parts take seconds.
-declare -A budget=([cuda-tests]=100 [dqn]=90 [vtrace]=55 [env]=55 [learning]=150)
+declare -A budget=([cuda-tests]=100 [dqn]=85 [vtrace]=55 [env]=65 [learning]=145)
 if [ "$profile" != gpu ]; then
     budget=([cuda-tests]=120 [dqn]=120 [vtrace]=120 [env]=120 [learning]=120)
 fi
 
-python=python3
 if [ "$profile" = gpu ] && ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         .whl/*.whl || { echo "check.sh: the wheels in .whl/ did not install" >&2; exit 1; }
     export PYTHONPATH="/tmp/site:$root"
 else
-    command -v python >/dev/null && python=python
+    [ "$profile" != gpu ] || echo "check.sh: no wheels in .whl/ (bench/device/fetch_wheels.sh, then carry .whl): using what python3 has" >&2
     export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONUNBUFFERED=1
@@ -62,13 +61,13 @@ for part in "${parts[@]}"; do
     [ -n "${budget[$part]:-}" ] || { echo "check.sh: no part named $part" >&2; exit 2; }
     echo "== $part (at most ${budget[$part]} s)"
     began=$(date +%s)
-    timeout --kill-after=15 "${budget[$part]}" "$python" bench/device/check.py part "$part" --profile "$profile" \
+    timeout --kill-after=15 "${budget[$part]}" python3 bench/device/check.py part "$part" --profile "$profile" \
         --work "$work" --budget "${budget[$part]}" 2>&1 | tee "$work/logs/$part.log"
     code=${PIPESTATUS[0]}
     printf '%s\t%s\t%s\n' "$part" "$code" "$(($(date +%s) - began))" >>"$work/status.tsv"
 done
 
-"$python" bench/device/check.py merge --profile "$profile" --work "$work" --out "$out/figures.json"
+python3 bench/device/check.py merge --profile "$profile" --work "$work" --out "$out/figures.json"
 result=$?
 tar -czf "$out/logs.tar.gz" -C "$work" logs status.tsv $(cd "$work" && ls ./*.json ./*.xml ./*.toml 2>/dev/null)
 echo "results in $out (figures.json, logs.tar.gz)"

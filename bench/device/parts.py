@@ -17,11 +17,12 @@ sys.path[:0] = [str(ROOT / "bench")]  # the benches import each other as scripts
 PROFILES = {
     "gpu": {
         "device": "cuda",
-        "pytest": ["-n", "4"],
+        # Test by test over 6 processes (the suite's loadfile would run a module's tests in one).
+        "pytest": ["-n", "6", "--dist", "load"],
         "dqn": dict(game="ALE/Pong-v5", steps=8_000, learning_starts=2_000, buffer=20_000, envs=[1, 8], threads=1),
-        "vtrace": dict(game="ALE/Pong-v5", actors=14, envs_per_actor=4, unroll=20, batch=32, seconds=10.0,
+        "vtrace": dict(game="ALE/Pong-v5", actors=14, envs_per_actor=4, unroll=20, batch=32, seconds=8.0,
                        threads=1),
-        "env": dict(game="ALE/Pong-v5", envs=[16, 32, 64], seconds=3.0, repeats=1, threads=16),
+        "env": dict(game="ALE/Pong-v5", envs=[16, 32, 64], seconds=2.0, repeats=1, threads=16),
         "learning": dict(actors=14, frames=5_000_000, log_every=50_000, checkpoint_every=1_000_000),
     },
     "cpu-dry-run": {
