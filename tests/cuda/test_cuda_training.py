@@ -31,7 +31,8 @@ def pong_job(directory: Path) -> Path:
 def vtrace_job(directory: Path) -> Path:
     """A CartPole V-trace job, serial (the actor steps in the learner's process: bit-exact on the CPU), on the GPU."""
     text = vtrace_text(total_steps=VTRACE_STEPS, serial=True, actors=2, envs_per_actor=2, unroll_length=10,
-                       batch_size=8, lr=2e-3, hidden_sizes=[32, 32], feature_size=16)
+                       batch_size=8, lr=2e-3, hidden_sizes=[32, 32], feature_size=16,
+                       replays=({"kind": "queue", "capacity": 8},))
     path = directory / "vtrace.toml"
     path.write_text(text.replace('device = "cpu"', 'device = "cuda"'))
     return path
