@@ -1,0 +1,190 @@
+"""The device check's parts, each measuring through the benches' own functions and returning its figures as a dict."""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "bench")]  # the benches import each other as scripts beside one another
+
+# Two sizes of every part: the GPU machine's (16 cores, one GPU) and the CPU dry run's, which only proves
+# that each part runs end to end and writes its figures (a few seconds each on two shared cores).
+PROFILES = {
+    "gpu": {
+        "device": "cuda",
+        # Test by test over 6 processes (the suite's loadfile would run a module's tests in one).
+        "pytest": ["-n", "6", "--dist", "load"],
+        "dqn": dict(game="ALE/Pong-v5", steps=8_000, learning_starts=2_000, buffer=20_000, envs=[1, 8], threads=1),
+        "vtrace": dict(game="ALE/Pong-v5", actors=14, envs_per_actor=4, unroll=20, batch=32, seconds=8.0,
+                       threads=1),
+        "env": dict(game="ALE/Pong-v5", envs=[16, 32, 64], seconds=2.0, repeats=1, threads=16),
+        "learning": dict(actors=14, frames=5_000_000, log_every=50_000, checkpoint_every=1_000_000),
+    },
+    "cpu-dry-run": {
+        "device": "cpu",
+        "pytest": ["-n", "0"],
+        "dqn": dict(game="ALE/Pong-v5", steps=200, learning_starts=100, buffer=1_000, envs=[1], threads=1),
+        "vtrace": dict(game="ALE/Pong-v5", actors=2, envs_per_actor=2, unroll=5, batch=4, seconds=0.5, threads=1),
+        "env": dict(game="ALE/Pong-v5", envs=[2], seconds=0.3, repeats=1, threads=2),
+        "learning": dict(actors=2, frames=2_000, log_every=400, checkpoint_every=0),
+    },
+}
+# The suite's dry run (tests/integration/test_device_dry_run.py): one actor where the dry run has two, and
+# shorter measurements, since every actor process is seconds of torch import on a loaded 2-core machine.
+PROFILES["cpu-quick"] = {**PROFILES["cpu-dry-run"],
+                         "dqn": {**PROFILES["cpu-dry-run"]["dqn"], "steps": 120, "learning_starts": 60},
+                         "vtrace": {**PROFILES["cpu-dry-run"]["vtrace"], "actors": 1, "seconds": 0.2},
+                         "env": {**PROFILES["cpu-dry-run"]["env"], "seconds": 0.1},
+                         "learning": {**PROFILES["cpu-dry-run"]["learning"], "actors": 1, "frames": 400,
+                                      "log_every": 100}}
+# The ALE vector env (C++ threads) is the reference; "rlsup auto" is what a job gets by default.
+ENV_BACKENDS = ["rlsup auto", "rlsup", "rlsup subp", "ALE vector"]
+LEARNING_JOB = ROOT / "jobs" / "minatar-breakout-vtrace.toml"
+# Seconds the learning part keeps for start-up (14 actors importing torch) and the final checkpoint.
+LEARNING_MARGIN_S = 40
+
+
+def cuda_tests(profile: dict, work: Path, budget_s: float) -> dict:
+    """`pytest -m cuda` on tests/cuda: counts from its JUnit report, and each failure's first line."""
+    report = work / "cuda-tests.xml"
+    command = [sys.executable, "-m", "pytest", "-m", "cuda", str(ROOT / "tests" / "cuda"), *profile["pytest"],
+               "-p", "no:cacheprovider", "-rs", f"--junitxml={report}"]
+    exit_code = subprocess.run(command, cwd=ROOT).returncode
+    suite = next(ElementTree.parse(report).getroot().iter("testsuite"))
+    failures = [f"{case.get('name')}: {first_line(problem.get('message') or problem.tag)}"
+                for case in suite.iter("testcase") for problem in case if problem.tag in ("failure", "error")]
+    tests, skipped = int(suite.get("tests")), int(suite.get("skipped"))
+    failed = int(suite.get("failures")) + int(suite.get("errors"))
+    return {"exit": exit_code, "tests": tests, "passed": tests - skipped - failed, "failed": failed,
+            "skipped": skipped, "failures": failures}
+
+
+def dqn(profile: dict, work: Path, budget_s: float) -> dict:
+    """bench/dqn_throughput.py: whole `rlsup run` processes against stable-baselines3, per num_envs."""
+    import dqn_throughput
+
+    settings = profile["dqn"]
+    arguments = argparse.Namespace(**{key: value for key, value in settings.items() if key != "envs"},
+                                   device=profile["device"])
+    have_sb3 = module_available("stable_baselines3")
+    by_num_envs = {}
+    for num_envs in settings["envs"]:
+        directory = Path(tempfile.mkdtemp(prefix=f"dqn-{num_envs}-", dir=work))
+        ours = dqn_throughput.rlsup_timing(arguments, num_envs, directory)
+        theirs = dqn_throughput.sb3_timing(arguments, num_envs, directory) if have_sb3 else None
+        by_num_envs[str(num_envs)] = {
+            "rlsup_wall_s": ours.wall, "rlsup_cpu_s": ours.cpu, "rlsup_updates": ours.updates,
+            "rlsup_steps_per_s": settings["steps"] / ours.wall,
+            "sb3_wall_s": theirs and theirs.wall, "sb3_cpu_s": theirs and theirs.cpu,
+            "sb3_updates": theirs and theirs.updates, "sb3_steps_per_s": theirs and settings["steps"] / theirs.wall,
+            "sb3_wall_over_rlsup": theirs and theirs.wall / ours.wall}
+        print(f"dqn num_envs {num_envs}: {by_num_envs[str(num_envs)]}", flush=True)
+    return {**settings, "device": profile["device"], "sb3": "measured" if have_sb3 else "not installed",
+            "by_num_envs": by_num_envs}
+
+
+def vtrace(profile: dict, work: Path, budget_s: float) -> dict:
+    """bench/vtrace_throughput.py: raw actor loops, the pipeline without and with the learner's update."""
+    import vtrace_throughput
+
+    settings = profile["vtrace"]
+    arguments = argparse.Namespace(**settings, device=profile["device"])
+    spec = vtrace_throughput.bench_spec(arguments)
+    raw = vtrace_throughput.raw_rate(spec, settings["seconds"])
+    machinery, idle_updates = vtrace_throughput.pipeline_rates(spec, settings["seconds"], train=False)
+    full, updates = vtrace_throughput.pipeline_rates(spec, settings["seconds"], train=True)
+    return {**settings, "device": profile["device"], "raw_steps_per_s": raw,
+            "pipeline_no_update_steps_per_s": machinery, "pipeline_steps_per_s": full,
+            "pipeline_over_raw": full / raw, "updates_per_s": updates, "updates_per_s_no_update": idle_updates}
+
+
+def env(profile: dict, work: Path, budget_s: float) -> dict:
+    """bench/env_throughput.py: agent steps/s of rlsup's vectorisers and the ALE vector env, per N."""
+    import torch
+
+    import env_throughput
+
+    settings = profile["env"]
+    arguments = argparse.Namespace(**settings, backends=ENV_BACKENDS)
+    torch.set_num_threads(1)
+    probe = env_throughput.make_vector_env(env_throughput.env_settings(settings["game"]), [env_throughput.SEED])
+    policy = env_throughput.Policy(probe.observation_shape, probe.num_actions)
+    probe.close()
+    by_n = {}
+    for count in settings["envs"]:
+        measured = env_throughput.medians(arguments, count, policy)
+        by_n[str(count)] = {name: found and found.rate for name, found in measured.items()}
+        print(f"env N {count}: {by_n[str(count)]}", flush=True)
+    return {**settings, "backends": ENV_BACKENDS, "by_n": by_n}
+
+
+def learning(profile: dict, work: Path, budget_s: float) -> dict:
+    """MinAtar Breakout V-trace on the machine's actors and device, stopped by [job] max_wall_s within the
+    part's budget, its 100-episode training average beside the MinAtar paper's curves."""
+    import minatar_learning
+    from rlsup import spec as specs
+    from rlsup.run import files as runfiles
+
+    settings = profile["learning"]
+    frames = settings["frames"]
+    spec = specs.load(LEARNING_JOB).replace("job", device=profile["device"], total_steps=frames,
+                                             max_wall_s=max(10.0, budget_s - LEARNING_MARGIN_S))
+    spec = spec.replace("vtrace", actors=settings["actors"], lr_end_step=frames)
+    spec = spec.replace("eval", every_steps=0).replace("log", every_steps=settings["log_every"])
+    spec = spec.replace("checkpoint", every_steps=settings["checkpoint_every"])
+    job, run_dir = work / "learning.toml", work / "learning-run"
+    job.write_text(spec.to_toml())
+    began = time.monotonic()
+    exit_code = subprocess.run([sys.executable, "-m", "rlsup.cli", "run", str(job), "--run-dir", str(run_dir)]).returncode
+    wall_s = time.monotonic() - began
+    records = runfiles.read_metrics(run_dir)
+    episodes = [(record["step"], record["return"]) for record in records if record["kind"] == "episode"]
+    reached = max((record["step"] for record in records if "step" in record), default=0)
+    marks = [mark for mark in minatar_learning.PAPER_AC_BREAKOUT if mark <= reached] + [reached]
+    curve = [{"frames": mark, "rlsup": minatar_learning.moving_average_at(episodes, mark),
+              "paper_ac": minatar_learning.PAPER_AC_BREAKOUT.get(mark),
+              "paper_dqn": minatar_learning.PAPER_DQN_BREAKOUT.get(mark)} for mark in marks]
+    return {"job": LEARNING_JOB.name, "game": spec.env.id, "actors": settings["actors"], "device": profile["device"],
+            "exit": exit_code, "frames_target": frames, "frames": reached, "wall_s": wall_s,
+            "frames_per_s": reached / wall_s, "episodes": len(episodes), "curve": curve,
+            "final_average": minatar_learning.moving_average_at(episodes, reached)}
+
+
+def machine(profile_name: str) -> dict:
+    """What the figures were measured on."""
+    import os
+
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"profile": profile_name, "python": sys.version.split()[0], "torch": torch.__version__,
+            "cuda": torch.version.cuda, "gpu": gpu, "cpus": os.cpu_count(), "time": time.time()}
+
+
+def first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0][:300]
+
+
+def module_available(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+PARTS = {"cuda-tests": cuda_tests, "dqn": dqn, "vtrace": vtrace, "env": env, "learning": learning}
+# Each part's figures, by key: tests/integration/test_device_dry_run.py checks the dry run wrote them all.
+FIGURE_KEYS = {
+    "cuda-tests": ["exit", "tests", "passed", "failed", "skipped", "failures"],
+    "dqn": ["game", "steps", "device", "sb3", "by_num_envs"],
+    "vtrace": ["game", "actors", "device", "raw_steps_per_s", "pipeline_no_update_steps_per_s",
+               "pipeline_steps_per_s", "pipeline_over_raw", "updates_per_s"],
+    "env": ["game", "envs", "backends", "by_n"],
+    "learning": ["game", "actors", "device", "frames_target", "frames", "wall_s", "frames_per_s", "curve",
+                 "final_average"],
+}
+
