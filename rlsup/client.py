@@ -18,7 +18,8 @@ from rlsup.jobs import state as jobstate
 from rlsup.run import files as runfiles
 from rlsup.jobs import store_file
 from rlsup.jobs.state import ACTIVE, Desired, State
-from rlsup.views.jobs import foreground_advice, jobs_following
+from rlsup.jobs.record import jobs_following
+from rlsup.views.jobs import foreground_advice
 from rlsup.jobs.store import AmbiguousName, Job, Store
 
 

@@ -11,7 +11,7 @@ from rlsup import spec as specs
 from rlsup.run import files as runfiles
 from rlsup.daemon import edits
 from rlsup.jobs.state import EditAction, State
-from rlsup.views.jobs import jobs_following
+from rlsup.jobs.record import jobs_following
 from rlsup.jobs.store import Job
 
 log = logging.getLogger("rlsup.daemon")

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypedDict
 
 from rlsup.jobs.state import ACTIVE, Desired, State
@@ -182,3 +184,9 @@ def job_from_row(values: dict) -> Job:
         values["process"] = Process(indices, pid, start_time, boot_id, ref, node)
         values["signal"] = SentSignal(SignalKind(kind), sent) if kind else None
     return Job(**values)
+
+
+def jobs_following(path: str | Path, jobs: list[Job]) -> list[Job]:
+    """The jobs that edits of this file reach (the daemon watches no killed job's file)."""
+    wanted = os.path.normpath(str(path))
+    return [job for job in jobs if job.state is not State.KILLED and os.path.normpath(job.spec_path) == wanted]
