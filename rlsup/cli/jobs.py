@@ -217,13 +217,13 @@ def print_table(rows: list[jobview.JobRow]) -> None:
     if not rows:
         print("no jobs; queue one with `rlsup submit JOB.toml`")
         return
-    lines: list[tuple[tuple[str, ...], str | None]] = [(COLUMNS, None)]  # cells, and the state to colour by
+    lines: list[tuple[tuple[str, ...], State | None]] = [(COLUMNS, None)]  # cells, and the state to colour by
     for entry in groups.grouped(rows):
         if isinstance(entry, groups.GroupRow):
             lines.append((printable_cells(group_views.group_cells(entry)), None))
-            lines.extend((indented(printable_cells(table_cells(row))), row.job.state.value) for row in entry.rows)
+            lines.extend((indented(printable_cells(table_cells(row))), row.job.state) for row in entry.rows)
         else:
-            lines.append((printable_cells(table_cells(entry)), entry.job.state.value))
+            lines.append((printable_cells(table_cells(entry)), entry.job.state))
     widths = [max(len(cells[index]) for cells, _ in lines) for index in range(len(COLUMNS) - 1)]
     painted = colour.wanted()
     state_column = COLUMNS.index("STATE")

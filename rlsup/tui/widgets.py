@@ -37,7 +37,7 @@ LEVELS = "▁▂▃▄▅▆▇█"
 
 
 def state_text(state: State) -> Text:
-    return Text(str(state), style=STATE_STYLES.get(str(state), ""))
+    return Text(str(state), style=STATE_STYLES.get(state, ""))
 
 
 def level_bar(percent: float | None, width: int) -> Text:
