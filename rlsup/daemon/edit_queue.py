@@ -11,7 +11,7 @@ from rlsup import spec as specs
 from rlsup.run import files as runfiles
 from rlsup.daemon import edits
 from rlsup.jobs.state import EditAction, State
-from rlsup.jobs.record import jobs_following
+from rlsup.jobs.record import EventKind, jobs_following
 from rlsup.jobs.store import Job
 
 log = logging.getLogger("rlsup.daemon")
@@ -102,17 +102,17 @@ class EditHandling:
                 decision = edits.keep_name(decision, current, judged.saved.path, holder)
         if isinstance(decision, edits.Refuse):
             log.info("job %s: edit refused: %s", job.id, decision.message.splitlines()[0])
-            self.store.add_event(job.id, "refused", decision.message)
+            self.store.add_event(job.id, EventKind.REFUSED, decision.message)
         elif decision is not None:
             if decision.refusal:
-                self.store.add_event(job.id, "refused", decision.refusal)
+                self.store.add_event(job.id, EventKind.REFUSED, decision.refusal)
             self.apply_edit(job, decision)
 
     def apply_edit(self, job: Job, edit: edits.Accept) -> None:
         runfiles.write_run_spec(Path(job.run_dir), edit.spec)
         if edit.new_identity:
             self.store.update(job.id, algo=edit.spec.job.algo, env=edit.spec.env.id)
-        self.store.add_event(job.id, "edit", edit.summary)
+        self.store.add_event(job.id, EventKind.EDIT, edit.summary)
         section = edit.spec.job
         job = self.store.update(job.id, name=section.name, priority=section.priority, total_steps=section.total_steps,
                                 max_restarts=section.max_restarts, gpus_wanted=section.gpus, cluster=section.cluster)

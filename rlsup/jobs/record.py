@@ -22,6 +22,28 @@ class SignalKind(str, enum.Enum):
         return self.value
 
 
+class EventKind(str, enum.Enum):
+    """What an event records. The values are what the store holds, so a store of any version reads."""
+
+    STATE = "state"              # a state change: from_state and to_state say which
+    INTENT = "intent"            # a client asked for pause, resume or kill
+    EDIT = "edit"                # an edit of the job file applied
+    REFUSED = "refused"          # an edit, or part of one, refused: the job goes on without it
+    SIGNAL = "signal"            # a signal sent to the worker
+    DAEMON = "daemon"            # the daemon started, stopped, read daemon.toml, or gave a job up
+    ADOPTED = "adopted"          # a running worker taken on by this daemon
+    WAITING = "waiting"          # why a queued job does not start yet
+    CHECKPOINT = "checkpoint"    # what a worker's start made of the checkpoints (newer ones skipped, and why)
+    FEATURE_OFF = "feature off"  # a requested feature the worker had to switch off
+    MOVING = "moving"            # the run on its way under a cluster's run_root, or why it stayed
+    MOVED = "moved"              # the run now under the cluster's run_root
+    DELETED = "deleted"          # the old run of a move deleted
+    KEPT = "kept"                # the old run of a move not (or only partly) deleted, and why
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Process:
     """An active job's worker: its GPUs from placement on; pid, start time and boot once it runs."""
@@ -119,7 +141,7 @@ class Event:
     id: int
     time: float
     job_id: int | None
-    kind: str
+    kind: EventKind
     from_state: str | None
     to_state: str | None
     message: str
@@ -184,6 +206,10 @@ def job_from_row(values: dict) -> Job:
         values["process"] = Process(indices, pid, start_time, boot_id, ref, node)
         values["signal"] = SentSignal(SignalKind(kind), sent) if kind else None
     return Job(**values)
+
+
+def event_from_row(values: dict) -> Event:
+    return Event(**{**values, "kind": EventKind(values["kind"])})
 
 
 def jobs_following(path: str | Path, jobs: list[Job]) -> list[Job]:

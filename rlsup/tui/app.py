@@ -21,6 +21,7 @@ from rlsup.views import jobs as jobview
 from rlsup.views import plots as plotting
 from rlsup.checkpoint.manifest import verify
 from rlsup.formatting import printable
+from rlsup.jobs.record import EventKind
 from rlsup.jobs.state import ACTIVE, Desired
 from rlsup.views.jobs import JobRow
 from rlsup.tui import data, messages, overlay
@@ -124,7 +125,7 @@ class RlsupApp(App):
 
     def on_events_appended(self, message: messages.EventsAppended) -> None:
         for event in message.events:
-            if event.kind == "refused" and event.job_id != self.selected_job_id:
+            if event.kind is EventKind.REFUSED and event.job_id != self.selected_job_id:
                 self.notify(f"job {event.job_id}: {event.message}", title="Edit refused", severity="error")
         newest = self.model.events[-1].id if self.model.events else 0
         selected = [event for event in message.events if event.job_id == self.model.events_job and event.id > newest]

@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from rlsup.jobs import store as store_module
+from rlsup.jobs.record import EventKind
 from rlsup.jobs.state import Desired, State, TransitionError
 from rlsup.jobs.store import AmbiguousName, Process, SentSignal, SignalKind, Store, StoreError
 
@@ -154,6 +155,25 @@ def test_events_are_limited_to_the_newest_oldest_first(store):
     assert messages == ["edit 2", "edit 3", "edit 4"]
     everything = store.events_since(0)
     assert [event.id for event in everything] == sorted(event.id for event in everything)
+
+
+# Every kind an event was ever stored with, as the store holds it: a store of any version reads.
+STORED_KINDS = ("state", "intent", "edit", "refused", "signal", "daemon", "adopted", "waiting", "checkpoint",
+                "feature off", "moving", "moved", "deleted", "kept")
+
+
+def test_event_kinds_are_one_enum_whose_values_are_the_stored_strings(store):
+    job = submit(store)
+    for kind in STORED_KINDS:  # as an older rlsup wrote them, straight into the table
+        store.connection.execute("INSERT INTO events (time, job_id, kind, message) VALUES (1.0, ?, ?, '')",
+                                 (job.id, kind))
+    kinds = [event.kind for event in store.events(job.id)][1:]
+    assert kinds == [EventKind(kind) for kind in STORED_KINDS] and len(EventKind) == len(STORED_KINDS)
+    assert all(type(kind) is EventKind for kind in kinds)
+    with pytest.raises(ValueError):
+        store.add_event(job.id, "edited", "a kind no reader knows is refused, not stored")
+    schema_comment = store_module.MIGRATIONS[0].split("kind TEXT NOT NULL,")[1].split("from_state")[0]
+    assert all(kind in schema_comment for kind in STORED_KINDS), schema_comment
 
 
 def test_data_version_moves_only_for_other_connections(home):
