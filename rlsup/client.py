@@ -18,7 +18,7 @@ from rlsup.jobs import state as jobstate
 from rlsup.run import files as runfiles
 from rlsup.jobs import store_file
 from rlsup.jobs.state import ACTIVE, Desired, State
-from rlsup.jobs.record import jobs_following
+from rlsup.jobs.record import jobs_following, spec_columns
 from rlsup.views.jobs import foreground_advice
 from rlsup.jobs.store import AmbiguousName, Job, Store
 
@@ -112,11 +112,8 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
             prepare(run_dir, effective)
         followed = snapshot(data, run_dir) if copy else path
         with Store(home) as store:
-            job = store.submit(name=effective.job.name, spec_path=followed, run_dir=run_dir, algo=effective.job.algo,
-                               env=effective.env.id, priority=effective.job.priority,
-                               gpus_wanted=effective.job.gpus, total_steps=effective.job.total_steps,
-                               max_restarts=effective.job.max_restarts, spec_seen=specs.file_digest(data),
-                               overrides=overrides, cluster=effective.job.cluster)
+            job = store.submit(**spec_columns(effective), spec_path=followed, run_dir=run_dir,
+                               spec_seen=specs.file_digest(data), overrides=overrides)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)  # just made, empty of training: no orphan run left behind
         raise
@@ -189,11 +186,8 @@ def queue_experiment(path: Path, data: bytes, name: str, prepared: list, home: P
             import_trust.write_import_paths(run_dirs[-1], import_roots(effective.env))
         followed = snapshot(data, run_dirs[0]) if copy else path  # one copy drives the whole experiment
         with Store(home) as store, store.transaction():
-            queued = [store.submit(name=effective.job.name, spec_path=followed, run_dir=run_dir,
-                                   algo=effective.job.algo, env=effective.env.id, priority=effective.job.priority,
-                                   gpus_wanted=effective.job.gpus, total_steps=effective.job.total_steps,
-                                   max_restarts=effective.job.max_restarts, spec_seen=specs.file_digest(data),
-                                   overrides=overrides, experiment=name, cluster=effective.job.cluster)
+            queued = [store.submit(**spec_columns(effective), spec_path=followed, run_dir=run_dir,
+                                   spec_seen=specs.file_digest(data), overrides=overrides, experiment=name)
                       for (_, overrides, effective), run_dir in zip(prepared, run_dirs)]
     except BaseException:
         for run_dir in run_dirs:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
 import os
 import sqlite3
@@ -25,7 +24,7 @@ from rlsup.daemon.watcher import SpecWatcher
 from rlsup.jobs.state import ACTIVE, Desired, Exit, State
 from rlsup.run.status import WorkerStatus, read_worker_status
 from rlsup.jobs.store import Job, JobChanges, Process, SentSignal, SignalKind, Store, StoreBusy
-from rlsup.jobs.record import EventKind
+from rlsup.jobs.record import EventKind, row_section, section_columns
 
 log = logging.getLogger("rlsup.daemon")
 
@@ -269,7 +268,7 @@ class Daemon(EditHandling):
         try:
             return runfiles.read_run_spec(Path(job.run_dir)).job
         except specs.SpecError:  # unreadable: the row's copy of it, defaults for the rest
-            return dataclasses.replace(specs.JobSection(), total_steps=job.total_steps, max_restarts=job.max_restarts)
+            return row_section(job)
 
     def schedule(self) -> None:
         jobs = self.store.jobs([State.QUEUED, *ACTIVE])
@@ -406,8 +405,8 @@ class Daemon(EditHandling):
             max_restarts=run.max_restarts,
             stopped_by_daemon=job.signal is not None and job.signal.kind in (SignalKind.PAUSE, SignalKind.PAUSE_KILL))
         # The row's copy of the budget follows job.toml, which a live edit may have changed meanwhile.
-        changes: JobChanges = dict(exit_code=ended.code if ended.signal is None else -ended.signal,
-                                   finished=time.time(), total_steps=run.total_steps, max_restarts=run.max_restarts)
+        changes: JobChanges = dict(exit_code=ended.code if ended.signal is None else -ended.signal, finished=time.time(),
+                                   **section_columns(run, ("total_steps", "max_restarts")))
         if ended.step is not None:
             changes["step"] = ended.step
         reason = outcome.reason

@@ -1,14 +1,16 @@
 """The job record: a row of the store's jobs table as typed data, with sub-records that exist only in some states."""
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypedDict
+from typing import Iterable, TypedDict
 
 from rlsup.jobs.state import ACTIVE, Desired, State
+from rlsup.spec import JobSection, JobSpec
 
 
 class SignalKind(str, enum.Enum):
@@ -68,9 +70,9 @@ class SentSignal:
 class Job:
     """One row of jobs. process and signal exist only while the job is active (a worker may exist).
 
-    name, algo, env, priority, gpus_wanted, total_steps and max_restarts copy the run's accepted
-    job.toml (written with it at submit and at each accepted edit, re-read when a worker ends), so
-    listing and scheduling need no file; job.toml is their source.
+    The columns spec_columns() names (name, algo, env, priority, gpus_wanted, total_steps, max_restarts,
+    cluster) copy the run's accepted job.toml (written with it at submit and at each accepted edit, the
+    budget re-read when a worker ends), so listing and scheduling need no file; job.toml is their source.
     """
 
     id: int
@@ -206,6 +208,27 @@ def job_from_row(values: dict) -> Job:
         values["process"] = Process(indices, pid, start_time, boot_id, ref, node)
         values["signal"] = SentSignal(SignalKind(kind), sent) if kind else None
     return Job(**values)
+
+
+# The columns of a job's row that copy its run's [job] section, each with the field it copies.
+JOB_COLUMNS = {"name": "name", "algo": "algo", "priority": "priority", "gpus_wanted": "gpus",
+               "total_steps": "total_steps", "max_restarts": "max_restarts", "cluster": "cluster"}
+
+
+def section_columns(section: JobSection, columns: Iterable[str] = tuple(JOB_COLUMNS)) -> dict:
+    """The row's copy of a [job] section (of the named columns only, if given), as Store.update takes it."""
+    return {column: getattr(section, JOB_COLUMNS[column]) for column in columns}
+
+
+def spec_columns(spec: JobSpec) -> dict:
+    """Every column of a job's row that copies its run's job.toml, as Store.submit and Store.update take them."""
+    return {**section_columns(spec.job), "env": spec.env.id}
+
+
+def row_section(job: Job) -> JobSection:
+    """The [job] section as the job's row copies it, defaults for the rest: what the daemon goes by when
+    job.toml does not read."""
+    return dataclasses.replace(JobSection(), **{field: getattr(job, column) for column, field in JOB_COLUMNS.items()})
 
 
 def event_from_row(values: dict) -> Event:
