@@ -60,7 +60,7 @@ def spec_drift(job: Job) -> str | None:
         edited = specs.apply_overrides(specs.load(job.spec_path), job.override_values)
     except specs.SpecError:
         return "file differs from run: the file does not load (see rlsup validate)"
-    fields = [change.field for change in specs.refused(specs.diff(run, edited))]
+    fields = [change.field for change in specs.judge(run, edited).refused]
     return f"file differs from run: {', '.join(fields)} refused" if fields else None
 
 

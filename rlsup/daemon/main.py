@@ -387,8 +387,8 @@ class Daemon(EditHandling):
 
     def reload(self, job_id: int) -> None:
         if self.runner.signal(job_id, Signal.RELOAD):
-            self.store.add_event(job_id, EventKind.SIGNAL, "reload: the worker applies the live fields (SIGHUP, and its "
-                                                   "job.toml rewritten)")
+            self.store.add_event(job_id, EventKind.SIGNAL,
+                                 "reload: the worker applies the live fields (SIGHUP, and its job.toml rewritten)")
 
     def finish(self, worker: WorkerHandle, ended: Exit) -> None:
         """Move a job whose worker ended to its next state."""
@@ -405,8 +405,8 @@ class Daemon(EditHandling):
             max_restarts=run.max_restarts,
             stopped_by_daemon=job.signal is not None and job.signal.kind in (SignalKind.PAUSE, SignalKind.PAUSE_KILL))
         # The row's copy of the budget follows job.toml, which a live edit may have changed meanwhile.
-        changes: JobChanges = dict(exit_code=ended.code if ended.signal is None else -ended.signal, finished=time.time(),
-                                   **section_columns(run, ("total_steps", "max_restarts")))
+        changes: JobChanges = dict(exit_code=ended.code if ended.signal is None else -ended.signal,
+                                   finished=time.time(), **section_columns(run, ("total_steps", "max_restarts")))
         if ended.step is not None:
             changes["step"] = ended.step
         reason = outcome.reason
