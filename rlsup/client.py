@@ -39,6 +39,10 @@ class ClusterUnavailable(ValueError):
     """A job names a cluster daemon.toml does not (or daemon.toml does not read)."""
 
 
+class IntentRefused(ValueError):
+    """An intent with nothing to do for the job in its state: the message says so, in every client's words."""
+
+
 class NameTaken(ValueError):
     """An experiment already has a job of the name a new one of it would take (the same seed and variant)."""
 
@@ -271,13 +275,27 @@ def not_found_message(reference: str, home: Path, action: str = "show") -> str:
     return f"{run_dir} is a run directory that no queued job owns; continue it with: rlsup run --resume {run_dir}"
 
 
+def intent_refusal(job: Job, desired: Desired) -> str | None:
+    """Why desired has nothing to do for the job in its state, in one sentence; None when it applies."""
+    if jobstate.intent_applies(job.state, desired):
+        return None
+    problem = jobstate.NOTHING_TO_DO[desired]
+    if job.state is State.DONE and desired is Desired.RUNNING:
+        problem += f"; it reached its budget: raise total_steps in {job.spec_path} to train further"
+    return f"job {job.id} is {job.state}: {problem}"
+
+
 def set_intent(reference: str, desired: Desired, *, home: Path | None = None,
                start_daemon: bool = True) -> Job:
-    """Record pause / resume / kill for a job; the daemon applies it within a tick."""
+    """Record pause / resume / kill for a job; the daemon applies it within a tick. Raises IntentRefused (nothing
+    recorded) when the intent has nothing to do for the job in its state."""
     with Store(home) as store:
         job = one_job(store, reference)
         if job is None:
             raise JobNotFound(not_found_message(reference, store.home, desired.verb))
+        refusal = intent_refusal(job, desired)
+        if refusal is not None:
+            raise IntentRefused(refusal)
         job = store.set_desired(job.id, desired)
     if start_daemon and needs_daemon(job):
         ensure_daemon(home)

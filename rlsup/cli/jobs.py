@@ -141,8 +141,8 @@ def command_intent(args: argparse.Namespace) -> int:
             if group_views.group_intent(reference, args.desired):
                 continue
             job = client.set_intent(reference, args.desired)
-        except client.JobNotFound as error:
-            print(f"rlsup: {error}", file=sys.stderr)
+        except (client.JobNotFound, client.IntentRefused) as error:
+            print(f"rlsup: {formatting.printable(str(error))}", file=sys.stderr)
             code = 1
             continue
         except client.DaemonError as error:
@@ -154,8 +154,6 @@ def command_intent(args: argparse.Namespace) -> int:
             code = 1
             continue
         print(f"job {job.id} ({formatting.printable(job.name)}): {verb} requested (now {job.state})")
-        if job.state is State.DONE and args.desired is Desired.RUNNING:
-            print(f"  it reached its budget; raise total_steps in {job.spec_path} to train further")
     return code
 
 

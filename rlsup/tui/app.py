@@ -16,7 +16,6 @@ from textual.screen import Screen
 from textual.worker import get_current_worker
 
 from rlsup import client, paths, spec as specs
-from rlsup.jobs import state as jobstate
 from rlsup.views import jobs as jobview
 from rlsup.views import plots as plotting
 from rlsup.checkpoint.manifest import verify
@@ -35,8 +34,6 @@ from rlsup.tui.stop_signals import StopRequest, stop_signals_close
 POLL_INTERVAL_S = 0.5
 VERIFY_LOCK = threading.Lock()
 EVENTS_KEPT = 1000
-# Added to jobstate's refusal of a resume: the way to run a done job again, here.
-RESUME_HINT = " (a done job runs again when you raise total_steps with e)"
 
 
 class RlsupApp(App):
@@ -297,9 +294,9 @@ class RlsupApp(App):
         if row is None:
             return
         job = row.job
-        if not jobstate.intent_applies(job.state, desired):
-            problem = jobstate.NOTHING_TO_DO[desired] + (RESUME_HINT if desired is Desired.RUNNING else "")
-            self.notify(f"Job {job.id} is {job.state}: {problem}.", severity="warning")
+        refusal = client.intent_refusal(job, desired)  # asked first: a kill of a killed job asks no question
+        if refusal is not None:
+            self.notify(escape(printable(refusal)), severity="warning")
             return
         if desired is not Desired.KILLED:
             self.send_intent(desired, job.id)
@@ -340,6 +337,9 @@ class RlsupApp(App):
     def send_intent(self, desired: Desired, job_id: int) -> None:
         try:
             client.set_intent(str(job_id), desired, home=self.home)
+        except client.IntentRefused as error:  # its state moved on since the key was pressed
+            self.post_message(messages.ActionFinished(escape(printable(str(error))), failed=True))
+            return
         except (client.JobNotFound, client.DaemonError, sqlite3.Error, OSError) as error:
             self.post_message(messages.ActionFinished(f"{desired.verb} job {job_id}: {error}", failed=True))
             return
