@@ -140,8 +140,8 @@ def test_the_floors_are_found() -> None:
     assert floor("rlsup.daemon") == floor("rlsup.daemon.edits") and floor("rlsup.tui.app") == floor("rlsup.cli")
 
 
-def test_an_upward_import_is_found() -> None:
-    """The test below sees lazy imports and `from rlsup import x` alike (the daemon's edits import lineage so)."""
+def test_imports_are_found_at_module_level_inside_functions_and_from_the_package() -> None:
+    """What the test below reads: `from rlsup import spec as specs` (the daemon's edits) names rlsup.spec."""
     assert "rlsup.client" in rlsup_imports("rlsup.cli.jobs") and "rlsup.spec" in rlsup_imports("rlsup.daemon.edits")
     assert "rlsup.algos.envs.check" in rlsup_imports("rlsup.client")  # imported inside submit()
 
