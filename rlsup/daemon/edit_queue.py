@@ -104,15 +104,18 @@ class EditHandling:
             log.info("job %s: edit refused: %s", job.id, decision.message.splitlines()[0])
             self.store.add_event(job.id, EventKind.REFUSED, decision.message)
         elif decision is not None:
-            if decision.refusal:
-                self.store.add_event(job.id, EventKind.REFUSED, decision.refusal)
             self.apply_edit(job, decision)
 
     def apply_edit(self, job: Job, edit: edits.Accept) -> None:
         runfiles.write_run_spec(Path(job.run_dir), edit.spec)
-        self.store.add_event(job.id, EventKind.EDIT, edit.summary)
-        # algo and env change only with new_identity (a job never started): otherwise they are written unchanged.
-        job = self.store.update(job.id, **spec_columns(edit.spec))
+        # The events with the row they describe, in one transaction: a paused job's refusal of part of a save
+        # was recorded before the row took the rest, and a reader of both saw the old budget beside it.
+        with self.store.transaction():
+            if edit.refusal:
+                self.store.add_event(job.id, EventKind.REFUSED, edit.refusal)
+            self.store.add_event(job.id, EventKind.EDIT, edit.summary)
+            # algo and env change only with new_identity (a job never started): else they are written unchanged.
+            job = self.store.update(job.id, **spec_columns(edit.spec))
         log.info("job %s: edit applied (%s) -> %s", job.id, ", ".join(c.field for c in edit.changes), edit.action)
         if edit.action is EditAction.RELOAD and job.state is State.STARTING:
             self.pending_reload.add(job.id)  # SIGHUP before its handler exists would kill it
