@@ -18,7 +18,8 @@ from rlsup.jobs import state as jobstate
 from rlsup.run import files as runfiles
 from rlsup.jobs import store_file
 from rlsup.jobs.state import ACTIVE, Desired, State
-from rlsup.views.jobs import foreground_advice, jobs_following
+from rlsup.jobs.record import jobs_following, spec_columns
+from rlsup.views.jobs import foreground_advice
 from rlsup.jobs.store import AmbiguousName, Job, Store
 
 
@@ -36,6 +37,10 @@ class FileAlreadyBound(ValueError):
 
 class ClusterUnavailable(ValueError):
     """A job names a cluster daemon.toml does not (or daemon.toml does not read)."""
+
+
+class IntentRefused(ValueError):
+    """An intent with nothing to do for the job in its state: the message says so, in every client's words."""
 
 
 class NameTaken(ValueError):
@@ -59,7 +64,7 @@ def spec_drift(job: Job) -> str | None:
         edited = specs.apply_overrides(specs.load(job.spec_path), job.override_values)
     except specs.SpecError:
         return "file differs from run: the file does not load (see rlsup validate)"
-    fields = [change.field for change in specs.refused(specs.diff(run, edited))]
+    fields = [change.field for change in specs.judge(run, edited).refused]
     return f"file differs from run: {', '.join(fields)} refused" if fields else None
 
 
@@ -111,11 +116,8 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
             prepare(run_dir, effective)
         followed = snapshot(data, run_dir) if copy else path
         with Store(home) as store:
-            job = store.submit(name=effective.job.name, spec_path=followed, run_dir=run_dir, algo=effective.job.algo,
-                               env=effective.env.id, priority=effective.job.priority,
-                               gpus_wanted=effective.job.gpus, total_steps=effective.job.total_steps,
-                               max_restarts=effective.job.max_restarts, spec_seen=specs.file_digest(data),
-                               overrides=overrides, cluster=effective.job.cluster)
+            job = store.submit(**spec_columns(effective), spec_path=followed, run_dir=run_dir,
+                               spec_seen=specs.file_digest(data), overrides=overrides)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)  # just made, empty of training: no orphan run left behind
         raise
@@ -188,11 +190,8 @@ def queue_experiment(path: Path, data: bytes, name: str, prepared: list, home: P
             import_trust.write_import_paths(run_dirs[-1], import_roots(effective.env))
         followed = snapshot(data, run_dirs[0]) if copy else path  # one copy drives the whole experiment
         with Store(home) as store, store.transaction():
-            queued = [store.submit(name=effective.job.name, spec_path=followed, run_dir=run_dir,
-                                   algo=effective.job.algo, env=effective.env.id, priority=effective.job.priority,
-                                   gpus_wanted=effective.job.gpus, total_steps=effective.job.total_steps,
-                                   max_restarts=effective.job.max_restarts, spec_seen=specs.file_digest(data),
-                                   overrides=overrides, experiment=name, cluster=effective.job.cluster)
+            queued = [store.submit(**spec_columns(effective), spec_path=followed, run_dir=run_dir,
+                                   spec_seen=specs.file_digest(data), overrides=overrides, experiment=name)
                       for (_, overrides, effective), run_dir in zip(prepared, run_dirs)]
     except BaseException:
         for run_dir in run_dirs:
@@ -276,13 +275,27 @@ def not_found_message(reference: str, home: Path, action: str = "show") -> str:
     return f"{run_dir} is a run directory that no queued job owns; continue it with: rlsup run --resume {run_dir}"
 
 
+def intent_refusal(job: Job, desired: Desired) -> str | None:
+    """Why desired has nothing to do for the job in its state, in one sentence; None when it applies."""
+    if jobstate.intent_applies(job.state, desired):
+        return None
+    problem = jobstate.NOTHING_TO_DO[desired]
+    if job.state is State.DONE and desired is Desired.RUNNING:
+        problem += f"; it reached its budget: raise total_steps in {job.spec_path} to train further"
+    return f"job {job.id} is {job.state}: {problem}"
+
+
 def set_intent(reference: str, desired: Desired, *, home: Path | None = None,
                start_daemon: bool = True) -> Job:
-    """Record pause / resume / kill for a job; the daemon applies it within a tick."""
+    """Record pause / resume / kill for a job; the daemon applies it within a tick. Raises IntentRefused (nothing
+    recorded) when the intent has nothing to do for the job in its state."""
     with Store(home) as store:
         job = one_job(store, reference)
         if job is None:
             raise JobNotFound(not_found_message(reference, store.home, desired.verb))
+        refusal = intent_refusal(job, desired)
+        if refusal is not None:
+            raise IntentRefused(refusal)
         job = store.set_desired(job.id, desired)
     if start_daemon and needs_daemon(job):
         ensure_daemon(home)

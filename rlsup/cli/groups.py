@@ -55,7 +55,7 @@ def print_experiment_status(name: str, jobs: list[Job]) -> None:
     painted = colour.wanted()
     for row in group.rows:
         job = row.job
-        state = colour.paint_state(job.state.value.ljust(8), job.state.value, painted)
+        state = colour.paint_state(job.state.value.ljust(8), job.state, painted)
         print(f"{INDENT}{job.id:>4}  {formatting.printable(job.name)}  {state}  {row.step:,}/{job.total_steps:,}  "
               f"{formatting.printable(job.run_dir)}")
     cells = [groups.VARIANT_HEADINGS, *groups.variant_cells(groups.variant_results(jobs))]

@@ -140,8 +140,8 @@ def command_intent(args: argparse.Namespace) -> int:
             if group_views.group_intent(reference, args.desired):
                 continue
             job = client.set_intent(reference, args.desired)
-        except client.JobNotFound as error:
-            print(f"rlsup: {error}", file=sys.stderr)
+        except (client.JobNotFound, client.IntentRefused) as error:
+            print(f"rlsup: {formatting.printable(str(error))}", file=sys.stderr)
             code = 1
             continue
         except client.DaemonError as error:
@@ -153,8 +153,6 @@ def command_intent(args: argparse.Namespace) -> int:
             code = 1
             continue
         print(f"job {job.id} ({formatting.printable(job.name)}): {verb} requested (now {job.state})")
-        if job.state is State.DONE and args.desired is Desired.RUNNING:
-            print(f"  it reached its budget; raise total_steps in {job.spec_path} to train further")
     return code
 
 
@@ -216,13 +214,13 @@ def print_table(rows: list[jobview.JobRow]) -> None:
     if not rows:
         print("no jobs; queue one with `rlsup submit JOB.toml`")
         return
-    lines: list[tuple[tuple[str, ...], str | None]] = [(COLUMNS, None)]  # cells, and the state to colour by
+    lines: list[tuple[tuple[str, ...], State | None]] = [(COLUMNS, None)]  # cells, and the state to colour by
     for entry in groups.grouped(rows):
         if isinstance(entry, groups.GroupRow):
             lines.append((printable_cells(group_views.group_cells(entry)), None))
-            lines.extend((indented(printable_cells(table_cells(row))), row.job.state.value) for row in entry.rows)
+            lines.extend((indented(printable_cells(table_cells(row))), row.job.state) for row in entry.rows)
         else:
-            lines.append((printable_cells(table_cells(entry)), entry.job.state.value))
+            lines.append((printable_cells(table_cells(entry)), entry.job.state))
     widths = [max(len(cells[index]) for cells, _ in lines) for index in range(len(COLUMNS) - 1)]
     painted = colour.wanted()
     state_column = COLUMNS.index("STATE")

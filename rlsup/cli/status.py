@@ -81,7 +81,7 @@ def command_status(args: argparse.Namespace) -> int:
     if job is None:
         return 1
     row = jobview.read_row(job)
-    state = colour.paint_state(job.state.value, job.state.value, colour.wanted())
+    state = colour.paint_state(job.state.value, job.state, colour.wanted())
     unmet = jobstate.unmet_desire(job.state, job.desired)
     print(f"job {job.id} {formatting.printable(job.name)}: {state}" + (f" (wants {unmet})" if unmet else ""))
     print(f"  step {row.step:,} of {job.total_steps:,}; restarts {job.restarts}/{job.max_restarts}"

@@ -11,7 +11,7 @@ from rlsup import spec as specs
 from rlsup.run import files as runfiles
 from rlsup.daemon import edits
 from rlsup.jobs.state import EditAction, State
-from rlsup.views.jobs import jobs_following
+from rlsup.jobs.record import EventKind, jobs_following, spec_columns
 from rlsup.jobs.store import Job
 
 log = logging.getLogger("rlsup.daemon")
@@ -24,35 +24,35 @@ SLICE_S = 0.05
 
 
 class EditQueue:
-    """Per job file, the newest judged save and the jobs still to be judged against it (in order)."""
+    """Per job file, the newest parsed save and the jobs still to be judged against it (in order)."""
 
     def __init__(self) -> None:
-        self.files: dict[str, tuple[edits.JudgedFile, collections.deque[int]]] = {}
+        self.files: dict[str, tuple[edits.ParsedFile, collections.deque[int]]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.files)
 
     def queued(self, path: str, digest: str) -> set[int]:
         """Jobs already waiting for this very save of path."""
-        judged, jobs = self.files.get(path, (None, ()))
-        return set(jobs) if judged is not None and judged.saved.digest == digest else set()
+        parsed, jobs = self.files.get(path, (None, ()))
+        return set(jobs) if parsed is not None and parsed.saved.digest == digest else set()
 
-    def add(self, judged: edits.JudgedFile, job_ids: Iterable[int]) -> None:
+    def add(self, parsed: edits.ParsedFile, job_ids: Iterable[int]) -> None:
         """Queue jobs for a save; a newer save of the file takes over the jobs the older one had left."""
-        path = str(judged.saved.path)
+        path = str(parsed.saved.path)
         _, left = self.files.get(path, (None, collections.deque()))
         jobs = collections.deque(dict.fromkeys([*left, *job_ids]))
-        self.files[path] = (judged, jobs)
+        self.files[path] = (parsed, jobs)
 
-    def take(self) -> Iterator[tuple[edits.JudgedFile, int]]:
+    def take(self) -> Iterator[tuple[edits.ParsedFile, int]]:
         """Each queued (save, job) once, oldest file first; what the caller stops short of stays queued."""
         while self.files:
             path = next(iter(self.files))
-            judged, jobs = self.files[path]
+            parsed, jobs = self.files[path]
             job_id = jobs.popleft()
             if not jobs:
                 del self.files[path]
-            yield judged, job_id
+            yield parsed, job_id
 
 
 class EditHandling:
@@ -70,52 +70,52 @@ class EditHandling:
             return  # saved without a change, already judged, or already queued (a second event of one save)
         log.info("edit of %s judged once for %d job(s)", path, len(new))
         try:
-            judged = edits.judge(saved)
+            parsed = edits.parse(saved)
         except Exception:  # a file that breaks the parser must not stop the daemon: its jobs go on as they are
             log.exception("edit of %s could not be judged", path)
             return
-        self.edit_queue.add(judged, new)
+        self.edit_queue.add(parsed, new)
 
     def apply_queued_edits(self) -> None:
         """Carry out queued edits for one slice of time; the loop comes straight back for the rest."""
         deadline = time.monotonic() + SLICE_S
-        for judged, job_id in self.edit_queue.take():
+        for parsed, job_id in self.edit_queue.take():
             job = self.store.job(job_id)
-            if job is not None and job.state is not State.KILLED and job.spec_seen != judged.saved.digest:
-                self.contain(job.id, lambda: self.check_edit(job, judged))
+            if job is not None and job.state is not State.KILLED and job.spec_seen != parsed.saved.digest:
+                self.contain(job.id, lambda: self.check_edit(job, parsed))
             if time.monotonic() >= deadline:
                 break
         if self.edit_queue:
             self.wake.set()
 
-    def check_edit(self, job: Job, judged: edits.JudgedFile) -> None:
+    def check_edit(self, job: Job, parsed: edits.ParsedFile) -> None:
         """Judge the job against its file's save once per content, then carry out what the edit needs."""
-        self.store.update(job.id, spec_seen=judged.saved.digest)
+        self.store.update(job.id, spec_seen=parsed.saved.digest)
         try:
             current = runfiles.read_run_spec(Path(job.run_dir))
         except specs.SpecError as error:
             decision: edits.Decision = edits.unreadable_run_spec(error)
         else:
-            decision = edits.decide(job, current, judged)
+            decision = edits.decide(job, current, parsed)
             if isinstance(decision, edits.Accept) and decision.spec.job.name != current.job.name:
                 holder = self.store.name_holder(decision.spec.job.name, job.id)
-                decision = edits.keep_name(decision, current, judged.saved.path, holder)
+                decision = edits.keep_name(decision, current, parsed.saved.path, holder)
         if isinstance(decision, edits.Refuse):
             log.info("job %s: edit refused: %s", job.id, decision.message.splitlines()[0])
-            self.store.add_event(job.id, "refused", decision.message)
+            self.store.add_event(job.id, EventKind.REFUSED, decision.message)
         elif decision is not None:
-            if decision.refusal:
-                self.store.add_event(job.id, "refused", decision.refusal)
             self.apply_edit(job, decision)
 
     def apply_edit(self, job: Job, edit: edits.Accept) -> None:
         runfiles.write_run_spec(Path(job.run_dir), edit.spec)
-        if edit.new_identity:
-            self.store.update(job.id, algo=edit.spec.job.algo, env=edit.spec.env.id)
-        self.store.add_event(job.id, "edit", edit.summary)
-        section = edit.spec.job
-        job = self.store.update(job.id, name=section.name, priority=section.priority, total_steps=section.total_steps,
-                                max_restarts=section.max_restarts, gpus_wanted=section.gpus, cluster=section.cluster)
+        # The events with the row they describe, in one transaction: a paused job's refusal of part of a save
+        # was recorded before the row took the rest, and a reader of both saw the old budget beside it.
+        with self.store.transaction():
+            if edit.refusal:
+                self.store.add_event(job.id, EventKind.REFUSED, edit.refusal)
+            self.store.add_event(job.id, EventKind.EDIT, edit.summary)
+            # algo and env change only with new_identity (a job never started): else they are written unchanged.
+            job = self.store.update(job.id, **spec_columns(edit.spec))
         log.info("job %s: edit applied (%s) -> %s", job.id, ", ".join(c.field for c in edit.changes), edit.action)
         if edit.action is EditAction.RELOAD and job.state is State.STARTING:
             self.pending_reload.add(job.id)  # SIGHUP before its handler exists would kill it
@@ -125,7 +125,7 @@ class EditHandling:
             self.begin_pause(job, edit.restart_reason)
         elif edit.action is EditAction.REQUEUE:
             self.store.transition(job.id, State.QUEUED,
-                                  f"total_steps raised to {section.total_steps} (done at step {job.step})",
+                                  f"total_steps raised to {edit.spec.job.total_steps} (done at step {job.step})",
                                   not_before=0.0)
         # A reconcile at once only for what the edit set moving: a reconcile of 1,000 jobs took 140 ms, and
         # one after each slice made an edit reaching them take 115 s instead of 29; the once-a-second full

@@ -22,7 +22,7 @@ class SavedFile:
 
 
 @dataclass(frozen=True)
-class JudgedFile:
+class ParsedFile:
     """A saved job file parsed once for every job it drives: its spec, or why it does not load."""
 
     saved: SavedFile
@@ -73,59 +73,48 @@ def read_saved(path: Path) -> SavedFile | None:
     return SavedFile(path, data.decode("utf-8", errors="replace"), specs.file_digest(data))
 
 
-def judge(saved: SavedFile) -> JudgedFile:
+def parse(saved: SavedFile) -> ParsedFile:
     """Parse the saved file once: every job it drives is judged against this (each with its own overrides)."""
     try:
-        return JudgedFile(saved, specs.loads(saved.text, file=str(saved.path), default_name=saved.path.stem), None)
+        return ParsedFile(saved, specs.loads(saved.text, file=str(saved.path), default_name=saved.path.stem), None)
     except specs.SpecError as error:
-        return JudgedFile(saved, None, error)
+        return ParsedFile(saved, None, error)
 
 
 def unreadable_run_spec(error: specs.SpecError) -> Refuse:
     return Refuse(f"{error}\nthe job goes on with its current spec")
 
 
-def decide(job: Job, current: specs.JobSpec, judged: JudgedFile) -> Decision:
-    """Judge a saved job file against the run's current spec, given the job's state (no I/O)."""
-    if judged.error is not None:
-        return unreadable_run_spec(judged.error)
+def decide(job: Job, current: specs.JobSpec, parsed: ParsedFile) -> Decision:
+    """Judge a saved job file against the run's current spec, given the job's state (no I/O).
+
+    A started run refuses the save's identity fields and takes the others, and says both: refusing the whole
+    save left a run ending at its old budget while its file showed the new one, with an event naming only the
+    refused field."""
+    if parsed.error is not None:
+        return unreadable_run_spec(parsed.error)
     try:
-        edited = specs.apply_overrides(judged.spec, job.override_values)
+        edited = specs.apply_overrides(parsed.spec, job.override_values)
     except specs.SpecError as error:
         return unreadable_run_spec(error)
-    changes = specs.diff(current, edited)
-    new_identity = bool(specs.refused(changes))
-    if new_identity and not (job.state is State.QUEUED and job.started is None):
-        return partly_refused(job, current, edited, judged.saved, changes)
-    if not changes:
+    judged = specs.judge(current, edited, started=not (job.state is State.QUEUED and job.started is None))
+    if not judged.changes:
         return None
-    # Nothing has been learned by a job never started: the file may still say what the run is.
-    return accept(job, current, edited, changes, new_identity)
-
-
-def partly_refused(job: Job, current: specs.JobSpec, edited: specs.JobSpec, saved: SavedFile,
-                   changes: list[specs.Change]) -> Accept | Refuse:
-    """A started run refuses the save's identity fields and takes the others, and says both.
-
-    Refusing the whole save left a run ending at its old budget while its file showed the new one, with
-    an event naming only the refused field. What a save asks of fields that may change is still asked."""
-    applicable = specs.without_identity(current, edited)
-    applied = specs.diff(current, applicable)
-    # The refusal names the command that does what the edit asked: a fork from the newest checkpoint.
-    advice = lineage.fork_advice(job.id, saved.path, current, edited)
-    refusal = f"{specs.identity_message(str(saved.path), saved.text, changes, applied=applied)}\n{advice}"
-    if not applied:
+    refusal = refusal_of(job, current, edited, parsed.saved, judged) if judged.refused else ""
+    if not judged.applied:
         return Refuse(refusal)
-    refused = tuple(change.field for change in specs.refused(changes))
-    return dataclasses.replace(accept(job, current, applicable, applied, False), refused=refused, refusal=refusal)
+    action = jobstate.edit_action(job.state, live_only=specs.only_live(judged.applied),
+                                  total_steps=judged.spec.job.total_steps, step_reached=job.step)
+    return Accept(judged.spec, judged.applied, action, judged.new_identity,
+                  refused=tuple(change.field for change in judged.refused), refusal=refusal)
 
 
-def accept(job: Job, current: specs.JobSpec, edited: specs.JobSpec, changes: list[specs.Change],
-           new_identity: bool) -> Accept:
-    action = jobstate.edit_action(job.state, live_only=specs.only_live(changes),
-                                  total_steps=edited.job.total_steps, step_reached=job.step)
-    # A run keeps what its "auto" fields resolved to, unless the edit changes what they were resolved for.
-    return Accept(edited if new_identity else specs.settle(current, edited), tuple(changes), action, new_identity)
+def refusal_of(job: Job, current: specs.JobSpec, edited: specs.JobSpec, saved: SavedFile,
+               judged: specs.Judgement) -> str:
+    """The refused fields at their lines in the saved file, what was applied, and the command that does what the
+    edit asked: a fork from the newest checkpoint."""
+    located = specs.identity_message(str(saved.path), saved.text, judged.changes, applied=judged.applied)
+    return f"{located}\n{lineage.fork_advice(job.id, saved.path, current, edited)}"
 
 
 def keep_name(decision: Decision, current: specs.JobSpec, path: Path, holder: int | None) -> Decision:

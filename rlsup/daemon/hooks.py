@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlsup.daemon.scheduler import Settings
-from rlsup.jobs.record import Event, Job
+from rlsup.jobs.record import Event, EventKind, Job
 from rlsup.jobs.state import State
-from rlsup.views.jobs import read_worker_status
+from rlsup.run.status import read_worker_status
 from rlsup.jobs.store import Store
 
 log = logging.getLogger("rlsup.daemon")
@@ -73,7 +73,8 @@ class Hooks:
             while batch := self.store.events_since(self.last_event_id):
                 for event in batch:
                     self.last_event_id = event.id  # first: an event whose hook fails to start is not retried
-                    key = HOOK_KEYS.get(State(event.to_state)) if event.kind == "state" and event.to_state else None
+                    state_change = event.kind is EventKind.STATE and event.to_state
+                    key = HOOK_KEYS.get(State(event.to_state)) if state_change else None
                     if key and getattr(settings, key) and event.job_id is not None:
                         self.start(event, key, settings)
             self.reap()

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
 import os
 import sqlite3
@@ -23,8 +22,9 @@ from rlsup.daemon.settings_file import load_settings
 from rlsup.daemon.store_watch import StoreWatch
 from rlsup.daemon.watcher import SpecWatcher
 from rlsup.jobs.state import ACTIVE, Desired, Exit, State
-from rlsup.views.jobs import WorkerStatus, read_worker_status
+from rlsup.run.status import WorkerStatus, read_worker_status
 from rlsup.jobs.store import Job, JobChanges, Process, SentSignal, SignalKind, Store, StoreBusy
+from rlsup.jobs.record import EventKind, row_section, section_columns
 
 log = logging.getLogger("rlsup.daemon")
 
@@ -69,7 +69,7 @@ class Daemon(EditHandling):
 
     def run(self) -> None:
         log.info("daemon pid %s started for %s", os.getpid(), self.home)
-        self.store.add_event(None, "daemon", f"daemon started (pid {os.getpid()})")
+        self.store.add_event(None, EventKind.DAEMON, f"daemon started (pid {os.getpid()})")
         self.watcher.start()
         self.recover()   # also checks every job's file once: edits made while no daemon watched
         try:
@@ -86,7 +86,7 @@ class Daemon(EditHandling):
             self.watcher.stop()
             self.hooks.stop()
             if not self.store_watch.lost:
-                self.store.add_event(None, "daemon", "daemon stopped; workers keep running")
+                self.store.add_event(None, EventKind.DAEMON, "daemon stopped; workers keep running")
             log.info("daemon stopped; %d worker(s) left running", len(self.runner.handles()))
             self.store.close()
             self.machine.close()
@@ -137,10 +137,10 @@ class Daemon(EditHandling):
             settings = load_settings(self.home)
         except scheduler.SettingsError as error:
             log.error("daemon.toml not applied: %s", error)
-            self.store.add_event(None, "daemon", f"daemon.toml not applied: {error}")
+            self.store.add_event(None, EventKind.DAEMON, f"daemon.toml not applied: {error}")
             return
         self.settings, self.watcher.debounce_s, self.dirty = settings, settings.debounce_s, True
-        self.store.add_event(None, "daemon", "daemon.toml reloaded")
+        self.store.add_event(None, EventKind.DAEMON, "daemon.toml reloaded")
 
     # ------------------------------------------------------------------ start-up: adopt or settle
 
@@ -161,7 +161,7 @@ class Daemon(EditHandling):
         recorded = WorkerHandle(job.id, job.pid, process.start_time, process.boot_id or "", Path(job.run_dir),
                                 ref=process.ref or "", node=process.node or "")
         if self.runner.adopt(recorded):
-            self.store.add_event(job.id, "adopted", f"adopted running worker pid {job.pid}")
+            self.store.add_event(job.id, EventKind.ADOPTED, f"adopted running worker pid {job.pid}")
             return
         # Gone (or a pid from before a reboot): its exit.json, if any, says how it ended.
         self.finish(recorded, self.runner.exit_of_lost(recorded))
@@ -172,7 +172,7 @@ class Daemon(EditHandling):
         if worker is None:
             return None
         self.record_worker(worker, job.gpu_indices)
-        self.store.add_event(job.id, "adopted", f"adopted worker pid {worker.pid} holding the run ({why})")
+        self.store.add_event(job.id, EventKind.ADOPTED, f"adopted worker pid {worker.pid} holding the run ({why})")
         return worker
 
     def contain(self, job_id: int, action: Callable[[], object]) -> bool:
@@ -198,7 +198,7 @@ class Daemon(EditHandling):
             if job is not None and jobstate.allowed(job.state, State.FAILED):
                 self.store.transition(job_id, State.FAILED, reason)
             else:
-                self.store.add_event(job_id, "daemon", reason)
+                self.store.add_event(job_id, EventKind.DAEMON, reason)
         except Exception:
             log.exception("job %s: could not even record the failure", job_id)
 
@@ -249,14 +249,14 @@ class Daemon(EditHandling):
         if job.desired is Desired.KILLED:
             if sent is not SignalKind.KILL and self.runner.signal(job.id, Signal.KILL):
                 self.store.update(job.id, signal=SentSignal(SignalKind.KILL, time.time()))
-                self.store.add_event(job.id, "signal", "SIGKILL to the process group (kill requested)")
+                self.store.add_event(job.id, EventKind.SIGNAL, "SIGKILL to the process group (kill requested)")
         elif job.desired is Desired.PAUSED and job.state is not State.PAUSING:
             self.begin_pause(job, "pause requested")
         elif job.state is State.PAUSING and sent is SignalKind.PAUSE:
             grace, since = self.run_settings(job).stop_grace_s, job.signal.time
             if since and time.time() - since > grace and self.runner.signal(job.id, Signal.KILL):
                 self.store.update(job.id, signal=SentSignal(SignalKind.PAUSE_KILL, since))
-                self.store.add_event(job.id, "signal", f"no pause checkpoint after {grace:g} s: SIGKILL")
+                self.store.add_event(job.id, EventKind.SIGNAL, f"no pause checkpoint after {grace:g} s: SIGKILL")
 
     def begin_pause(self, job: Job, reason: str) -> None:
         """SIGINT: the worker finishes its step, writes a pause checkpoint and exits 75."""
@@ -268,7 +268,7 @@ class Daemon(EditHandling):
         try:
             return runfiles.read_run_spec(Path(job.run_dir)).job
         except specs.SpecError:  # unreadable: the row's copy of it, defaults for the rest
-            return dataclasses.replace(specs.JobSection(), total_steps=job.total_steps, max_restarts=job.max_restarts)
+            return row_section(job)
 
     def schedule(self) -> None:
         jobs = self.store.jobs([State.QUEUED, *ACTIVE])
@@ -295,7 +295,7 @@ class Daemon(EditHandling):
             if by_id[job_id].reason != reason and not reason.startswith("restart backoff"):
                 self.store.update(job_id, reason=reason)
                 # Once per new reason, so the events say why the job waits after the table row scrolls.
-                self.store.add_event(job_id, "waiting", reason)
+                self.store.add_event(job_id, EventKind.WAITING, reason)
 
     def reclaim_slots(self, queued: list[Job], active: list[Job], waiting: dict[int, str]) -> None:
         """Resumed jobs keep their place in the queue: a later job holding a CPU slot pauses and queues again.
@@ -378,8 +378,8 @@ class Daemon(EditHandling):
     def record_notices(self, job_id: int, pid: int, status: WorkerStatus) -> None:
         """What a worker tells in status.json becomes an event, once per worker: what its start made of the
         checkpoints (newer ones skipped, and why), and each requested feature it switched off, when it did."""
-        told = [("checkpoint", status.notice)] if status.notice else []
-        told += [("feature off", sentence) for sentence in status.switched_off]
+        told = [(EventKind.CHECKPOINT, status.notice)] if status.notice else []
+        told += [(EventKind.FEATURE_OFF, sentence) for sentence in status.switched_off]
         for kind, sentence in told:
             if (job_id, pid, sentence) not in self.notices_seen:
                 self.notices_seen.add((job_id, pid, sentence))
@@ -387,8 +387,8 @@ class Daemon(EditHandling):
 
     def reload(self, job_id: int) -> None:
         if self.runner.signal(job_id, Signal.RELOAD):
-            self.store.add_event(job_id, "signal", "reload: the worker applies the live fields (SIGHUP, and its "
-                                                   "job.toml rewritten)")
+            self.store.add_event(job_id, EventKind.SIGNAL,
+                                 "reload: the worker applies the live fields (SIGHUP, and its job.toml rewritten)")
 
     def finish(self, worker: WorkerHandle, ended: Exit) -> None:
         """Move a job whose worker ended to its next state."""
@@ -406,7 +406,7 @@ class Daemon(EditHandling):
             stopped_by_daemon=job.signal is not None and job.signal.kind in (SignalKind.PAUSE, SignalKind.PAUSE_KILL))
         # The row's copy of the budget follows job.toml, which a live edit may have changed meanwhile.
         changes: JobChanges = dict(exit_code=ended.code if ended.signal is None else -ended.signal,
-                                   finished=time.time(), total_steps=run.total_steps, max_restarts=run.max_restarts)
+                                   finished=time.time(), **section_columns(run, ("total_steps", "max_restarts")))
         if ended.step is not None:
             changes["step"] = ended.step
         reason = outcome.reason

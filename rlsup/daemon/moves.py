@@ -31,6 +31,7 @@ from rlsup import atomic, locks, own_files, paths
 from rlsup.checkpoint import manifest as manifests
 from rlsup.daemon.clusters import Cluster
 from rlsup.jobs.state import Desired, State
+from rlsup.jobs.record import EventKind
 from rlsup.jobs.store import Job, Store
 
 log = logging.getLogger("rlsup.daemon")
@@ -175,7 +176,7 @@ def ready_to_start(mover: "RunMover", store: Store, job: Job, clusters: tuple[Cl
     if mover.begin(job.id, Path(job.run_dir), root):
         message = f"moving run {job.run_dir} under cluster {job.cluster}'s run_root {root}"
         store.update(job.id, reason=message)
-        store.add_event(job.id, "moving", message)
+        store.add_event(job.id, EventKind.MOVING, message)
     return False
 
 
@@ -190,7 +191,7 @@ def record(mover: "RunMover", store: Store, moved: Moved) -> None:
         if job.state is State.QUEUED:
             store.transition(job.id, State.PAUSED, reason, desired=Desired.PAUSED)
         else:
-            store.add_event(job.id, "moving", reason)
+            store.add_event(job.id, EventKind.MOVING, reason)
         return
     store.relocate(job.id, moved.new, (Path(job.spec_path), relocated(Path(job.spec_path), moved.old, moved.new)),
                    f"moved run from {moved.old} to {moved.new} for cluster {job.cluster} "
@@ -210,7 +211,7 @@ class RunMover:
         self.moving: set[int] = set()
         self.results: list[Moved] = []
         self.discarding: set[int] = set()  # jobs whose old run is being deleted
-        self.discarded: list[tuple[int, str, str]] = []  # (job, event kind, message) for the daemon's thread
+        self.discarded: list[tuple[int, EventKind, str]] = []  # (job, event kind, message) for the daemon's thread
 
     def begin(self, job_id: int, old: Path, root: Path) -> bool:
         """Start moving the job's run under root; False when a move of it is already under way."""
@@ -259,7 +260,7 @@ class RunMover:
         except OSError as error:
             hidden, why_not = None, f"cannot hide it: {error}"
         if hidden is None:  # a leftover to delete by hand, never a reason to stop the job
-            self._discarded(job_id, "kept", f"old run {old} not deleted after the move to {new}: {why_not}")
+            self._discarded(job_id, EventKind.KEPT, f"old run {old} not deleted after the move to {new}: {why_not}")
             return
         threading.Thread(target=self._delete, args=(job_id, old, new, hidden), daemon=True,
                          name="discard-moved").start()
@@ -268,18 +269,18 @@ class RunMover:
         shutil.rmtree(hidden, ignore_errors=True)
         (new / NOTE_FILE).unlink(missing_ok=True)
         if os.path.lexists(hidden):
-            self._discarded(job_id, "kept", f"old run {old} only partly deleted after the move to {new}: "
+            self._discarded(job_id, EventKind.KEPT, f"old run {old} only partly deleted after the move to {new}: "
                                             f"what is left is {hidden}")
         else:
-            self._discarded(job_id, "deleted", f"deleted old run {old}: the job's run moved to {new}")
+            self._discarded(job_id, EventKind.DELETED, f"deleted old run {old}: the job's run moved to {new}")
 
-    def _discarded(self, job_id: int, kind: str, message: str) -> None:
+    def _discarded(self, job_id: int, kind: EventKind, message: str) -> None:
         with self.lock:
             self.discarded.append((job_id, kind, message))
             self.discarding.discard(job_id)
         self.wake.set()
 
-    def take_discards(self) -> list[tuple[int, str, str]]:
+    def take_discards(self) -> list[tuple[int, EventKind, str]]:
         """Old runs dealt with since the last call, (job, event kind, message), for the daemon's thread to record
         (Store.forget_moved_from)."""
         with self.lock:

@@ -1,12 +1,16 @@
 """The job record: a row of the store's jobs table as typed data, with sub-records that exist only in some states."""
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
+import os
 from dataclasses import dataclass
-from typing import TypedDict
+from pathlib import Path
+from typing import Iterable, TypedDict
 
 from rlsup.jobs.state import ACTIVE, Desired, State
+from rlsup.spec import JobSection, JobSpec
 
 
 class SignalKind(str, enum.Enum):
@@ -15,6 +19,28 @@ class SignalKind(str, enum.Enum):
     PAUSE = "pause"            # a pause checkpoint, then exit 75
     KILL = "kill"              # a kill requested: no checkpoint
     PAUSE_KILL = "pause-kill"  # a pause that overran stop_grace_s, killed: resumes from the previous checkpoint
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class EventKind(str, enum.Enum):
+    """What an event records. The values are what the store holds, so a store of any version reads."""
+
+    STATE = "state"              # a state change: from_state and to_state say which
+    INTENT = "intent"            # a client asked for pause, resume or kill
+    EDIT = "edit"                # an edit of the job file applied
+    REFUSED = "refused"          # an edit, or part of one, refused: the job goes on without it
+    SIGNAL = "signal"            # a signal sent to the worker
+    DAEMON = "daemon"            # the daemon started, stopped, read daemon.toml, or gave a job up
+    ADOPTED = "adopted"          # a running worker taken on by this daemon
+    WAITING = "waiting"          # why a queued job does not start yet
+    CHECKPOINT = "checkpoint"    # what a worker's start made of the checkpoints (newer ones skipped, and why)
+    FEATURE_OFF = "feature off"  # a requested feature the worker had to switch off
+    MOVING = "moving"            # the run on its way under a cluster's run_root, or why it stayed
+    MOVED = "moved"              # the run now under the cluster's run_root
+    DELETED = "deleted"          # the old run of a move deleted
+    KEPT = "kept"                # the old run of a move not (or only partly) deleted, and why
 
     def __str__(self) -> str:
         return self.value
@@ -44,9 +70,9 @@ class SentSignal:
 class Job:
     """One row of jobs. process and signal exist only while the job is active (a worker may exist).
 
-    name, algo, env, priority, gpus_wanted, total_steps and max_restarts copy the run's accepted
-    job.toml (written with it at submit and at each accepted edit, re-read when a worker ends), so
-    listing and scheduling need no file; job.toml is their source.
+    The columns spec_columns() names (name, algo, env, priority, gpus_wanted, total_steps, max_restarts,
+    cluster) copy the run's accepted job.toml (written with it at submit and at each accepted edit, the
+    budget re-read when a worker ends), so listing and scheduling need no file; job.toml is their source.
     """
 
     id: int
@@ -117,7 +143,7 @@ class Event:
     id: int
     time: float
     job_id: int | None
-    kind: str
+    kind: EventKind
     from_state: str | None
     to_state: str | None
     message: str
@@ -182,3 +208,34 @@ def job_from_row(values: dict) -> Job:
         values["process"] = Process(indices, pid, start_time, boot_id, ref, node)
         values["signal"] = SentSignal(SignalKind(kind), sent) if kind else None
     return Job(**values)
+
+
+# The columns of a job's row that copy its run's [job] section, each with the field it copies.
+JOB_COLUMNS = {"name": "name", "algo": "algo", "priority": "priority", "gpus_wanted": "gpus",
+               "total_steps": "total_steps", "max_restarts": "max_restarts", "cluster": "cluster"}
+
+
+def section_columns(section: JobSection, columns: Iterable[str] = tuple(JOB_COLUMNS)) -> dict:
+    """The row's copy of a [job] section (of the named columns only, if given), as Store.update takes it."""
+    return {column: getattr(section, JOB_COLUMNS[column]) for column in columns}
+
+
+def spec_columns(spec: JobSpec) -> dict:
+    """Every column of a job's row that copies its run's job.toml, as Store.submit and Store.update take them."""
+    return {**section_columns(spec.job), "env": spec.env.id}
+
+
+def row_section(job: Job) -> JobSection:
+    """The [job] section as the job's row copies it, defaults for the rest: what the daemon goes by when
+    job.toml does not read."""
+    return dataclasses.replace(JobSection(), **{field: getattr(job, column) for column, field in JOB_COLUMNS.items()})
+
+
+def event_from_row(values: dict) -> Event:
+    return Event(**{**values, "kind": EventKind(values["kind"])})
+
+
+def jobs_following(path: str | Path, jobs: list[Job]) -> list[Job]:
+    """The jobs that edits of this file reach (the daemon watches no killed job's file)."""
+    wanted = os.path.normpath(str(path))
+    return [job for job in jobs if job.state is not State.KILLED and os.path.normpath(job.spec_path) == wanted]

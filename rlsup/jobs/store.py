@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from rlsup import paths
 from rlsup.jobs import state as jobstate
-from rlsup.jobs.record import Event, Job, JobChanges, Process, SentSignal, SignalKind, change_columns, job_from_row
+from rlsup.jobs.record import (Event, EventKind, Job, JobChanges, Process, SentSignal, SignalKind, change_columns,
+                               event_from_row, job_from_row)
 from rlsup.jobs.state import ACTIVE, Desired, State
 from rlsup.spec import numbered_name
 from rlsup.jobs.store_file import StoreBusy, StoreError, StoreLost, Transaction, create_private, mark_made, refuse_if_lost, \
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 # The record types are the store's API as much as Store is: `from rlsup.jobs.store import Job` keeps working.
-__all__ = ["Event", "Job", "JobChanges", "MIGRATIONS", "Process", "SCHEMA_VERSION", "SentSignal", "SignalKind",
-           "Store", "StoreBusy", "StoreError", "StoreLost"]
+__all__ = ["Event", "EventKind", "Job", "JobChanges", "MIGRATIONS", "Process", "SCHEMA_VERSION", "SentSignal",
+           "SignalKind", "Store", "StoreBusy", "StoreError", "StoreLost"]
 
 # Each entry upgrades the schema by one version; PRAGMA user_version counts the ones applied.
 MIGRATIONS: tuple[str, ...] = (
@@ -65,7 +66,9 @@ MIGRATIONS: tuple[str, ...] = (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         time REAL NOT NULL,
         job_id INTEGER REFERENCES jobs(id),
-        kind TEXT NOT NULL,                    -- state / edit / refused / signal / daemon
+        kind TEXT NOT NULL,                    -- an EventKind (jobs/record.py): state, intent, edit,
+                                               -- refused, signal, daemon, adopted, waiting, checkpoint,
+                                               -- feature off, moving, moved, deleted, kept
         from_state TEXT,
         to_state TEXT,
         message TEXT NOT NULL DEFAULT ''
@@ -255,13 +258,13 @@ class Store:
         else:
             rows = self.connection.execute("SELECT * FROM events WHERE job_id = ? ORDER BY id DESC LIMIT ?",
                                            (int(job_id), limit))
-        return [Event(**dict(row)) for row in reversed(rows.fetchall())]
+        return [event_from_row(dict(row)) for row in reversed(rows.fetchall())]
 
     def events_since(self, after_id: int, limit: int = 1000) -> list[Event]:
         """Events newer than after_id, oldest first (for incremental readers such as the TUI)."""
         rows = self.connection.execute("SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?",
                                        (after_id, limit)).fetchall()
-        return [Event(**dict(row)) for row in rows]
+        return [event_from_row(dict(row)) for row in rows]
 
     # ------------------------------------------------------------------ client writes
 
@@ -280,7 +283,7 @@ class Store:
                  State.QUEUED.value, Desired.RUNNING.value, priority, gpus_wanted, total_steps,
                  max_restarts, now, now, experiment, cluster))
             job_id = cursor.lastrowid
-            self._event(job_id, "state", None, State.QUEUED, f"submitted {spec_path}", now)
+            self._event(job_id, EventKind.STATE, None, State.QUEUED, f"submitted {spec_path}", now)
         return self.job(job_id)
 
     def set_desired(self, job_id: int, desired: Desired) -> Job:
@@ -290,7 +293,7 @@ class Store:
             self.connection.execute(
                 "UPDATE jobs SET desired = ?, desired_seq = desired_seq + 1, updated = ? WHERE id = ?",
                 (desired.value, time.time(), int(job_id)))
-            self._event(job_id, "intent", None, None, f"{desired.verb} requested", time.time())
+            self._event(job_id, EventKind.INTENT, None, None, f"{desired.verb} requested", time.time())
         return self.job(job_id)
 
     # ------------------------------------------------------------------ daemon writes
@@ -314,7 +317,7 @@ class Store:
                 changes.setdefault("process", Process())
                 changes.setdefault("signal", None)
             self._update(job_id, {**change_columns(changes), "state": new_state.value, "reason": reason}, now)
-            self._event(job_id, "state", current.state, new_state, reason, now)
+            self._event(job_id, EventKind.STATE, current.state, new_state, reason, now)
         return self.job(job_id)
 
     def update(self, job_id: int, **changes: Unpack[JobChanges]) -> Job:
@@ -335,17 +338,17 @@ class Store:
             self._update(job_id, {"run_dir": str(run_dir), "moved_from": row["run_dir"]}, now)
             self.connection.execute("UPDATE jobs SET spec_path = ?, updated = ? WHERE spec_path = ?",
                                     (str(spec_path[1]), now, str(spec_path[0])))
-            self._event(job_id, "moved", None, None, message, now)
+            self._event(job_id, EventKind.MOVED, None, None, message, now)
         return self.job(job_id)
 
-    def forget_moved_from(self, job_id: int, kind: str, message: str) -> None:
+    def forget_moved_from(self, job_id: int, kind: EventKind, message: str) -> None:
         """The old run of a move is deleted (or left alone), with the event that says so, in one transaction."""
         with self._write():
             now = time.time()
             self._update(job_id, {"moved_from": None}, now)
             self._event(job_id, kind, None, None, message, now)
 
-    def add_event(self, job_id: int | None, kind: str, message: str) -> None:
+    def add_event(self, job_id: int | None, kind: EventKind, message: str) -> None:
         with self._write():
             self._event(job_id, kind, None, None, message, time.time())
 
@@ -357,9 +360,10 @@ class Store:
                                 (*columns.values(), int(job_id)))
 
     def _event(self, job_id, kind, from_state, to_state, message, now) -> None:
+        kind = EventKind(kind)  # a kind no reader knows is refused here, not stored
         self.connection.execute(
             "INSERT INTO events (time, job_id, kind, from_state, to_state, message) VALUES (?, ?, ?, ?, ?, ?)",
-            (now, job_id, kind, _column_value(from_state), _column_value(to_state), message))
+            (now, job_id, kind.value, _column_value(from_state), _column_value(to_state), message))
 
     # ------------------------------------------------------------------ hardware samples
 

@@ -227,10 +227,9 @@ def accept_edit(run_dir: Path, edited: specs.JobSpec) -> list[specs.Change]:
 
     Returns the changes (empty when nothing differs); raises EditRefused otherwise.
     """
-    current = read_run_spec(run_dir)
-    changes = specs.diff(current, edited)
-    if specs.refused(changes):
-        raise EditRefused(changes)
-    if changes:
-        write_run_spec(run_dir, specs.settle(current, edited))
-    return changes
+    judged = specs.judge(read_run_spec(run_dir), edited)
+    if judged.refused:
+        raise EditRefused(list(judged.changes))  # the whole edit: a foreground user edits the file and runs again
+    if judged.changes:
+        write_run_spec(run_dir, judged.spec)
+    return list(judged.changes)

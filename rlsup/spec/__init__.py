@@ -2,10 +2,10 @@
 
 One package, imported as `from rlsup import spec as specs`: fields (the dataclasses and setting()),
 locating (errors with file:line:field), rules (cross-field rules, shared with the replay mixer),
-loading, sweep ([sweep] tables), changes (diffs by edit class, refusals), render (resolved TOML, JSON Schema)
+loading, sweep ([sweep] tables), changes (diffs by edit class, the one judge() of an edit, refusals), render (resolved TOML, JSON Schema)
 and overrides.
 """
-from rlsup.spec.changes import (Change, diff, identity_message, merge_live, only_live,
+from rlsup.spec.changes import (Change, Judgement, diff, identity_message, judge, merge_live, only_live,
                                 refusal_message, refused, settle, without_identity)
 from rlsup.spec.fields import (ARRAY_TABLES, EDIT_CLASSES, IDENTITY, LIVE, RESUME, TABLES, CheckpointSection,
                                DqnSection, EnvSection, EvalSection, JobSection, JobSpec, LogSection, ReplaySection,
@@ -20,11 +20,11 @@ from rlsup.spec.rules import (Violation, item_violations, job_violations, share_
 from rlsup.spec.sweep import SWEEP_TABLE, Sweep
 
 __all__ = [
-    "ARRAY_TABLES", "EDIT_CLASSES", "IDENTITY", "LIVE", "RESUME", "TABLES", "Change",
+    "ARRAY_TABLES", "EDIT_CLASSES", "IDENTITY", "LIVE", "RESUME", "TABLES", "Change", "Judgement",
     "CheckpointSection", "DqnSection", "EnvSection", "EvalSection", "JobSection", "JobSpec", "LogSection",
     "Problem", "ReplaySection", "SpecDeprecation", "SpecError", "Violation", "VtraceSection", "apply_overrides",
     "diff", "dotted", "env_state_fields", "field_path", "field_problem", "file_digest", "former_names",
-    "identity_message", "item_violations", "job_violations", "json_schema", "line_of", "load", "loads",
+    "identity_message", "item_violations", "judge", "job_violations", "json_schema", "line_of", "load", "loads",
     "locate_keys", "make_overrides", "merge_live", "only_live", "pin_overrides", "refusal_message", "refused",
     "numbered_name", "render_toml", "SWEEP_TABLE", "Sweep", "sanitize_name", "setting", "settle", "share_violations",
     "sweep_of", "whole_shares", "without_identity",

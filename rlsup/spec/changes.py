@@ -1,10 +1,10 @@
-"""Diffs between the spec a run has and an edited file, judged by each field's edit class."""
+"""Diffs between the spec a run has and an edited file, and the one judge() of what the run takes of them."""
 from __future__ import annotations
 
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from rlsup.spec.fields import IDENTITY, LIVE, JobSpec
 from rlsup.spec.locating import field_path, line_of, locate_keys
@@ -73,9 +73,40 @@ def settle(current: JobSpec, edited: JobSpec) -> JobSpec:
     return dataclasses.replace(edited, **sections)
 
 
-def refused(changes: list[Change]) -> list[Change]:
+def refused(changes: Iterable[Change]) -> list[Change]:
     """The identity changes, which no resume may apply."""
     return [change for change in changes if change.edit == IDENTITY]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What an edited spec asks of a run, by each field's edit class; the caller decides what to do with a refusal."""
+
+    changes: tuple[Change, ...]  # every field that differs
+    refused: tuple[Change, ...]  # the identity changes a started run may not take
+    applied: tuple[Change, ...]  # what the run takes: every change but the refused
+    spec: JobSpec                # what the run records: edited, but for the refused fields and its resolved "auto"s
+
+    @property
+    def new_identity(self) -> bool:
+        """Identity fields taken: only a run never started, which has learned nothing yet, takes them."""
+        return bool(refused(self.applied))
+
+
+def judge(current: JobSpec, edited: JobSpec, *, started: bool = True) -> Judgement:
+    """The one judgement of an edited spec (overrides applied) against the run's current one.
+
+    For the daemon's edits, `rlsup run --resume` and the client's drift column alike; the worker only applies
+    the live fields of the spec this judgement wrote."""
+    changes = tuple(diff(current, edited))
+    identity = tuple(refused(changes))
+    if identity and not started:
+        # A run keeps what its "auto" fields resolved to, unless the edit changes what they were resolved for.
+        return Judgement(changes, (), changes, edited)
+    if identity:
+        applicable = without_identity(current, edited)
+        return Judgement(changes, identity, tuple(diff(current, applicable)), settle(current, applicable))
+    return Judgement(changes, (), changes, settle(current, edited))
 
 
 def refusal_message(changes: list[Change], file: str | None = None, text: str | None = None) -> str:

@@ -16,11 +16,11 @@ from textual.screen import Screen
 from textual.worker import get_current_worker
 
 from rlsup import client, paths, spec as specs
-from rlsup.jobs import state as jobstate
 from rlsup.views import jobs as jobview
 from rlsup.views import plots as plotting
 from rlsup.checkpoint.manifest import verify
 from rlsup.formatting import printable
+from rlsup.jobs.record import EventKind
 from rlsup.jobs.state import ACTIVE, Desired
 from rlsup.views.jobs import JobRow
 from rlsup.tui import data, messages, overlay
@@ -34,8 +34,6 @@ from rlsup.tui.stop_signals import StopRequest, stop_signals_close
 POLL_INTERVAL_S = 0.5
 VERIFY_LOCK = threading.Lock()
 EVENTS_KEPT = 1000
-# Added to jobstate's refusal of a resume: the way to run a done job again, here.
-RESUME_HINT = " (a done job runs again when you raise total_steps with e)"
 
 
 class RlsupApp(App):
@@ -124,7 +122,7 @@ class RlsupApp(App):
 
     def on_events_appended(self, message: messages.EventsAppended) -> None:
         for event in message.events:
-            if event.kind == "refused" and event.job_id != self.selected_job_id:
+            if event.kind is EventKind.REFUSED and event.job_id != self.selected_job_id:
                 self.notify(f"job {event.job_id}: {event.message}", title="Edit refused", severity="error")
         newest = self.model.events[-1].id if self.model.events else 0
         selected = [event for event in message.events if event.job_id == self.model.events_job and event.id > newest]
@@ -296,9 +294,9 @@ class RlsupApp(App):
         if row is None:
             return
         job = row.job
-        if not jobstate.intent_applies(job.state, desired):
-            problem = jobstate.NOTHING_TO_DO[desired] + (RESUME_HINT if desired is Desired.RUNNING else "")
-            self.notify(f"Job {job.id} is {job.state}: {problem}.", severity="warning")
+        refusal = client.intent_refusal(job, desired)  # asked first: a kill of a killed job asks no question
+        if refusal is not None:
+            self.notify(escape(printable(refusal)), severity="warning")
             return
         if desired is not Desired.KILLED:
             self.send_intent(desired, job.id)
@@ -339,6 +337,9 @@ class RlsupApp(App):
     def send_intent(self, desired: Desired, job_id: int) -> None:
         try:
             client.set_intent(str(job_id), desired, home=self.home)
+        except client.IntentRefused as error:  # its state moved on since the key was pressed
+            self.post_message(messages.ActionFinished(escape(printable(str(error))), failed=True))
+            return
         except (client.JobNotFound, client.DaemonError, sqlite3.Error, OSError) as error:
             self.post_message(messages.ActionFinished(f"{desired.verb} job {job_id}: {error}", failed=True))
             return

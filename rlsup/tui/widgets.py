@@ -15,12 +15,13 @@ from rlsup.views.colour import STATE_STYLES
 from rlsup.formatting import DAY_AND_MINUTE, byte_size, clock_time, decimal, middle_cut, short_count
 from rlsup.hardware import Gpu, Sample
 from rlsup.jobs.state import State
-from rlsup.jobs.store import Event
+from rlsup.jobs.store import Event, EventKind
 from rlsup.tui.metrics import MetricsView
 from rlsup.tui.rows import training_phase_speeds
 
-EVENT_STYLES = {"state": "", "edit": "green", "refused": "bold red", "intent": "cyan", "signal": "yellow",
-                "daemon": "dim", "waiting": "cyan", "feature off": "bold yellow"}
+EVENT_STYLES = {EventKind.STATE: "", EventKind.EDIT: "green", EventKind.REFUSED: "bold red", EventKind.INTENT: "cyan",
+                EventKind.SIGNAL: "yellow", EventKind.DAEMON: "dim", EventKind.WAITING: "cyan",
+                EventKind.FEATURE_OFF: "bold yellow"}
 PROBLEM_WIDTH = 16  # a failed verification's reason, cut to fit the checkpoints pane
 COMPACT_PROBLEM_WIDTH = 6  # the same in a compact pane: "✗ tens…"
 # The Verified column has a fixed width: sized by its content, it grew or not depending on whether a
@@ -38,7 +39,7 @@ LEVELS = "▁▂▃▄▅▆▇█"
 
 
 def state_text(state: State) -> Text:
-    return Text(str(state), style=STATE_STYLES.get(str(state), ""))
+    return Text(str(state), style=STATE_STYLES.get(state, ""))
 
 
 def level_bar(percent: float | None, width: int) -> Text:
@@ -267,14 +268,14 @@ def event_row(event: Event) -> Table:
 
 
 def event_text(event: Event) -> Text:
-    if event.kind == "state":
+    if event.kind is EventKind.STATE:
         text = Text(f"{event.from_state or '·'} → ", style="dim")
         text.append_text(state_text(State(event.to_state)) if event.to_state in State._value2member_map_
                          else Text(str(event.to_state)))
         text.append(" ")
     else:
         text = Text(f"{event.kind} ", style=EVENT_STYLES.get(event.kind, "") or "bold")
-    text.append(event.message, style="red" if event.kind == "refused" else "")
+    text.append(event.message, style="red" if event.kind is EventKind.REFUSED else "")
     return text
 
 

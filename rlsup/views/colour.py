@@ -5,11 +5,14 @@ import os
 import sys
 from typing import TextIO
 
+from rlsup.jobs.state import State
+
 # Each state's style, as Rich names it: the TUI uses these directly, the CLI through SGR_CODES. What needs
 # the user (failed) stands out in bold red; a worker at work is green, a pause on its way yellow.
 STATE_STYLES = {
-    "running": "bold green", "starting": "green", "pausing": "yellow", "stopping": "yellow",
-    "queued": "cyan", "paused": "magenta", "done": "blue", "failed": "bold red", "killed": "red",
+    State.RUNNING: "bold green", State.STARTING: "green", State.PAUSING: "yellow", State.STOPPING: "yellow",
+    State.QUEUED: "cyan", State.PAUSED: "magenta", State.DONE: "blue", State.FAILED: "bold red",
+    State.KILLED: "red",
 }
 SGR_CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "blue": "34", "magenta": "35",
              "cyan": "36"}
@@ -20,7 +23,7 @@ def wanted(stream: TextIO | None = None) -> bool:
     return not os.environ.get("NO_COLOR") and hasattr(stream, "isatty") and stream.isatty()
 
 
-def paint_state(text: str, state: str, enabled: bool) -> str:
+def paint_state(text: str, state: State, enabled: bool) -> str:
     """text (a state name, maybe padded) in its state's colour when enabled."""
     style = STATE_STYLES.get(state)
     if not (enabled and style):

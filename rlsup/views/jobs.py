@@ -1,7 +1,6 @@
-"""One job as the CLI, the TUI and the daemon see it: the store's row merged with its worker's status.json."""
+"""One job as the CLI and the TUI see it: the store's row merged with its worker's status.json."""
 from __future__ import annotations
 
-import math
 import os
 import shlex
 import stat
@@ -11,56 +10,14 @@ from typing import Iterable
 
 from rlsup import locks, paths
 from rlsup.run import foreground
-from rlsup.run import files as runfiles
+# Defined below the daemon (which reads them too), and named here as well for what renders jobs.
+from rlsup.run.status import WorkerStatus, number, parse_status, read_worker_status, whole  # noqa: F401
+from rlsup.jobs.record import jobs_following  # noqa: F401
 from rlsup.jobs.state import ACTIVE, Desired, State
 from rlsup.jobs.store import Job, Process
 
 # ---------------------------------------------------------------------------------------------
-# status.json, read once into checked values
-
-
-def number(value: object) -> float | None:
-    """A finite int or float as a float; None for anything else (bools, strings, NaN)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def whole(value: object) -> int | None:
-    found = number(value)
-    return int(found) if found is not None else None
-
-
-@dataclass(frozen=True)
-class WorkerStatus:
-    """What a worker last wrote to status.json (DESIGN.md section 6), each value checked; None where absent."""
-
-    pid: int | None
-    phase: str | None
-    time: float | None
-    step: int | None
-    total_steps: int | None
-    steps_per_second: float | None
-    mean_return: float | None
-    notice: str | None
-    switched_off: tuple[str, ...] = ()  # each requested feature the worker had to switch off, in a sentence
-
-
-def parse_status(raw: dict | None) -> WorkerStatus | None:
-    """The checked values of a status.json object; None for a missing or half-written file."""
-    if raw is None:
-        return None
-    notice, phase, switched_off = raw.get("notice"), raw.get("phase"), raw.get("switched_off")
-    return WorkerStatus(pid=whole(raw.get("pid")), phase=phase if isinstance(phase, str) else None,
-                        time=number(raw.get("time")), step=whole(raw.get("step")),
-                        total_steps=whole(raw.get("total_steps")), steps_per_second=number(raw.get("steps_per_second")),
-                        mean_return=number(raw.get("mean_return")), notice=str(notice) if notice else None,
-                        switched_off=tuple(str(sentence) for sentence in switched_off or () if sentence)
-                        if isinstance(switched_off, list) else ())
-
-
-def read_worker_status(run_dir: str | Path) -> WorkerStatus | None:
-    return parse_status(runfiles.read_status(Path(run_dir)))
+# status.json of the job's worker (read in run/status.py)
 
 
 def is_live(job: Job, status: WorkerStatus | None) -> bool:
@@ -143,12 +100,6 @@ def waiting_summary(reason: str) -> str:
 def waiting_words(job: Job) -> str:
     """": needs 1 GPU" after a queued job's state, in `rlsup list` and the TUI's table alike; else ""."""
     return f": {waiting_summary(job.reason)}" if job.state is State.QUEUED and job.reason else ""
-
-
-def jobs_following(path: str | Path, jobs: list[Job]) -> list[Job]:
-    """The jobs that edits of this file reach (the daemon watches no killed job's file)."""
-    wanted = os.path.normpath(str(path))
-    return [job for job in jobs if job.state is not State.KILLED and os.path.normpath(job.spec_path) == wanted]
 
 
 def is_own_copy(job: Job) -> bool:

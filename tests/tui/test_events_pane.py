@@ -6,14 +6,14 @@ import time
 import pytest
 from textual.app import App, ComposeResult
 
-from rlsup.jobs.store import Event
+from rlsup.jobs.store import Event, EventKind
 from rlsup.formatting import clock_time
 from rlsup.tui.widgets import EventsLog
 
 NOW = time.time()
-EVENTS = (Event(1, NOW, 1, "state", "paused", "queued", "running requested"),
-          Event(2, NOW, 1, "state", "starting", "running", "worker pid 4242 reports status"),
-          Event(3, NOW, 1, "refused", None, None, "dqn.lr is an identity field: start a new run"))
+EVENTS = (Event(1, NOW, 1, EventKind.STATE, "paused", "queued", "running requested"),
+          Event(2, NOW, 1, EventKind.STATE, "starting", "running", "worker pid 4242 reports status"),
+          Event(3, NOW, 1, EventKind.REFUSED, None, None, "dqn.lr is an identity field: start a new run"))
 
 
 class EventsOnly(App):

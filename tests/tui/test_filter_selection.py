@@ -87,7 +87,7 @@ async def test_every_key_and_pane_follows_the_filter_to_the_visible_job(daemon_h
         for key in ("up", "down", "p", "r"):  # ↑ ↓ stay on the one visible row
             await pilot.press(key)
             await pilot.pause()
-        assert len([text for text in said if f"Job {done.id} is done" in text]) == 2, said
+        assert len([text for text in said if f"job {done.id} is done" in text]) == 2, said
         assert app.selected_job_id == done.id
         await pilot.press("k")
         await wait_until(pilot, lambda: screen_shown(app, ConfirmScreen), what="the kill question")

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from rlsup_testing import screen_shown
+from rlsup_testing import assert_one_line_error, run_rlsup, screen_shown
+from test_foreground_and_features import said_by
 
 from rlsup import client
 from rlsup.client import DaemonStatus
 from rlsup.formatting import byte_size, duration, short_count
 from rlsup.hardware import FakeHardware
-from rlsup.jobs.state import Desired
+from rlsup.jobs.state import Desired, State
 from rlsup.jobs.store import Store
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.screens import ConfirmScreen, HelpScreen, SubmitScreen
@@ -167,6 +168,33 @@ async def test_a_typed_absolute_path_is_submitted_as_typed(rlsup_home, wait_unti
         await pilot.press("s")
         await wait_until(pilot, lambda: screen_shown(app, SubmitScreen), what="the submit dialog again")
         assert str(tmp_path / "here") in app.screen.query_one("#path").placeholder  # where a relative path starts
+
+
+async def test_an_intent_with_nothing_to_do_is_refused_in_the_same_words_by_the_cli_and_the_keys(rlsup_home,
+                                                                                                 wait_until):
+    """Whether an intent applies, and the sentence when it does not, are client.set_intent's (issue 25, fact 9):
+    the CLI recorded a pause of a done job and said "requested", and the TUI worded the done job otherwise."""
+    done, killed = submit_jobs(rlsup_home, ["finished", "stopped"])
+    with Store(rlsup_home) as store:  # the daemon's moves, as its loop records them
+        for state in (State.STARTING, State.RUNNING, State.STOPPING, State.DONE):
+            store.transition(done, state, "to its budget")
+        store.transition(killed, State.KILLED, "kill requested")
+    app = make_app(rlsup_home)
+    async with app.run_test(size=SIZE) as pilot:
+        for job_id, key, verb, words in ((done, "p", "pause", "nothing to pause"),
+                                         (done, "r", "resume", "raise total_steps in"),
+                                         (killed, "k", "kill", "already killed")):
+            app.go_to_job(job_id)
+            await wait_until(pilot, lambda: app.selected_job_id == job_id, what=f"job {job_id} selected")
+            said = said_by(app)
+            await pilot.press(key)
+            await wait_until(pilot, lambda: said, what=f"what {key} says")
+            typed = run_rlsup(verb, str(job_id))
+            assert_one_line_error(typed, 1, f"job {job_id} is ", words)
+            assert typed.stderr.strip() == f"rlsup: {said[0]}"
+    with Store(rlsup_home) as store:  # neither recorded the intent
+        assert [job.desired for job in store.jobs()] == [Desired.RUNNING, Desired.RUNNING]
+        assert not [event for event in store.events() if event.kind == "intent"]
 
 
 def test_short_counts_durations_and_sizes():

@@ -126,11 +126,11 @@ def test_pinned_overrides_win_over_any_edit_of_the_file_so_a_seed_edit_is_no_ide
         job = job_of(store, overrides)
         assert job.experiment == "cp" and job.override_values == overrides
         edited = BASE.replace("seed = 3", "seed = 8").replace('name = "cp"', 'name = "other"')
-        assert edits.decide(job, current, edits.judge(edits.SavedFile(Path("cp.toml"), edited, "x"))) is None
-        longer = edits.decide(job, current, edits.judge(edits.SavedFile(Path("cp.toml"), edited + "[job]\n", "y")))
+        assert edits.decide(job, current, edits.parse(edits.SavedFile(Path("cp.toml"), edited, "x"))) is None
+        longer = edits.decide(job, current, edits.parse(edits.SavedFile(Path("cp.toml"), edited + "[job]\n", "y")))
         assert isinstance(longer, edits.Refuse)  # a file that does not load is still refused
         raised = edited.replace('[job]\n', '[job]\ntotal_steps = 5000\n')
-        accepted = edits.decide(job, current, edits.judge(edits.SavedFile(Path("cp.toml"), raised, "z")))
+        accepted = edits.decide(job, current, edits.parse(edits.SavedFile(Path("cp.toml"), raised, "z")))
         assert isinstance(accepted, edits.Accept)
         assert [change.field for change in accepted.changes] == ["job.total_steps"]
         assert (accepted.spec.job.seed, accepted.spec.job.name, accepted.spec.job.total_steps) == (5, "cp-s5", 5000)

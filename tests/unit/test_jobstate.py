@@ -9,6 +9,7 @@ import pytest
 from rlsup.jobs import state as jobstate
 from rlsup.jobs.state import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC,
                             EXIT_WALL_TIME, Desired, Exit, State)
+from rlsup.views.colour import STATE_STYLES, paint_state
 
 Q, ST, R, PG, SP = State.QUEUED, State.STARTING, State.RUNNING, State.PAUSING, State.STOPPING
 P, D, F, K = State.PAUSED, State.DONE, State.FAILED, State.KILLED
@@ -284,3 +285,9 @@ def test_a_state_says_what_is_wanted_only_when_it_differs():
     assert jobstate.unmet_desire(State.RUNNING, jobstate.Desired.PAUSED) is jobstate.Desired.PAUSED
     assert jobstate.unmet_desire(State.PAUSED, jobstate.Desired.RUNNING) is jobstate.Desired.RUNNING
     assert jobstate.unmet_desire(State.DONE, jobstate.Desired.KILLED) is None  # nothing left to kill
+
+
+def test_each_of_the_nine_states_has_one_colour_keyed_by_the_state_itself():
+    # Keyed by strings, a tenth state or a renamed one went uncoloured without a word (issue 25, fact 10).
+    assert len(STATE_STYLES) == len(State) == 9 and all(type(key) is State for key in STATE_STYLES)
+    assert paint_state("failed", State.FAILED, True) == "\x1b[1;31mfailed\x1b[0m"

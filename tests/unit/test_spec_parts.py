@@ -79,6 +79,24 @@ def test_one_refusal_wording_located_when_the_file_is_known() -> None:
     assert specs.identity_message("job.toml", "", more).startswith("job.toml: replay: 1 tables -> 2 tables")
 
 
+def test_one_judgement_of_an_edited_spec_for_a_started_run_and_for_one_never_started() -> None:
+    """judge() is what the daemon's edits, `rlsup run --resume` and the drift column each ask (issue 25, fact 4)."""
+    run = specs.JobSpec().replace("dqn", network="mlp")  # what its "auto" resolved to
+    edited = specs.JobSpec().replace("dqn", lr=0.5).replace("job", total_steps=5, device="cpu")
+    started = specs.judge(run, edited)
+    assert [change.field for change in started.refused] == ["dqn.lr"]
+    assert [change.field for change in started.applied] == ["job.total_steps", "job.device"]
+    assert [change.field for change in started.changes] == ["job.total_steps", "job.device", "dqn.lr"]
+    # The refused field and the file's "auto" stay as the run has them; the rest is taken.
+    assert (started.spec.dqn.lr, started.spec.dqn.network, started.spec.job.total_steps) == (run.dqn.lr, "mlp", 5)
+    assert not started.new_identity
+    fresh = specs.judge(run, edited, started=False)  # nothing learned yet: the file may still say what the run is
+    assert fresh.refused == () and fresh.applied == fresh.changes and fresh.spec == edited and fresh.new_identity
+    live = specs.judge(run, specs.JobSpec().replace("job", total_steps=5))
+    assert live.refused == () and live.spec == run.replace("job", total_steps=5) and not live.new_identity
+    assert specs.judge(run, specs.JobSpec()).changes == ()
+
+
 def test_field_path_inverts_dotted_and_line_of_falls_back_to_the_table() -> None:
     for path in [("dqn", "lr"), ("replay", 0, "capacity"), ("replay", 12, "ratio"), ("job",)]:
         assert specs.field_path(specs.dotted(path)) == path

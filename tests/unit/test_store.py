@@ -9,6 +9,8 @@ import subprocess
 import pytest
 
 from rlsup.jobs import store as store_module
+from rlsup import spec as specs
+from rlsup.jobs.record import CHANGE_KEYS, EventKind, row_section, spec_columns
 from rlsup.jobs.state import Desired, State, TransitionError
 from rlsup.jobs.store import AmbiguousName, Process, SentSignal, SignalKind, Store, StoreError
 
@@ -154,6 +156,42 @@ def test_events_are_limited_to_the_newest_oldest_first(store):
     assert messages == ["edit 2", "edit 3", "edit 4"]
     everything = store.events_since(0)
     assert [event.id for event in everything] == sorted(event.id for event in everything)
+
+
+# Every kind an event was ever stored with, as the store holds it: a store of any version reads.
+STORED_KINDS = ("state", "intent", "edit", "refused", "signal", "daemon", "adopted", "waiting", "checkpoint",
+                "feature off", "moving", "moved", "deleted", "kept")
+
+
+def test_event_kinds_are_one_enum_whose_values_are_the_stored_strings(store):
+    job = submit(store)
+    for kind in STORED_KINDS:  # as an older rlsup wrote them, straight into the table
+        store.connection.execute("INSERT INTO events (time, job_id, kind, message) VALUES (1.0, ?, ?, '')",
+                                 (job.id, kind))
+    kinds = [event.kind for event in store.events(job.id)][1:]
+    assert kinds == [EventKind(kind) for kind in STORED_KINDS] and len(EventKind) == len(STORED_KINDS)
+    assert all(type(kind) is EventKind for kind in kinds)
+    with pytest.raises(ValueError):
+        store.add_event(job.id, "edited", "a kind no reader knows is refused, not stored")
+    schema_comment = store_module.MIGRATIONS[0].split("kind TEXT NOT NULL,")[1].split("from_state")[0]
+    assert all(kind in schema_comment for kind in STORED_KINDS), schema_comment
+
+
+def test_the_row_mirrors_its_spec_through_one_function(store):
+    """submit and every accepted edit write the row's copy of job.toml by spec_columns; a row read back gives
+    the [job] section it copies (the daemon's fallback when job.toml does not read)."""
+    spec = specs.loads('[job]\nname = "mirror"\nalgo = "vtrace"\npriority = 4\ntotal_steps = 7000\n'
+                       'max_restarts = 1\n[env]\nid = "Acrobot-v1"\n', file="mirror.toml")
+    columns = spec_columns(spec)
+    assert set(columns) == {"name", "algo", "env", "priority", "gpus_wanted", "total_steps", "max_restarts",
+                            "cluster"} <= CHANGE_KEYS
+    job = store.submit(**columns, spec_path=store.home / "mirror.toml", run_dir=store.home / "runs" / "mirror-1")
+    assert (job.name, job.algo, job.env, job.priority, job.total_steps, job.max_restarts) == \
+        ("mirror", "vtrace", "Acrobot-v1", 4, 7000, 1)
+    section = row_section(job)
+    assert (section.total_steps, section.max_restarts, section.priority, section.name) == (7000, 1, 4, "mirror")
+    edited = spec.replace("job", total_steps=9000, priority=-2)
+    assert store.update(job.id, **spec_columns(edited)).total_steps == 9000 == row_section(store.job(job.id)).total_steps
 
 
 def test_data_version_moves_only_for_other_connections(home):
