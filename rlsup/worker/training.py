@@ -178,8 +178,8 @@ class TrainingRun:
         return trainer
 
     def _restore(self, trainer: Trainer) -> None:
-        """Continue from the newest checkpoint that verifies, or a fork's parent's (rlsup/checkpoint/resume.py)."""
-        from rlsup.checkpoint.resume import restore
+        """Continue from the newest checkpoint that verifies, or a fork's parent's (worker/resume.py)."""
+        from rlsup.worker.resume import restore
 
         self.notice = self.choice.skipped_message()  # status.json says so even if the older one fails to load
         start = restore(self.run_dir, self.choice, trainer)

@@ -31,7 +31,7 @@ def modules_under(relative: str = "") -> list[str]:
 CORE = ["rlsup.spec", "rlsup.run.lineage", "rlsup.paths", "rlsup.jobs.state", "rlsup.jobs.store", "rlsup.run.files",
         "rlsup.hardware", "rlsup.checkpoint.manifest", "rlsup.views.jobs", "rlsup.formatting", "rlsup.jobs.record",
         "rlsup.algos.registry", "rlsup.algos.contract", "rlsup.views.plots", "rlsup.spec.experiments", "rlsup.views.groups",
-        "rlsup.checkpoint.resume", "rlsup.worker.progress", "rlsup.worker.tensorboard",
+        "rlsup.worker.resume", "rlsup.worker.progress", "rlsup.worker.tensorboard",
         "rlsup.run.signals"]  # the last: imported at a program's first line, before anything else
 FRONT = modules_under("cli") + modules_under("daemon") + ["rlsup.client"]
 

@@ -1,11 +1,12 @@
-"""Where a worker's freshly built trainer continues from: its newest verified checkpoint, a fork's parent, or step 0."""
+"""A worker's start-up: its freshly built trainer continues from its newest verified checkpoint, a fork's parent, or step 0."""
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from rlsup import formatting
+from rlsup import formatting, paths
 from rlsup.run import lineage
 from rlsup.run import files as runfiles
 from rlsup.worker import tensorboard as tensorboard_log
@@ -13,6 +14,9 @@ from rlsup.algos.contract import Trainer
 from rlsup.checkpoint.manifest import CheckpointProblem, Choice
 
 log = logging.getLogger("rlsup.worker")
+# The checkpoint store (torch) is imported by the functions that load: this module's import stays light.
+# Where an algorithm's trainer state keeps optimizer state: --fresh-optimizer replaces every subtree so named.
+OPTIMIZER_KEY = "optimizer"
 
 
 @dataclass
@@ -37,8 +41,6 @@ def restore(run_dir: Path, choice: Choice, trainer: Trainer) -> StartingPoint:
 
     entry, notice = choice.entry, choice.skipped_message()
     if entry is None and (Path(run_dir) / lineage.PARENT_FILE).exists():
-        from rlsup.checkpoint.inherit import initialise_fork
-
         return initialise_fork(run_dir, trainer)
     if entry is None:
         runfiles.truncate_metrics(run_dir, 0)
@@ -47,7 +49,7 @@ def restore(run_dir: Path, choice: Choice, trainer: Trainer) -> StartingPoint:
         log.warning(notice)
     # newest_usable has just checksummed every file: a second pass would read a large replay twice.
     manifest, state = load_checkpoint(entry.path, verify=False)
-    load_trainer_state(trainer, state["trainer"], entry.path.name)
+    load_into_trainer(trainer, state["trainer"], entry.path.name)
     start = StartingPoint(notice=notice, checkpoint=str(entry.path), checkpoint_step=entry.step,
                           training_wall_s=float(extra_of(manifest).get("training_wall_s", 0.0)),
                           tensorboard_events=extra_of(manifest).get(tensorboard_log.EXTRA_KEY))
@@ -62,7 +64,7 @@ def restore(run_dir: Path, choice: Choice, trainer: Trainer) -> StartingPoint:
     return start
 
 
-def load_trainer_state(trainer: Trainer, state: dict, checkpoint: str) -> None:
+def load_into_trainer(trainer: Trainer, state: dict, checkpoint: str) -> None:
     """The checkpoint into the trainer this job file builds, or one sentence on why it does not fit.
 
     A checkpoint that verified yet does not load was written for other networks: most often the env's
@@ -106,3 +108,59 @@ def best_evaluation_at(run_dir: Path, manifest: dict) -> float | None:
 
 def extra_of(manifest: dict) -> dict:
     return manifest.get("extra") or {}
+
+
+# ---------------------------------------------------------------------------------------------
+# A fork's first start: its trainer initialised from the parent's checkpoint that the fork holds
+
+
+def initialise_fork(run_dir: Path, trainer: Trainer) -> StartingPoint:
+    """A fork's first start (restore's case when the run has no checkpoint of its own yet)."""
+    manifest, notice = initialise_from_parent(run_dir, trainer)
+    start = StartingPoint(notice=notice)
+    note_env_restarts(start, manifest, trainer, lineage.INHERITED_CHECKPOINT)
+    start.best_evaluation = best_evaluation_at(run_dir, manifest)
+    return start
+
+
+def initialise_from_parent(run_dir: Path, trainer: Trainer) -> tuple[dict, str]:
+    """Load the parent's checkpoint into a freshly built trainer as parent.json says; (its manifest, a notice).
+
+    The trainer continues at the checkpoint's step with the parent's networks, optimizer, replay and
+    random streams, unless the fork asked for a fresh optimizer or no replay; its own spec (built into
+    the trainer) applies from the first step. metrics.jsonl starts as the parent's up to the checkpoint,
+    also when a restart before the fork's first checkpoint begins again from the same place.
+    """
+    from rlsup.checkpoint.rng import restore_global_rng_state
+    from rlsup.checkpoint.store import load_checkpoint
+
+    parent = lineage.read_parent(run_dir)
+    if parent is None:  # the same file at every restart: exit 2, never retried
+        problem = lineage.parent_problem(run_dir) or f"{Path(run_dir) / lineage.PARENT_FILE} cannot be read"
+        raise CheckpointProblem(f"{problem}: the fork cannot start")
+    fresh = trainer.state_dict(include_replay=False)
+    manifest, state = load_checkpoint(Path(run_dir) / lineage.INHERITED_CHECKPOINT)
+    trainer_state = dict(state["trainer"])
+    if not parent.replay:
+        trainer_state.pop("replay", None)
+    if parent.fresh_optimizer:
+        trainer_state = with_subtrees(trainer_state, fresh, OPTIMIZER_KEY)
+    try:
+        trainer.load_state_dict(trainer_state)
+    except (ValueError, KeyError, RuntimeError) as error:  # a shape the fork's checks did not foresee
+        # A spec error (exit 2), never retried: every restart would build the same trainer again.
+        raise CheckpointProblem(f"{lineage.INHERITED_CHECKPOINT} does not load into this job ({error}); "
+                                "fork again with another NEW.toml, or --no-replay") from None
+    restore_global_rng_state(state["rng"])
+    lineage.copy_metrics_prefix(Path(run_dir) / lineage.INHERITED_METRICS, Path(run_dir) / paths.METRICS_FILE)
+    notice = f"forked from {parent.origin}"
+    log.info("%s (%s)", notice, parent.run_dir)
+    return manifest, notice
+
+
+def with_subtrees(state: Any, fresh: Any, key: str) -> Any:
+    """state with every subtree under key taken from fresh, at the same place in the tree."""
+    if not isinstance(state, dict) or not isinstance(fresh, dict):
+        return state
+    return {name: fresh[name] if name == key and name in fresh else
+            with_subtrees(value, fresh.get(name), key) for name, value in state.items()}
