@@ -40,13 +40,13 @@ def export_policy(run_dir: Path, *, which: str, format: str, out: Path,
     """Write the checkpoint's greedy policy to out and its description beside it; returns the JSON's path.
 
     started is called once the checkpoint is loaded and the env described, before anything is written."""
-    from rlsup.enjoy import load_trainer_state
+    from rlsup.enjoy import read_trainer_state
 
     if format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
     if format == "onnx":
         require_onnx()
-    spec, trainer_state, entry = load_trainer_state(run_dir, which, report)
+    spec, trainer_state, entry = read_trainer_state(run_dir, which, report)
     try:
         module = registry.get(spec.job.algo).greedy_network_from_checkpoint(spec, trainer_state)
     except registry.UnknownAlgorithm as error:
