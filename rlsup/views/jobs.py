@@ -1,7 +1,6 @@
 """One job as the CLI, the TUI and the daemon see it: the store's row merged with its worker's status.json."""
 from __future__ import annotations
 
-import math
 import os
 import shlex
 import stat
@@ -10,6 +9,7 @@ from pathlib import Path
 from typing import Iterable
 
 from rlsup import locks, paths
+from rlsup.formatting import number, whole  # noqa: F401  (number: views/plots, views/groups and tui/ import it from here)
 from rlsup.run import foreground
 from rlsup.run import files as runfiles
 from rlsup.jobs.state import ACTIVE, Desired, State
@@ -17,18 +17,6 @@ from rlsup.jobs.store import Job, Process
 
 # ---------------------------------------------------------------------------------------------
 # status.json, read once into checked values
-
-
-def number(value: object) -> float | None:
-    """A finite int or float as a float; None for anything else (bools, strings, NaN)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def whole(value: object) -> int | None:
-    found = number(value)
-    return int(found) if found is not None else None
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""A worker's start-up: its freshly built trainer continues from its newest verified checkpoint, a fork's parent, or step 0."""
+"""A worker's start-up: its new trainer continues from its newest verified checkpoint, a fork's parent, or step 0."""
 from __future__ import annotations
 
 import logging
@@ -9,9 +9,9 @@ from typing import Any
 from rlsup import formatting, paths
 from rlsup.run import lineage
 from rlsup.run import files as runfiles
-from rlsup.worker import tensorboard as tensorboard_log
 from rlsup.algos.contract import Trainer
 from rlsup.checkpoint.manifest import CheckpointProblem, Choice
+from rlsup.checkpoint.trajectory import Trajectory
 
 log = logging.getLogger("rlsup.worker")
 # The checkpoint store (torch) is imported by the functions that load: this module's import stays light.
@@ -26,12 +26,8 @@ class StartingPoint:
     notice: str | None = None  # what a user must hear about the resume (status.json carries it)
     checkpoint: str | None = None  # the checkpoint resumed from, for exit.json (a fork's inherited one is not)
     checkpoint_step: int | None = None
-    best_evaluation: float | None = None  # of this trajectory so far; beating it writes a best checkpoint
-    training_wall_s: float = 0.0
-    # Envs that started fresh episodes on a resume of this trajectory (their saved episode did not replay
-    # exactly): every checkpoint after it says so in its manifest's extra.
-    env_restarts: list[str] = field(default_factory=list)
-    tensorboard_events: dict | None = None  # where the event file stood at the checkpoint (worker/tensorboard.py)
+    # The bookkeeping the run's next checkpoints write on from (a fork's carries no wall time or event file).
+    trajectory: Trajectory = field(default_factory=Trajectory)
 
 
 def restore(run_dir: Path, choice: Choice, trainer: Trainer) -> StartingPoint:
@@ -51,12 +47,11 @@ def restore(run_dir: Path, choice: Choice, trainer: Trainer) -> StartingPoint:
     manifest, state = load_checkpoint(entry.path, verify=False)
     load_into_trainer(trainer, state["trainer"], entry.path.name)
     start = StartingPoint(notice=notice, checkpoint=str(entry.path), checkpoint_step=entry.step,
-                          training_wall_s=float(extra_of(manifest).get("training_wall_s", 0.0)),
-                          tensorboard_events=extra_of(manifest).get(tensorboard_log.EXTRA_KEY))
-    note_env_restarts(start, manifest, trainer, entry.path.name)
+                          trajectory=Trajectory.of_manifest(manifest))
+    note_env_restarts(start, trainer, entry.path.name)
     restore_global_rng_state(state["rng"])
     runfiles.truncate_metrics(run_dir, int(manifest["metrics_bytes"]))
-    start.best_evaluation = best_evaluation_at(run_dir, manifest)
+    start.trajectory.best_evaluation = best_evaluation_at(run_dir, manifest)
     if "replay" not in state["trainer"]:
         log.warning("checkpoint %s holds no replay ([checkpoint] replay = false): "
                     "the resumed run refills it and will not match an uninterrupted one", entry.path.name)
@@ -80,13 +75,12 @@ def load_into_trainer(trainer: Trainer, state: dict, checkpoint: str) -> None:
                                 f"new run") from None
 
 
-def note_env_restarts(start: StartingPoint, manifest: dict, trainer: Trainer, checkpoint: str) -> None:
+def note_env_restarts(start: StartingPoint, trainer: Trainer, checkpoint: str) -> None:
     """Log each env that resumed on a fresh episode, tell the TUI, and carry the note into later checkpoints."""
-    start.env_restarts = list(extra_of(manifest).get("env_restarts") or [])
     restarts = list(getattr(trainer, "env_restarts", ()))  # a plugin's trainer may predate the attribute
     for sentence in restarts:
         log.warning("on resume from %s: %s", checkpoint, sentence)
-        start.env_restarts.append(f"resumed from {checkpoint}: {sentence}")
+        start.trajectory.env_restarts.append(f"resumed from {checkpoint}: {sentence}")
     if restarts:
         others = len(restarts) - 1
         more = f" (and {others} more env{'s' if others > 1 else ''}, see worker.log)" if others else ""
@@ -99,15 +93,11 @@ def best_evaluation_at(run_dir: Path, manifest: dict) -> float | None:
     A checkpoint written before extra held it falls back to the metrics, already cut back to it, so
     either way the evaluations of a discarded future do not count.
     """
-    extra = extra_of(manifest)
-    if "best_evaluation" in extra:
-        return extra["best_evaluation"]
+    recorded = Trajectory.of_manifest(manifest)
+    if recorded.best_evaluation_recorded:
+        return recorded.best_evaluation
     return max((record["mean"] for record in runfiles.read_metrics(run_dir) if record["kind"] == "eval"),
                default=None)
-
-
-def extra_of(manifest: dict) -> dict:
-    return manifest.get("extra") or {}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,9 +107,11 @@ def extra_of(manifest: dict) -> dict:
 def initialise_fork(run_dir: Path, trainer: Trainer) -> StartingPoint:
     """A fork's first start (restore's case when the run has no checkpoint of its own yet)."""
     manifest, notice = initialise_from_parent(run_dir, trainer)
-    start = StartingPoint(notice=notice)
-    note_env_restarts(start, manifest, trainer, lineage.INHERITED_CHECKPOINT)
-    start.best_evaluation = best_evaluation_at(run_dir, manifest)
+    # The parent's env restarts and best evaluation carry on; its wall time and event file are the parent's own.
+    inherited = Trajectory.of_manifest(manifest)
+    start = StartingPoint(notice=notice, trajectory=Trajectory(env_restarts=inherited.env_restarts))
+    note_env_restarts(start, trainer, lineage.INHERITED_CHECKPOINT)
+    start.trajectory.best_evaluation = best_evaluation_at(run_dir, manifest)
     return start
 
 

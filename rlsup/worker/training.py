@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rlsup import formatting, locks, own_files, paths
@@ -19,6 +20,7 @@ from rlsup.algos import registry
 from rlsup.algos.contract import Trainer
 from rlsup.algos.device import UsageError, configure_torch, make_cuda_deterministic, select_device
 from rlsup.checkpoint.manifest import BEST, CheckpointProblem, NoSpace
+from rlsup.checkpoint.trajectory import Trajectory
 from rlsup.jobs.state import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC,
                             EXIT_WALL_TIME, NOT_RETRIED_AGAIN)
 from rlsup.worker.progress import FILE_ONLY, LoopClock, ProgressLine, TrainingTime, tell_outcome
@@ -42,6 +44,7 @@ class TrainingRun:
 
     def __init__(self, run_dir: Path, *, foreground: bool = False, from_scratch: bool = False,
                  trust_imports: bool = False):
+        # The process: what it was asked, what it holds, and what it listens to.
         self.run_dir = Path(run_dir)
         self.foreground = foreground
         self.from_scratch = from_scratch
@@ -51,23 +54,24 @@ class TrainingRun:
         self.spec_watch = RunSpecWatch(self.run_dir)
         self.spec: specs.JobSpec | None = None
         self.trainer: Trainer | None = None
-        self.metrics: runfiles.MetricsWriter | None = None
+        self.run_lock: int | None = None  # held until the process ends: one worker per run
+        self.registration: Path | None = None  # a foreground run's entry in RLSUP_HOME, for `rlsup list`
+        self.previous_exit: dict | None = None  # exit.json of the run's previous worker, read before clearing it
+        # The trajectory: its bookkeeping as of the checkpoint it resumed from (each checkpoint writes it on, in
+        # its manifest's extra), the wall time trained, and the checkpoints this process started from and wrote.
+        self.trajectory = Trajectory()
+        self.training_time = TrainingTime()  # a resume starts from its checkpoint's figure
+        self.choice = None   # the checkpoint to resume from, and the newer ones refused
+        self.resumed_at: int | None = None      # the step training started from (a checkpoint's, or 0)
         self.last_checkpoint: str | None = None
         self.last_checkpoint_step: int | None = None
-        # The best evaluation mean of this trajectory so far; beating it writes a best checkpoint.
-        self.best_evaluation: float | None = None
-        self.progress = ProgressLine(enabled=foreground and sys.stderr.isatty())
+        # The outputs: metrics.jsonl, TensorBoard, the terminal's progress line, and what status.json tells.
+        self.metrics: runfiles.MetricsWriter | None = None
         self.tensorboard = tensorboard_log.TensorBoardLog(self.run_dir)
-        self.run_lock: int | None = None  # held until the process ends: one worker per run
-        self.choice = None   # the checkpoint to resume from, and the newer ones refused
+        self.progress = ProgressLine(enabled=foreground and sys.stderr.isatty())
         self.notice: str | None = None  # what a user must hear about the resume (status.json carries it)
         # Each requested feature this worker had to switch off, in a sentence: the daemon makes each an event.
         self.switched_off: list[str] = []
-        self.registration: Path | None = None  # a foreground run's entry in RLSUP_HOME, for `rlsup list`
-        self.env_restarts: list[str] = []  # carried into every checkpoint: StartingPoint says why
-        self.previous_exit: dict | None = None  # exit.json of the run's previous worker, read before clearing it
-        self.resumed_at: int | None = None      # the step training started from (a checkpoint's, or 0)
-        self.training_time = TrainingTime()  # a resume starts from its checkpoint's figure
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -183,11 +187,10 @@ class TrainingRun:
 
         self.notice = self.choice.skipped_message()  # status.json says so even if the older one fails to load
         start = restore(self.run_dir, self.choice, trainer)
-        self.notice, self.best_evaluation = start.notice, start.best_evaluation
-        self.env_restarts = start.env_restarts
+        self.notice, self.trajectory = start.notice, start.trajectory
         self.last_checkpoint, self.last_checkpoint_step = start.checkpoint, start.checkpoint_step
-        self.training_time = TrainingTime(start.training_wall_s)
-        self.tensorboard.resume_at(start.tensorboard_events)
+        self.training_time = TrainingTime(start.trajectory.training_wall_s)
+        self.tensorboard.resume_at(start.trajectory.tensorboard_events)
 
     def _finish(self, code: int, reason: str) -> int:
         """Say how the run ended, record it (exit.json last) and let go of what it holds; returns the code."""
@@ -290,8 +293,8 @@ class TrainingRun:
         mean = sum(returns) / len(returns)
         self._write_metric({"kind": "eval", "step": step, "mean": mean, "returns": returns})
         log.info("evaluation at step %d: mean return %.2f over %d episodes", step, mean, len(returns))
-        if self.best_evaluation is None or mean > self.best_evaluation:
-            self.best_evaluation = mean
+        if self.trajectory.best_evaluation is None or mean > self.trajectory.best_evaluation:
+            self.trajectory.best_evaluation = mean
             self._checkpoint(BEST, evaluation_mean=mean)
 
     def _checkpoint(self, reason: str, evaluation_mean: float | None = None) -> None:
@@ -310,11 +313,8 @@ class TrainingRun:
         # A best checkpoint is for playing, never for resuming: the replay would only make it slow.
         state = {"trainer": trainer.state_dict(include_replay=spec.checkpoint.replay and not best),
                  "rng": global_rng_state()}
-        extra = {"algo": spec.job.algo, "best_evaluation": self.best_evaluation,
-                 "training_wall_s": round(self.training_time.total(), 3),
-                 **({"evaluation_mean": evaluation_mean} if best else {}),
-                 **({"env_restarts": self.env_restarts} if self.env_restarts else {}),
-                 **({tensorboard_log.EXTRA_KEY: events} if events else {})}
+        extra = replace(self.trajectory, algo=spec.job.algo, training_wall_s=round(self.training_time.total(), 3),
+                        tensorboard_events=events, evaluation_mean=evaluation_mean if best else None).to_extra()
         with self.signals.held():
             entry = write_checkpoint(self.run_dir, state, step=trainer.step, episodes=trainer.episodes,
                                      reason=reason, fingerprint=fingerprint, spec_sha256=spec.sha256(),
