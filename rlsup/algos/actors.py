@@ -25,6 +25,7 @@ from rlsup.algos.shared_memory import UnrollArrays, UnrollGroups, UnrollLayout, 
 from rlsup.algos.envs.vector import VectorStep, env_seeds, make_vector_env
 from rlsup.checkpoint.rng import generator_state, restore_generator
 from rlsup.run.fault_stacks import child_ended, record_where_the_worker_does
+from rlsup.run.signals import STOP_SIGNALS  # an actor ignores a pause's signals: the learner decides
 from rlsup.formatting import one_line
 from rlsup.worker.progress import FILE_ONLY
 from rlsup.spec import JobSpec
@@ -38,7 +39,6 @@ POLL_S = 0.2
 JOIN_TIMEOUT_S = 10.0
 PR_SET_NAME, PR_SET_PDEATHSIG = 15, 1
 PROCESS_NAME = "rlsup-actor-{index}"
-STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 log = logging.getLogger("rlsup.impala")
 

@@ -16,7 +16,7 @@ from rlsup.run import import_trust
 from rlsup.run import files as runfiles
 from rlsup.daemon.runner import Signal, WorkerHandle
 from rlsup.jobs.state import Exit
-from rlsup.run.signals import starting_held
+from rlsup.run.signals import PAUSE_SIGNAL, RELOAD_SIGNAL, starting_held
 
 log = logging.getLogger("rlsup.daemon")
 
@@ -142,7 +142,7 @@ class LocalRunner:
         """SIGINT pauses and SIGHUP reloads the worker itself; a kill takes its whole session."""
         if Signal(kind) is Signal.KILL:
             return self._kill(job_id)
-        number = signal.SIGINT if kind is Signal.PAUSE else signal.SIGHUP
+        number = PAUSE_SIGNAL if kind is Signal.PAUSE else RELOAD_SIGNAL
         worker = self.workers.get(job_id)
         if worker is None or not self.alive(job_id):
             return False
