@@ -14,7 +14,7 @@ from pathlib import Path
 from rlsup.daemon.scheduler import Settings
 from rlsup.jobs.record import Event, Job
 from rlsup.jobs.state import State
-from rlsup.views.jobs import read_worker_status
+from rlsup.run.status import read_worker_status
 from rlsup.jobs.store import Store
 
 log = logging.getLogger("rlsup.daemon")

@@ -23,7 +23,7 @@ from rlsup.daemon.settings_file import load_settings
 from rlsup.daemon.store_watch import StoreWatch
 from rlsup.daemon.watcher import SpecWatcher
 from rlsup.jobs.state import ACTIVE, Desired, Exit, State
-from rlsup.views.jobs import WorkerStatus, read_worker_status
+from rlsup.run.status import WorkerStatus, read_worker_status
 from rlsup.jobs.store import Job, JobChanges, Process, SentSignal, SignalKind, Store, StoreBusy
 
 log = logging.getLogger("rlsup.daemon")

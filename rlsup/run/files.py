@@ -54,15 +54,7 @@ def read_json(path: Path) -> dict | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# status.json and exit.json
-
-
-def read_status(run_dir: Path) -> dict | None:
-    return read_json(Path(run_dir) / paths.STATUS_FILE)
-
-
-def write_status(run_dir: Path, status: dict) -> None:
-    atomic_write_json(Path(run_dir) / paths.STATUS_FILE, status)
+# exit.json (status.json: run/status.py)
 
 
 def read_exit(run_dir: Path) -> dict | None:

@@ -8,7 +8,9 @@ from pathlib import Path
 from rlsup import client, paths
 from rlsup.run import files as runfiles
 from rlsup.jobs.state import ACTIVE, State
-from rlsup.views.jobs import WorkerStatus, is_live, number
+from rlsup.formatting import number
+from rlsup.run.status import WorkerStatus
+from rlsup.views.jobs import is_live
 from rlsup.jobs.store import Job
 
 

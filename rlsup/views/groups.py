@@ -10,7 +10,8 @@ from rlsup.spec import experiments
 from rlsup.run import files as runfiles
 from rlsup.formatting import MISSING, decimal
 from rlsup.jobs.state import Desired, State
-from rlsup.views.jobs import STATE_ORDER, JobRow, number
+from rlsup.formatting import number
+from rlsup.views.jobs import STATE_ORDER, JobRow
 from rlsup.jobs.store import Job
 
 

@@ -9,46 +9,13 @@ from pathlib import Path
 from typing import Iterable
 
 from rlsup import locks, paths
-from rlsup.formatting import number, whole  # noqa: F401  (number: views/plots, views/groups and tui/ import it from here)
 from rlsup.run import foreground
-from rlsup.run import files as runfiles
+from rlsup.run.status import Phase, WorkerStatus, read_worker_status
 from rlsup.jobs.state import ACTIVE, Desired, State
 from rlsup.jobs.store import Job, Process
 
 # ---------------------------------------------------------------------------------------------
-# status.json, read once into checked values
-
-
-@dataclass(frozen=True)
-class WorkerStatus:
-    """What a worker last wrote to status.json (DESIGN.md section 6), each value checked; None where absent."""
-
-    pid: int | None
-    phase: str | None
-    time: float | None
-    step: int | None
-    total_steps: int | None
-    steps_per_second: float | None
-    mean_return: float | None
-    notice: str | None
-    switched_off: tuple[str, ...] = ()  # each requested feature the worker had to switch off, in a sentence
-
-
-def parse_status(raw: dict | None) -> WorkerStatus | None:
-    """The checked values of a status.json object; None for a missing or half-written file."""
-    if raw is None:
-        return None
-    notice, phase, switched_off = raw.get("notice"), raw.get("phase"), raw.get("switched_off")
-    return WorkerStatus(pid=whole(raw.get("pid")), phase=phase if isinstance(phase, str) else None,
-                        time=number(raw.get("time")), step=whole(raw.get("step")),
-                        total_steps=whole(raw.get("total_steps")), steps_per_second=number(raw.get("steps_per_second")),
-                        mean_return=number(raw.get("mean_return")), notice=str(notice) if notice else None,
-                        switched_off=tuple(str(sentence) for sentence in switched_off or () if sentence)
-                        if isinstance(switched_off, list) else ())
-
-
-def read_worker_status(run_dir: str | Path) -> WorkerStatus | None:
-    return parse_status(runfiles.read_status(Path(run_dir)))
+# status.json (run/status.py)
 
 
 def is_live(job: Job, status: WorkerStatus | None) -> bool:
@@ -148,8 +115,8 @@ def is_own_copy(job: Job) -> bool:
 # Foreground runs: shown beside the daemon's jobs, read-only
 
 # A worker's status.json phase as the state a job in it would be in.
-PHASE_STATES = {"running": State.RUNNING, "checkpointing": State.RUNNING, "paused": State.PAUSED,
-                "done": State.DONE, "failed": State.FAILED}
+PHASE_STATES = {Phase.RUNNING: State.RUNNING, Phase.CHECKPOINTING: State.RUNNING, Phase.PAUSED: State.PAUSED,
+                Phase.DONE: State.DONE, Phase.FAILED: State.FAILED}
 
 
 def is_foreground(job: Job) -> bool:

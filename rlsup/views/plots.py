@@ -10,7 +10,7 @@ from typing import Iterable, Iterator, Union
 
 from rlsup import own_files, paths
 from rlsup.run import files as runfiles
-from rlsup.views.jobs import number
+from rlsup.formatting import number
 
 # The TUI's smoothing key steps through these; 0 is off. 0.9 is what the plots drew before there was a choice.
 SMOOTHING_WEIGHTS = (0.0, 0.6, 0.9, 0.99)

@@ -25,6 +25,7 @@ from rlsup.jobs.state import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE
                             EXIT_WALL_TIME, NOT_RETRIED_AGAIN)
 from rlsup.worker.progress import FILE_ONLY, LoopClock, ProgressLine, TrainingTime, tell_outcome
 from rlsup.run.spec_watch import RunSpecWatch
+from rlsup.run.status import Phase, WorkerStatus, write_worker_status
 from rlsup.run.signals import Aborted, Signals
 
 log = logging.getLogger("rlsup.worker")
@@ -198,8 +199,8 @@ class TrainingRun:
         tell_outcome(code, reason, self.run_dir, foreground=self.foreground)
         step = self.trainer.step if self.trainer is not None else 0
         try:
-            phases = {EXIT_DONE: "done", EXIT_PAUSED: "paused", EXIT_WALL_TIME: "paused"}
-            self._write_status(phases.get(code, "failed"))
+            phases = {EXIT_DONE: Phase.DONE, EXIT_PAUSED: Phase.PAUSED, EXIT_WALL_TIME: Phase.PAUSED}
+            self._write_status(phases.get(code, Phase.FAILED))
             # Checked at the last moment: a second interrupt up to here still makes the record say so.
             if self.signals.abort_requested and code != EXIT_ABORTED:
                 code, reason = EXIT_ABORTED, f"{reason}; then a second interrupt: stopped at once"
@@ -246,7 +247,7 @@ class TrainingRun:
         if wall_time.used_up(limit):
             return EXIT_WALL_TIME, wall_time.used_up_sentence(limit, trainer.step, already=True)
         clock = LoopClock(trainer.step)
-        self._write_status("running", clock)
+        self._write_status(Phase.RUNNING, clock)
         while True:
             if self.signals.reload_requested:
                 self._reload()
@@ -279,7 +280,7 @@ class TrainingRun:
             self._checkpoint("interval")
         if clock.due_for_status(step):
             self.signals.reload_requested |= self.spec_watch.changed()
-            self._write_status("running", clock)
+            self._write_status(Phase.RUNNING, clock)
         if self.progress.enabled and clock.due_for_progress():
             self.progress.show(step, spec.job.total_steps, clock.rate, self.trainer.mean_return())
 
@@ -302,7 +303,7 @@ class TrainingRun:
         from rlsup.checkpoint.store import write_checkpoint
 
         trainer, spec = self.trainer, self.spec
-        self._write_status("checkpointing")
+        self._write_status(Phase.CHECKPOINTING)
         fingerprint = trainer.fingerprint()
         # The line goes in before the length is recorded, so a resume keeps it with its checkpoint.
         self._write_metric({"kind": "checkpoint", "step": trainer.step, "reason": reason,
@@ -351,20 +352,15 @@ class TrainingRun:
             self._switch_off(str(error))
             self.spec = self.spec.replace("log", tensorboard=False)
 
-    def _write_status(self, phase: str, clock: "LoopClock | None" = None) -> None:
+    def _write_status(self, phase: Phase, clock: "LoopClock | None" = None) -> None:
         trainer = self.trainer
-        runfiles.write_status(self.run_dir, {
-            "pid": os.getpid(), "phase": phase, "time": time.time(),
-            "step": trainer.step if trainer else 0,
-            "total_steps": self.spec.job.total_steps if self.spec else None,
-            "steps_per_second": clock.rate if clock else None,
-            "episodes": trainer.episodes if trainer else 0,
-            "mean_return": trainer.mean_return() if trainer else None,
-            "last_checkpoint_step": self.last_checkpoint_step,
-            "device": str(trainer.device) if trainer else None,
-            "notice": self.notice,
-            "switched_off": self.switched_off,
-        })
+        write_worker_status(self.run_dir, WorkerStatus(
+            pid=os.getpid(), phase=phase, time=time.time(), step=trainer.step if trainer else 0,
+            total_steps=self.spec.job.total_steps if self.spec else None,
+            steps_per_second=clock.rate if clock else None, episodes=trainer.episodes if trainer else 0,
+            mean_return=trainer.mean_return() if trainer else None, last_checkpoint_step=self.last_checkpoint_step,
+            device=str(trainer.device) if trainer else None, notice=self.notice,
+            switched_off=tuple(self.switched_off)))
 
 
 def busy_message(run_dir: Path, error: Exception) -> str:

@@ -12,6 +12,7 @@ import pytest
 from plugins.replay_test_envs import COUNTER_ID, NOISY_ID
 from rlsup import paths
 from rlsup.run import files as runfiles
+from rlsup.run.status import read_worker_status
 from rlsup.checkpoint.manifest import ENV_RESTART_MARK, list_checkpoints
 from rlsup.checkpoint.store import load_checkpoint
 from rlsup.jobs.state import EXIT_PAUSED, State
@@ -109,7 +110,7 @@ def test_a_non_deterministic_env_restarts_its_episode_says_so_everywhere_and_the
     sentence = f"env 0 ({NOISY_ID}): replaying the "
     log_lines = [line for line in (run_dir / paths.LOG_FILE).read_text().splitlines() if sentence in line]
     assert len(log_lines) == 1 and "WARNING" in log_lines[0] and "not deterministic" in log_lines[0]
-    assert sentence in runfiles.read_status(run_dir)["notice"]
+    assert sentence in read_worker_status(run_dir).notice
     events = harness.wait_for(lambda: [event for event in harness.events(job.id, "checkpoint")
                                        if sentence in event.message], what="the restart as an event",
                               report=lambda: harness.report(job.id))

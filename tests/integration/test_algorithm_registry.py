@@ -12,6 +12,7 @@ from typing import Iterator
 import pytest
 
 from rlsup.run import files as runfiles
+from rlsup.run.status import read_worker_status
 from rlsup.algos.registry import ENTRY_POINT_GROUP
 from rlsup_testing import final_fingerprint, metric_steps, pause_when, run_rlsup, start_rlsup
 
@@ -84,7 +85,7 @@ def test_the_plugin_trains_to_its_budget_and_logs_its_own_loss(straight_run: Pat
     assert [record["step"] for record in train] == list(range(250, STEPS + 1, 250))
     assert all("td_loss" in record for record in train)
     assert metric_steps(straight_run, "eval") == [1000, 2000, 3000]
-    assert runfiles.read_status(straight_run)["device"] == "cpu"
+    assert read_worker_status(straight_run).device == "cpu"
 
 
 def test_pause_by_sigint_then_resume_is_bit_exact(tmp_path: Path, straight_run: Path) -> None:

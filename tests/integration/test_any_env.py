@@ -16,6 +16,7 @@ from user_envs import DICT_ID, PACKAGE, WALK_ID, with_python_path, write_package
 
 from rlsup import client, spec as specs
 from rlsup.run import files as runfiles
+from rlsup.run.status import read_worker_status
 from rlsup.jobs.state import State
 from rlsup.jobs.store import Store
 from rlsup.worker.training import build_trainer
@@ -155,8 +156,8 @@ def test_a_resume_after_the_users_env_changed_its_space_is_one_sentence(user_env
     assert sorted(path.name for path in (run_dir / "checkpoints").iterdir()) == checkpoints
     assert runfiles.read_exit(run_dir)["code"] == 2
     # Both facts stay where `rlsup status` and the TUI read them: the skipped newer checkpoint and the failure.
-    status = runfiles.read_status(run_dir)
-    assert status["phase"] == "failed" and "step-000000000600" in status["notice"]
+    status = read_worker_status(run_dir)
+    assert status.phase == "failed" and "step-000000000600" in status.notice
 
 
 def test_a_package_on_the_submitting_shells_python_path_is_found_by_the_daemons_worker(harness, tmp_path):

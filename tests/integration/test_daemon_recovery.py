@@ -41,7 +41,7 @@ def test_workers_survive_daemon_stop_and_sigkill_and_are_adopted(harness) -> Non
         # Room for the edit to arrive first: status.json is up to a second old, then come the debounce
         # and SIGHUP, and under load 1,500 steps went by before it (the worker then ends past the budget):
         # four times that.
-        budget = harness.wait_step(job.id, 1)["step"] + 6_000
+        budget = harness.wait_step(job.id, 1).step + 6_000
         spec.write_text(spec.read_text().replace("total_steps = 1000000", f"total_steps = {budget}"))
         budgets.append(budget)
     for job, pid, budget in zip(jobs, pids, budgets):

@@ -114,8 +114,8 @@ def test_a_cluster_worker_takes_live_edits_and_restarts_from_its_checkpoint_afte
     harness.wait_for(lambda: harness.newest_checkpoint(harness.job(job.id).run_dir), timeout=240,
                      what="a first checkpoint")
     first = harness.wait_step(job.id, 600)
-    os.kill(first["pid"], signal.SIGKILL)  # the worker itself: Ray's job fails with no exit.json
-    restarted = harness.wait_for(lambda: running_after_restarts(harness.job(job.id), 1, first["pid"]), timeout=240,
+    os.kill(first.pid, signal.SIGKILL)  # the worker itself: Ray's job fails with no exit.json
+    restarted = harness.wait_for(lambda: running_after_restarts(harness.job(job.id), 1, first.pid), timeout=240,
                                  what="a restarted worker")
     assert "restart 1 of 3" in " ".join(event.message for event in harness.events(job.id, "state"))
     resumed_from = [line for line in runfiles.tail_lines(Path(restarted.run_dir) / paths.LOG_FILE, 200)
@@ -123,7 +123,7 @@ def test_a_cluster_worker_takes_live_edits_and_restarts_from_its_checkpoint_afte
     assert resumed_from, "the restarted worker did not resume from a checkpoint"
 
     # A live edit: no signal reaches a Ray worker, job.toml rewritten in its run directory does.
-    budget = harness.wait_step(job.id, 0)["step"] + 8_000  # room for the debounce and the next status tick
+    budget = harness.wait_step(job.id, 0).step + 8_000  # room for the debounce and the next status tick
     spec.write_text(spec.read_text().replace("total_steps = 400000", f"total_steps = {budget}"))
     done = harness.wait_state(job.id, State.DONE, timeout=240)
     assert (done.step, done.restarts) == (budget, 1)

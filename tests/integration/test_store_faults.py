@@ -139,7 +139,7 @@ def test_a_write_lock_held_past_the_busy_timeout_fails_no_job_and_stops_no_daemo
         # The daemon's writes (the step it follows) wait out their busy timeout and find the store busy.
         harness.wait_for(lambda: "busy" in log.read_text(), timeout=120, what="the daemon to find the store busy")
     moved = harness.wait_step(job.id, harness.job(job.id).step + 100)
-    assert moved["pid"] == worker and alive(worker), harness.report(job.id)
+    assert moved.pid == worker and alive(worker), harness.report(job.id)
     assert harness.job(job.id).state is State.RUNNING and daemon.poll() is None
 
 

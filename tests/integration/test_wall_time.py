@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlsup.run import files as runfiles
+from rlsup.run.status import read_worker_status
 from rlsup.jobs.state import EXIT_WALL_TIME, Desired, State
 from rlsup_testing import cartpole_job, run_rlsup
 
@@ -80,4 +81,4 @@ def test_a_foreground_run_ends_as_a_pause_and_counts_its_resumes(tmp_path: Path)
     second = run_rlsup("run", "--resume", run_dir)
     assert second.returncode == EXIT_WALL_TIME, second.stderr
     assert f"paused at step {step}: the [job] max_wall_s of 1 s of training was already used up" in second.stderr
-    assert runfiles.read_status(run_dir)["phase"] == "paused"
+    assert read_worker_status(run_dir).phase == "paused"

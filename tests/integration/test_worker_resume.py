@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rlsup.run import files as runfiles
+from rlsup.run.status import read_worker_status
 from rlsup.jobs.state import EXIT_PAUSED
 from rlsup_testing import (breakout_job, cartpole_job, checkpoint_reasons, final_fingerprint, metric_steps,
                             pause_when, run_rlsup, start_rlsup)
@@ -46,8 +47,8 @@ def test_run_prints_its_run_dir_and_writes_the_run_files(straight_runs: dict[int
         assert (run_dir / name).exists(), name
     exit_record = runfiles.read_exit(run_dir)
     assert (exit_record["code"], exit_record["step"]) == (0, STEPS)
-    status = runfiles.read_status(run_dir)
-    assert (status["phase"], status["step"], status["total_steps"]) == ("done", STEPS, STEPS)
+    status = read_worker_status(run_dir)
+    assert (status.phase, status.step, status.total_steps) == ("done", STEPS, STEPS)
     assert checkpoint_reasons(run_dir)[-1] == (STEPS, "final")
     assert "total_steps = 6000" in (run_dir / "job.toml").read_text()
 
