@@ -19,9 +19,6 @@ class Phase(str, enum.Enum):
     DONE = "done"
     FAILED = "failed"
 
-    def __str__(self) -> str:
-        return self.value
-
     @property
     def training(self) -> bool:
         """A worker still at work, not one that has written its last status."""
