@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 
 from rlsup.run import files as runfiles
+from rlsup.run.exit import read_exit
 from rlsup.run.status import Phase, WorkerStatus, read_worker_status
 from rlsup import client
 from rlsup.jobs.state import Desired, State
@@ -53,13 +54,13 @@ def measure_pause(store: Store, job_id: int) -> dict:
     store.set_desired(job_id, Desired.PAUSED)
     wait_for(lambda: not worker.is_running() or worker.status() == psutil.STATUS_ZOMBIE)
     exited = time.time()
-    record = runfiles.read_exit(Path(job.run_dir))
-    assert record and record["code"] == 75, record
+    record = read_exit(Path(job.run_dir))
+    assert record and record.code == 75, record
     wait_for(lambda: store.job(job_id).state is State.PAUSED)
     recorded = time.time()
     signalled = next(event.time for event in reversed(store.events(job_id, 20)) if event.to_state == "pausing")
-    return {"signal": signalled - asked, "exit": exited - asked, "exit_json": record["time"] - asked,
-            "state": recorded - asked, "step": record["step"]}
+    return {"signal": signalled - asked, "exit": exited - asked, "exit_json": record.time - asked,
+            "state": recorded - asked, "step": record.step}
 
 
 def measure_resume(store: Store, job_id: int, paused_step: int) -> dict:
@@ -144,12 +145,12 @@ def first_step_and_pause(home: Path, spec: Path, cluster: str | None) -> dict:
         wait_for(lambda: store.job(job.id).state is State.RUNNING, timeout=60)
         asked = time.time()
         store.set_desired(job.id, Desired.PAUSED)
-        record = wait_for(lambda: (lambda found: found if found and found.get("code") == 75 else None)(
-            runfiles.read_exit(run_dir)), timeout=120, interval=0.005)
+        record = wait_for(lambda: (lambda found: found if found and found.code == 75 else None)(
+            read_exit(run_dir)), timeout=120, interval=0.005)
         wait_for(lambda: store.job(job.id).state is State.PAUSED, timeout=60, interval=0.005)
         recorded = time.time()
         store.set_desired(job.id, Desired.KILLED)
-    return {"first_step": status.time - job.submitted, "checkpoint": record["time"] - asked,
+    return {"first_step": status.time - job.submitted, "checkpoint": record.time - asked,
             "paused": recorded - asked}
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rlsup import locks, paths
 from rlsup.run import files as runfiles
+from rlsup.run.exit import clear_exit
 from rlsup.run.status import read_worker_status
 from rlsup.daemon.clusters import Cluster
 from rlsup.daemon.runner import RunnerUnavailable, Signal, WorkerHandle
@@ -133,7 +134,7 @@ class RayRunner:
         check_visible(self.cluster, run_dir)
         job = runfiles.read_run_spec(run_dir).job
         # An earlier worker's outcome and kill request must not be read as this one's (its pid is not known yet).
-        runfiles.clear_exit(run_dir)
+        clear_exit(run_dir)
         ref = f"rlsup-{job_id}-{secrets.token_hex(4)}"
         started = time.time()
         try:

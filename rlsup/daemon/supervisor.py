@@ -16,6 +16,7 @@ from rlsup.run import import_trust
 from rlsup.run import files as runfiles
 from rlsup.daemon.runner import Signal, WorkerHandle
 from rlsup.jobs.state import Exit
+from rlsup.run.exit import ExitRecord, read_exit
 from rlsup.run.signals import PAUSE_SIGNAL, RELOAD_SIGNAL, starting_held
 
 log = logging.getLogger("rlsup.daemon")
@@ -203,16 +204,16 @@ class LocalRunner:
         return runfiles.tail_lines(Path(run_dir) / paths.LOG_FILE, lines, limit=runfiles.QUOTED_TAIL_BYTES)
 
 
-def exit_record(worker: WorkerHandle) -> dict | None:
+def exit_record(worker: WorkerHandle) -> ExitRecord | None:
     """exit.json when this very worker wrote it (not a stale one from an earlier process).
 
     A worker whose pid is not known yet (pid 0: one on a cluster) is recognised by the time alone.
     """
-    record = runfiles.read_exit(worker.run_dir)
-    if record is None or (worker.pid and record.get("pid") not in (None, worker.pid)):
+    record = read_exit(worker.run_dir)
+    if record is None or (worker.pid and record.pid not in (None, worker.pid)):
         return None
     start_time = worker.start_time or 0.0
-    if isinstance(record.get("time"), (int, float)) and record["time"] < start_time - 1.0:
+    if record.time is not None and record.time < start_time - 1.0:
         return None
     return record
 
@@ -222,4 +223,4 @@ def exit_from_record(worker: WorkerHandle) -> Exit | None:
     record = exit_record(worker)
     if record is None:
         return None
-    return Exit(code=record.get("code"), step=record.get("step"), reason=record.get("reason"))
+    return Exit(code=record.code, step=record.step, reason=record.reason)

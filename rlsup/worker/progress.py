@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from rlsup.formatting import stopwatch
-from rlsup.jobs.state import EXIT_DONE, EXIT_PAUSED, EXIT_WALL_TIME
+from rlsup.run.exit import EXIT_DONE, EXIT_PAUSED, EXIT_WALL_TIME
 
 log = logging.getLogger("rlsup.worker")
 # A record for worker.log only: a foreground run's terminal hears the outcome once, from tell_terminal.

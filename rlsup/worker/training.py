@@ -21,8 +21,8 @@ from rlsup.algos.contract import Trainer
 from rlsup.algos.device import UsageError, configure_torch, make_cuda_deterministic, select_device
 from rlsup.checkpoint.manifest import BEST, CheckpointProblem, NoSpace
 from rlsup.checkpoint.trajectory import Trajectory
-from rlsup.jobs.state import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC,
-                            EXIT_WALL_TIME, NOT_RETRIED_AGAIN)
+from rlsup.run.exit import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC, EXIT_WALL_TIME,
+                            NOT_RETRIED_AGAIN, ExitRecord, clear_exit, read_exit, write_exit)
 from rlsup.worker.progress import FILE_ONLY, LoopClock, ProgressLine, TrainingTime, tell_outcome
 from rlsup.run.spec_watch import RunSpecWatch
 from rlsup.run.status import Phase, WorkerStatus, write_worker_status
@@ -57,7 +57,7 @@ class TrainingRun:
         self.trainer: Trainer | None = None
         self.run_lock: int | None = None  # held until the process ends: one worker per run
         self.registration: Path | None = None  # a foreground run's entry in RLSUP_HOME, for `rlsup list`
-        self.previous_exit: dict | None = None  # exit.json of the run's previous worker, read before clearing it
+        self.previous_exit: ExitRecord | None = None  # exit.json of the run's previous worker, read before clearing it
         # The trajectory: its bookkeeping as of the checkpoint it resumed from (each checkpoint writes it on, in
         # its manifest's extra), the wall time trained, and the checkpoints this process started from and wrote.
         self.trajectory = Trajectory()
@@ -96,8 +96,8 @@ class TrainingRun:
         try:
             setup_logging(self.run_dir, self.foreground)
             runfiles.check_own_files(self.run_dir)
-            self.previous_exit = runfiles.read_exit(self.run_dir)
-            runfiles.clear_exit(self.run_dir)
+            self.previous_exit = read_exit(self.run_dir)
+            clear_exit(self.run_dir)
             self.spec = runfiles.read_run_spec(self.run_dir)
             self._use_imports()  # before anything imports the env's modules
             if self.foreground:
@@ -143,11 +143,11 @@ class TrainingRun:
         """A crash the previous worker of this run had too, at the same step and in the same words: it resumed
         bit for bit to the same fault, which every restart would repeat, so it stops as a job that cannot run
         as it is (exit 2, never retried)."""
-        previous = self.previous_exit or {}
+        previous = self.previous_exit
         if self.trainer is None or self.resumed_at is None or self.trainer.step <= self.resumed_at:
             return None  # no step trained since the start: a resource that is short now may not be later
         step = self.trainer.step
-        if (previous.get("code"), previous.get("step"), previous.get("reason")) != (EXIT_ERROR, step, reason):
+        if previous is None or (previous.code, previous.step, previous.reason) != (EXIT_ERROR, step, reason):
             return None
         return EXIT_SPEC, (f"{reason}; the same fault at step {step:,} as the run's previous worker, which a "
                            "restart from the same checkpoint would repeat: " + NOT_RETRIED_AGAIN)
@@ -205,8 +205,7 @@ class TrainingRun:
             if self.signals.abort_requested and code != EXIT_ABORTED:
                 code, reason = EXIT_ABORTED, f"{reason}; then a second interrupt: stopped at once"
                 tell_outcome(code, reason, self.run_dir, foreground=self.foreground)
-            runfiles.write_exit(self.run_dir, code=code, reason=reason, step=step,
-                                checkpoint=self.last_checkpoint)
+            write_exit(self.run_dir, ExitRecord(code=code, reason=reason, step=step, checkpoint=self.last_checkpoint))
         except OSError as error:  # a full disk: the exit code still tells the daemon
             log.error("cannot record the exit in %s: %s", self.run_dir, error)
         self._close()

@@ -15,7 +15,8 @@ from rlsup.run import files as runfiles
 from rlsup.run.status import read_worker_status
 from rlsup.checkpoint.manifest import ENV_RESTART_MARK, list_checkpoints
 from rlsup.checkpoint.store import load_checkpoint
-from rlsup.jobs.state import EXIT_PAUSED, State
+from rlsup.run.exit import EXIT_PAUSED, read_exit
+from rlsup.jobs.state import State
 from rlsup_testing import cartpole_text, final_fingerprint, metric_steps, pause_when, run_rlsup, start_rlsup
 
 PLUGIN = Path(__file__).parent.parent / "plugins" / "replay_test_envs"
@@ -51,7 +52,7 @@ def paused_mid_episode(job: Path, run_dir: Path, *, train_step: int, tries: int 
         assert process.returncode == EXIT_PAUSED, stderr
         if max(replayed_actions(run_dir)) > 0:
             return
-        train_step = runfiles.read_exit(run_dir)["step"] + 1
+        train_step = read_exit(run_dir).step + 1
         process = start_rlsup("run", "--resume", run_dir)
     raise AssertionError(f"{tries} pauses in a row fell on episode boundaries")
 
@@ -103,7 +104,7 @@ def test_a_non_deterministic_env_restarts_its_episode_says_so_everywhere_and_the
     harness.wait_step(job.id, 1_100)
     harness.cli("pause", job.id)
     harness.wait_state(job.id, State.PAUSED)
-    paused_step = runfiles.read_exit(run_dir)["step"]
+    paused_step = read_exit(run_dir).step
     harness.cli("resume", job.id)
     harness.wait_state(job.id, State.DONE, timeout=180)
 

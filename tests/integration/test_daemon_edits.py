@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlsup.run import files as runfiles
+from rlsup.run.exit import read_exit
 from rlsup.run.status import WorkerStatus, read_worker_status
 from rlsup.jobs.state import State
 
@@ -61,8 +61,8 @@ def test_edits_on_disk_apply_live_restart_refuse_and_requeue(harness) -> None:
     edited = original.replace("threads = 1", "threads = 2").replace("total_steps = 1000000", f"total_steps = {budget}")
     spec.write_text(edited)
     done = harness.wait_state(job.id, State.DONE, timeout=300)
-    exit_record = runfiles.read_exit(Path(job.run_dir))
-    assert (exit_record["pid"], exit_record["step"], done.step) == (second.pid, budget, budget)
+    exit_record = read_exit(Path(job.run_dir))
+    assert (exit_record.pid, exit_record.step, done.step) == (second.pid, budget, budget)
     assert any("job.total_steps" in event.message for event in harness.events(job.id, "edit"))
     starts = [transition for transition in harness.transitions(job.id) if transition[1] == "starting"]
     assert len(starts) == 2  # the submit and the resume-class edit; the live edit restarted nothing
@@ -73,7 +73,7 @@ def test_edits_on_disk_apply_live_restart_refuse_and_requeue(harness) -> None:
                      what="the done job to be re-queued", report=lambda: harness.report(job.id))
     again = harness.wait_state(job.id, State.DONE, timeout=300)
     assert again.step == budget + 500 and again.total_steps == budget + 500
-    assert runfiles.read_exit(Path(job.run_dir))["pid"] != second.pid
+    assert read_exit(Path(job.run_dir)).pid != second.pid
     assert harness.newest_checkpoint(job.run_dir).step == budget + 500
 
 

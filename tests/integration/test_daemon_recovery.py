@@ -5,7 +5,7 @@ import os
 import signal
 from pathlib import Path
 
-from rlsup.run import files as runfiles
+from rlsup.run.exit import read_exit
 from rlsup.jobs.state import State
 
 
@@ -46,8 +46,8 @@ def test_workers_survive_daemon_stop_and_sigkill_and_are_adopted(harness) -> Non
         budgets.append(budget)
     for job, pid, budget in zip(jobs, pids, budgets):
         done = harness.wait_state(job.id, State.DONE, timeout=120)
-        exit_record = runfiles.read_exit(Path(done.run_dir))
-        assert (exit_record["pid"], exit_record["code"], done.step) == (pid, 0, budget)
+        exit_record = read_exit(Path(done.run_dir))
+        assert (exit_record.pid, exit_record.code, done.step) == (pid, 0, budget)
         assert [t for t in harness.transitions(job.id) if t[1] == "starting"] == [("queued", "starting")]
 
 
@@ -76,7 +76,7 @@ def test_a_crashed_worker_restarts_from_its_checkpoint_or_fails_without_restarts
     assert any("restart 1 of 3" in event.message for event in harness.events(resilient.id, "state"))
     log = (Path(done.run_dir) / "worker.log").read_text()
     assert f"resumed from step-{checkpoint_step:012d}" in log or f"(step {checkpoint_step}" in log
-    assert runfiles.read_exit(Path(done.run_dir))["pid"] != crashed_pid
+    assert read_exit(Path(done.run_dir)).pid != crashed_pid
 
 
 def _alive(pid: int) -> bool:

@@ -12,7 +12,8 @@ import pytest
 from rlsup import paths
 from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import list_checkpoints
-from rlsup.jobs.state import EXIT_ABORTED, EXIT_PAUSED, State
+from rlsup.run.exit import EXIT_ABORTED, EXIT_PAUSED, read_exit
+from rlsup.jobs.state import State
 from rlsup_testing import final_fingerprint, run_rlsup
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -96,7 +97,7 @@ def test_pause_edit_resume_on_the_cluster_matches_a_straight_run(harness, lab: P
     run_dir = Path(resting.run_dir)
     checkpoint = harness.newest_checkpoint(run_dir)
     assert checkpoint.reason == "pause" and resting.step == checkpoint.step
-    assert runfiles.read_exit(run_dir)["code"] == EXIT_PAUSED  # Ray reports STOPPED and no code: exit.json has it
+    assert read_exit(run_dir).code == EXIT_PAUSED  # Ray reports STOPPED and no code: exit.json has it
 
     budget = checkpoint.step + 1_500
     paused_file.write_text(paused_file.read_text().replace("total_steps = 400000", f"total_steps = {budget}"))
@@ -145,8 +146,8 @@ def test_a_restarted_daemon_adopts_a_cluster_job_and_kill_writes_no_checkpoint(h
     assert harness.cli("kill", str(job.id))[0] == 0
     killed = harness.wait_state(job.id, State.KILLED, timeout=120)
     assert list_checkpoints(Path(killed.run_dir)) == []  # a pause would have written one
-    record = harness.wait_for(lambda: runfiles.read_exit(Path(killed.run_dir)), timeout=30, what="exit.json")
-    assert record["code"] == EXIT_ABORTED and "kill request" in record["reason"]
+    record = harness.wait_for(lambda: read_exit(Path(killed.run_dir)), timeout=30, what="exit.json")
+    assert record.code == EXIT_ABORTED and "kill request" in record.reason
 
 
 def test_a_job_the_restarted_head_no_longer_knows_is_lost_and_restarted_from_its_checkpoint(harness,

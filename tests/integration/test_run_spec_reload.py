@@ -5,6 +5,7 @@ from pathlib import Path
 
 from rlsup import paths
 from rlsup.run import files as runfiles
+from rlsup.run.exit import read_exit
 from rlsup.run.status import read_worker_status
 from rlsup_testing import cartpole_job, start_rlsup, wait_for
 
@@ -23,6 +24,6 @@ def test_a_rewritten_run_spec_reaches_a_running_worker_without_a_signal(tmp_path
         if process.poll() is None:
             process.kill()
     assert process.returncode == 0, stderr
-    assert runfiles.read_exit(run_dir)["step"] == budget
+    assert read_exit(run_dir).step == budget
     log = (run_dir / paths.LOG_FILE).read_text()
     assert f"reload: job.total_steps: 400000 -> {budget} (applied)" in log, log[-2000:]

@@ -14,7 +14,7 @@ from rlsup import paths
 from rlsup.run import files as runfiles
 from rlsup.run.status import read_worker_status
 from rlsup.checkpoint.manifest import list_checkpoints
-from rlsup.jobs.state import EXIT_PAUSED
+from rlsup.run.exit import EXIT_PAUSED
 from rlsup.worker.tensorboard import NOT_INSTALLED
 from rlsup_testing import cartpole_job, path_hiding, pause_when, rlsup_command, run_rlsup, start_rlsup
 
