@@ -8,6 +8,7 @@ from typing import Any
 
 from rlsup import formatting, paths
 from rlsup.run import lineage
+from rlsup.run import metrics
 from rlsup.run import files as runfiles
 from rlsup.algos.contract import Trainer
 from rlsup.checkpoint.manifest import CheckpointProblem, Choice
@@ -96,7 +97,8 @@ def best_evaluation_at(run_dir: Path, manifest: dict) -> float | None:
     recorded = Trajectory.of_manifest(manifest)
     if recorded.best_evaluation_recorded:
         return recorded.best_evaluation
-    return max((record["mean"] for record in runfiles.read_metrics(run_dir) if record["kind"] == "eval"),
+    return max((record[metrics.EVAL_MEAN] for record in runfiles.read_metrics(run_dir)
+                if record[metrics.KIND] == metrics.EVAL),
                default=None)
 
 

@@ -12,6 +12,7 @@ from typing import BinaryIO, Iterator
 
 from rlsup import own_files, paths
 from rlsup.run import files as runfiles
+from rlsup.run import metrics
 
 EVENT_FILES = "events.out.tfevents.*"
 # A checkpoint's Trajectory.tensorboard_events (checkpoint/trajectory.py) holds {"file": name, "bytes": length}:
@@ -28,10 +29,10 @@ class Unavailable(RuntimeError):
 def scalars(record: dict) -> Iterator[tuple[str, float]]:
     """A metrics.jsonl record's numbers as TensorBoard tags: `train/loss`, `eval/mean` (kind/key)."""
     for key, value in record.items():
-        if key in ("t", "step", "kind") or isinstance(value, bool) or not isinstance(value, (int, float)):
+        if key in metrics.COMMON_KEYS or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         if math.isfinite(value):
-            yield f"{record['kind']}/{key}", float(value)
+            yield f"{record[metrics.KIND]}/{key}", float(value)
 
 
 class EventFile:

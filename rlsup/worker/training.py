@@ -13,6 +13,7 @@ from rlsup import formatting, locks, own_files, paths
 from rlsup.run import fault_stacks
 from rlsup.run import foreground
 from rlsup.run import import_trust
+from rlsup.run import metrics
 from rlsup.run import files as runfiles
 from rlsup.worker import tensorboard as tensorboard_log
 from rlsup import spec as specs
@@ -270,7 +271,8 @@ class TrainingRun:
 
         step, spec = self.trainer.step, self.spec
         if crossed(previous_step, step, spec.log.every_steps):
-            self._write_metric({"kind": "train", "step": step, "steps_per_second": clock.window_rate(step),
+            self._write_metric({metrics.KIND: metrics.TRAIN, metrics.STEP: step,
+                                metrics.STEPS_PER_SECOND: clock.window_rate(step),
                                 **self.trainer.train_metrics()})
         if crossed(previous_step, step, spec.eval.every_steps):
             self._evaluate()
@@ -291,7 +293,8 @@ class TrainingRun:
                                 seed=evaluation_seed(self.spec.job.seed, step),
                                 episodes=settings.episodes, epsilon=settings.epsilon)
         mean = sum(returns) / len(returns)
-        self._write_metric({"kind": "eval", "step": step, "mean": mean, "returns": returns})
+        self._write_metric({metrics.KIND: metrics.EVAL, metrics.STEP: step, metrics.EVAL_MEAN: mean,
+                            metrics.EVAL_RETURNS: returns})
         log.info("evaluation at step %d: mean return %.2f over %d episodes", step, mean, len(returns))
         if self.trajectory.best_evaluation is None or mean > self.trajectory.best_evaluation:
             self.trajectory.best_evaluation = mean
@@ -305,8 +308,8 @@ class TrainingRun:
         self._write_status(Phase.CHECKPOINTING)
         fingerprint = trainer.fingerprint()
         # The line goes in before the length is recorded, so a resume keeps it with its checkpoint.
-        self._write_metric({"kind": "checkpoint", "step": trainer.step, "reason": reason,
-                            "fingerprint": fingerprint})
+        self._write_metric({metrics.KIND: metrics.CHECKPOINT, metrics.STEP: trainer.step,
+                            metrics.CHECKPOINT_REASON: reason, metrics.CHECKPOINT_FINGERPRINT: fingerprint})
         self.metrics.sync()
         events = self.tensorboard.sync()  # a resume continues the event file from here (worker/tensorboard.py)
         best = reason == BEST
@@ -343,7 +346,7 @@ class TrainingRun:
     # -- outputs -----------------------------------------------------------------------------
 
     def _write_metric(self, record: dict) -> None:
-        record = {"t": round(time.time(), 3), **record}
+        record = {metrics.TIME: round(time.time(), 3), **record}
         self.metrics.write(record)
         try:
             self.tensorboard.follow(record, enabled=self.spec.log.tensorboard)
