@@ -184,10 +184,11 @@ class LocalRunner:
             code = popen.poll()
             if code is None:
                 return None
-            record = exit_record(worker) or {}
+            record = exit_record(worker)
+            step, reason = (record.step, record.reason) if record else (None, None)
             if code < 0:
-                return Exit(signal=-code, step=record.get("step"))
-            return Exit(code=code, step=record.get("step"), reason=record.get("reason"))
+                return Exit(signal=-code, step=step)
+            return Exit(code=code, step=step, reason=reason)
         if same_process_alive(worker.pid, worker.start_time):
             return None
         return self.exit_of_lost(worker)  # not our child: exit.json is the only word on how it ended
