@@ -13,6 +13,8 @@ from pathlib import Path
 import psutil
 
 from rlsup.run import files as runfiles
+from rlsup.run.exit import read_exit
+from rlsup.run.status import Phase, WorkerStatus, read_worker_status
 from rlsup import client
 from rlsup.jobs.state import Desired, State
 from rlsup.jobs.store import Store
@@ -52,13 +54,13 @@ def measure_pause(store: Store, job_id: int) -> dict:
     store.set_desired(job_id, Desired.PAUSED)
     wait_for(lambda: not worker.is_running() or worker.status() == psutil.STATUS_ZOMBIE)
     exited = time.time()
-    record = runfiles.read_exit(Path(job.run_dir))
-    assert record and record["code"] == 75, record
+    record = read_exit(Path(job.run_dir))
+    assert record and record.code == 75, record
     wait_for(lambda: store.job(job_id).state is State.PAUSED)
     recorded = time.time()
     signalled = next(event.time for event in reversed(store.events(job_id, 20)) if event.to_state == "pausing")
-    return {"signal": signalled - asked, "exit": exited - asked, "exit_json": record["time"] - asked,
-            "state": recorded - asked, "step": record["step"]}
+    return {"signal": signalled - asked, "exit": exited - asked, "exit_json": record.time - asked,
+            "state": recorded - asked, "step": record.step}
 
 
 def measure_resume(store: Store, job_id: int, paused_step: int) -> dict:
@@ -68,13 +70,13 @@ def measure_resume(store: Store, job_id: int, paused_step: int) -> dict:
     store.set_desired(job_id, Desired.RUNNING)
     job = wait_for(lambda: (lambda found: found if found.pid else None)(store.job(job_id)))
     spawned = time.time()
-    status = wait_for(lambda: (lambda found: found if found and found.get("pid") == job.pid
-                                and found.get("phase") == "running" else None)(runfiles.read_status(run_dir)))
+    status = wait_for(lambda: (lambda found: found if found and found.pid == job.pid
+                                and found.phase == Phase.RUNNING else None)(read_worker_status(run_dir)))
     # The first train record after the pause step tells when training had visibly moved on.
     record = wait_for(lambda: next((r for r in runfiles.read_metrics(run_dir)
                                     if r.get("kind") == "train" and r["step"] > paused_step and r["t"] > asked), None),
                       interval=0.02)
-    return {"spawn": spawned - asked, "loop": status["time"] - asked, "train_record": record["t"] - asked,
+    return {"spawn": spawned - asked, "loop": status.time - asked, "train_record": record["t"] - asked,
             "train_record_step": record["step"] - paused_step}
 
 
@@ -82,13 +84,13 @@ def latency(home: Path, directory: Path, rounds: int) -> None:
     with Store(home) as store:
         job = client.submit(long_example(directory, "latency"), home=home)
         run_dir = Path(job.run_dir)
-        wait_for(lambda: (runfiles.read_status(run_dir) or {}).get("step", 0) >= 3_000, timeout=300, interval=0.05)
+        wait_for(lambda: ((read_worker_status(run_dir) or WorkerStatus()).step or 0) >= 3_000, timeout=300, interval=0.05)
         pauses, resumes = [], []
         for _ in range(rounds):
             pause = measure_pause(store, job.id)
             pauses.append(pause)
             resumes.append(measure_resume(store, job.id, pause["step"]))
-            wait_for(lambda: (runfiles.read_status(run_dir) or {}).get("step", 0) >= pause["step"] + 2_000,
+            wait_for(lambda: ((read_worker_status(run_dir) or WorkerStatus()).step or 0) >= pause["step"] + 2_000,
                      timeout=300, interval=0.05)
         store.set_desired(job.id, Desired.KILLED)
         wait_for(lambda: store.job(job.id).state is State.KILLED)
@@ -137,18 +139,18 @@ def first_step_and_pause(home: Path, spec: Path, cluster: str | None) -> dict:
     """Submit -> the worker's first status with a step; pause intent -> exit.json (after the pause checkpoint)."""
     job = client.submit(spec, home=home, cluster=cluster, copy=True)
     run_dir = Path(job.run_dir)
-    status = wait_for(lambda: (lambda found: found if found and found.get("step") else None)(
-        runfiles.read_status(run_dir)), timeout=300, interval=0.01)
+    status = wait_for(lambda: (lambda found: found if found and found.step else None)(
+        read_worker_status(run_dir)), timeout=300, interval=0.01)
     with Store(home) as store:
         wait_for(lambda: store.job(job.id).state is State.RUNNING, timeout=60)
         asked = time.time()
         store.set_desired(job.id, Desired.PAUSED)
-        record = wait_for(lambda: (lambda found: found if found and found.get("code") == 75 else None)(
-            runfiles.read_exit(run_dir)), timeout=120, interval=0.005)
+        record = wait_for(lambda: (lambda found: found if found and found.code == 75 else None)(
+            read_exit(run_dir)), timeout=120, interval=0.005)
         wait_for(lambda: store.job(job.id).state is State.PAUSED, timeout=60, interval=0.005)
         recorded = time.time()
         store.set_desired(job.id, Desired.KILLED)
-    return {"first_step": status["time"] - job.submitted, "checkpoint": record["time"] - asked,
+    return {"first_step": status.time - job.submitted, "checkpoint": record.time - asked,
             "paused": recorded - asked}
 
 

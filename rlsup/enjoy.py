@@ -64,11 +64,11 @@ def load_policy(run_dir: Path, which: str = "latest", report: Callable[[str], No
     """
     from rlsup.spec import registry
 
-    spec, trainer_state, entry = load_trainer_state(run_dir, which, report)
+    spec, trainer_state, entry = read_trainer_state(run_dir, which, report)
     return registry.get(spec.job.algo).policy_from_checkpoint(spec, trainer_state), entry
 
 
-def load_trainer_state(run_dir: Path, which: str = "latest", report: Callable[[str], None] = lambda line: None,
+def read_trainer_state(run_dir: Path, which: str = "latest", report: Callable[[str], None] = lambda line: None,
                        ) -> tuple[object, dict, object]:
     """(the run's spec, the trainer state of a checkpoint, its entry): what enjoy and export build policies from."""
     from rlsup.checkpoint.choose import ROTATED_TRIES, latest_choice, resolve

@@ -1,6 +1,7 @@
 """How numbers, sizes, times and durations read on screen: one module for the CLI, the TUI and the worker."""
 from __future__ import annotations
 
+import math
 import time
 
 MISSING = "–"  # no value yet: a speed before the first report, a time not reached
@@ -14,6 +15,19 @@ DAY_AND_MINUTE = "%m-%d %H:%M"
 class Sentence(Exception):
     """An error whose message is already the whole sentence a run ends with (an env's fault, a child killed by
     a signal): the worker says it as it is, without the exception's type or a note about a traceback."""
+
+
+def number(value: object) -> float | None:
+    """A finite int or float as a float; None for anything else (bools, strings, NaN): a value read from a run's
+    JSON files (status.json, a manifest, metrics) is checked with it before anything shows or uses it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def whole(value: object) -> int | None:
+    found = number(value)
+    return int(found) if found is not None else None
 
 
 def one_line(text: str) -> str:

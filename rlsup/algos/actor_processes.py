@@ -25,6 +25,7 @@ from rlsup.algos.shared_memory import UnrollArrays, UnrollGroups, UnrollLayout, 
 from rlsup.run.fault_stacks import child_ended, record_where_the_worker_does
 from rlsup.formatting import one_line
 from rlsup.run.log import FILE_ONLY
+from rlsup.run.signals import STOP_SIGNALS  # an actor ignores a pause's signals: the learner decides
 from rlsup.spec import JobSpec
 
 # Unroll groups per actor: one being written while the learner copies the previous one out.
@@ -34,7 +35,6 @@ POLL_S = 0.2
 JOIN_TIMEOUT_S = 10.0
 PR_SET_NAME, PR_SET_PDEATHSIG = 15, 1
 PROCESS_NAME = "rlsup-actor-{index}"
-STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 log = logging.getLogger("rlsup.impala")
 

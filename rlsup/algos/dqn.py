@@ -19,6 +19,7 @@ from rlsup.algos.schedules import LinearSchedule, crossed
 from rlsup.algos.envs.vector import VectorEnv, VectorStep
 from rlsup.algos.envs.vectorise import env_seeds, make_vector_env
 from rlsup.checkpoint.rng import generator_state, restore_generator
+from rlsup.run.metrics import EPISODE, EPISODE_LENGTH, EPISODE_RETURN, KIND, STEP
 from rlsup.replay.mixer import ReplayMixer, replay_from_settings
 from rlsup.replay.storage import TransitionBatch, TransitionStorage
 from rlsup.spec import DqnSection, JobSpec, ReplaySection
@@ -229,8 +230,8 @@ class DqnTrainer(LearnerTrainer):
         self.replays.add_final(index, self.envs.newest_frame(result.final_observations[index]))
         self.first[index] = True
         self.returns.add(episode.raw_return)
-        return {"kind": "episode", "step": self.step + index + 1, "return": episode.raw_return,
-                "length": episode.length}
+        return {KIND: EPISODE, STEP: self.step + index + 1, EPISODE_RETURN: episode.raw_return,
+                EPISODE_LENGTH: episode.length}
 
     def _train(self, previous_step: int) -> None:
         settings = self.spec.dqn

@@ -38,7 +38,7 @@ def export_policy(run_dir: Path, load: Callable[[], tuple], *, format: str, out:
                   started: Callable[[], None] = lambda: None) -> Path:
     """Write the checkpoint's greedy policy to out and its description beside it; returns the JSON's path.
 
-    load returns (the run's spec, the checkpoint's trainer state, its entry), as enjoy.load_trainer_state
+    load returns (the run's spec, the checkpoint's trainer state, its entry), as enjoy.read_trainer_state
     does: the caller picks the checkpoint, so that this module imports nothing above algos/. It is called
     once the format is known to be writable. started is called once the checkpoint is loaded and the env
     described, before anything is written."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlsup import paths
+from rlsup.checkpoint.trajectory import Trajectory
 from rlsup.checkpoint.checksums import SUPPORTED_CHECKSUMS, file_checksum, safe_relative_path
 from rlsup.own_files import NotOwnFile, open_beneath, read_json
 
@@ -128,14 +129,12 @@ class CheckpointEntry:
     @property
     def evaluation_mean(self) -> float | None:
         """The evaluation that made a best checkpoint best; None for other checkpoints."""
-        value = (self.manifest.get("extra") or {}).get("evaluation_mean")
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        return Trajectory.of_manifest(self.manifest).evaluation_mean
 
     @property
     def env_restarts(self) -> list[str]:
         """Envs that a resume before this checkpoint restarted, their saved episodes not replaying exactly."""
-        restarts = (self.manifest.get("extra") or {}).get("env_restarts")
-        return [str(sentence) for sentence in restarts] if isinstance(restarts, list) else []
+        return Trajectory.of_manifest(self.manifest).env_restarts
 
     @property
     def label(self) -> str:

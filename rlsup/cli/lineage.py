@@ -14,7 +14,7 @@ from rlsup import spec as specs
 from rlsup.cli.arguments import CliError, resolve_run, trust_imports_option, use_run_imports
 from rlsup.cli.jobs import say_who_follows, warn_if_gpus_missing
 from rlsup.cli.program import answer_stops, finished, note_stops
-from rlsup.views.jobs import jobs_following
+from rlsup.jobs.record import jobs_following
 from rlsup.jobs.store import Job, Store
 
 EXPORT_FORMATS = ("torchscript", "onnx")  # rlsup.algos.export.FORMATS, named here without importing torch
@@ -132,14 +132,14 @@ def command_export(args: argparse.Namespace) -> int:
     note_stops()  # until the policy is loaded (export_policy calls answer_stops)
     from rlsup.algos.envs.sources import EnvError  # the network's sizes come from the env, made here
     from rlsup.algos.export import ExportUnavailable, export_policy  # torch: only an export pays for it
-    from rlsup.enjoy import load_trainer_state
+    from rlsup.enjoy import read_trainer_state
 
     run_dir = resolve_run(args.run)
     use_run_imports(run_dir, args.trust_imports)
     out = Path(args.out).expanduser()
     report = functools.partial(print, file=sys.stderr)  # which newer checkpoints `latest` fell back past
     try:
-        described = export_policy(run_dir, lambda: load_trainer_state(run_dir, args.checkpoint, report),
+        described = export_policy(run_dir, lambda: read_trainer_state(run_dir, args.checkpoint, report),
                                   format=args.format, out=out, started=answer_stops)
     except (ExportUnavailable, EnvError) as error:
         raise CliError(str(error)) from None

@@ -16,7 +16,7 @@ from rlsup.cli.arguments import CliError
 from rlsup.cli.program import answer_stop_signals, answer_stops, finished, note_stops
 from rlsup.run.lineage import ForkRefused
 from rlsup.jobs.store_file import StoreError
-from rlsup.jobs.state import EXIT_ERROR, EXIT_SPEC
+from rlsup.run.exit import EXIT_ERROR, EXIT_SPEC
 from rlsup.stopping import SAID, signal_number
 from rlsup.run.signals import release_signals
 

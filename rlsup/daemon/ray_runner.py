@@ -18,6 +18,8 @@ from pathlib import Path
 
 from rlsup import locks, paths
 from rlsup.run import files as runfiles
+from rlsup.run.exit import clear_exit
+from rlsup.run.status import read_worker_status
 from rlsup.daemon.clusters import Cluster
 from rlsup.daemon.runner import RunnerUnavailable, Signal, WorkerHandle
 from rlsup.daemon.supervisor import exit_from_record
@@ -30,7 +32,6 @@ POLL_S = 0.5  # how often Ray is asked how its jobs are: one list_jobs request t
 # and once when it answers again: not at every poll.
 UNREACHABLE_LOG_AFTER_S = (60.0, 300.0, 1800.0)
 LIVE_STATUSES = ("PENDING", "RUNNING")
-LIVE_PHASES = ("running", "checkpointing")  # status.json of a worker still training (worker.py)
 
 
 class RayUnreachable(RunnerUnavailable):
@@ -133,7 +134,7 @@ class RayRunner:
         check_visible(self.cluster, run_dir)
         job = runfiles.read_run_spec(run_dir).job
         # An earlier worker's outcome and kill request must not be read as this one's (its pid is not known yet).
-        runfiles.clear_exit(run_dir)
+        clear_exit(run_dir)
         ref = f"rlsup-{job_id}-{secrets.token_hex(4)}"
         started = time.time()
         try:
@@ -278,13 +279,13 @@ class RayRunner:
         """
         if worker.pid:
             return
-        status = runfiles.read_status(worker.run_dir) or {}
-        if (not isinstance(status.get("pid"), int) or status.get("phase") not in LIVE_PHASES
-                or (status.get("time") or 0) < (worker.start_time or 0)):
+        status = read_worker_status(worker.run_dir)
+        if (status is None or status.pid is None or status.phase is None or not status.phase.training
+                or (status.time or 0) < (worker.start_time or 0)):
             return
         address = urllib.parse.urlparse(info.driver_agent_http_address or "").hostname
         node = address or (info.driver_node_id or "")[:12]
-        self.workers[worker.job_id] = WorkerHandle(worker.job_id, status["pid"], worker.start_time, worker.boot_id,
+        self.workers[worker.job_id] = WorkerHandle(worker.job_id, status.pid, worker.start_time, worker.boot_id,
                                                    worker.run_dir, ref=worker.ref, node=node)
 
 

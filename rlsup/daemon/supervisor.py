@@ -16,7 +16,8 @@ from rlsup.run import import_trust
 from rlsup.run import files as runfiles
 from rlsup.daemon.runner import Signal, WorkerHandle
 from rlsup.jobs.state import Exit
-from rlsup.run.signals import starting_held
+from rlsup.run.exit import ExitRecord, read_exit
+from rlsup.run.signals import PAUSE_SIGNAL, RELOAD_SIGNAL, starting_held
 
 log = logging.getLogger("rlsup.daemon")
 
@@ -142,7 +143,7 @@ class LocalRunner:
         """SIGINT pauses and SIGHUP reloads the worker itself; a kill takes its whole session."""
         if Signal(kind) is Signal.KILL:
             return self._kill(job_id)
-        number = signal.SIGINT if kind is Signal.PAUSE else signal.SIGHUP
+        number = PAUSE_SIGNAL if kind is Signal.PAUSE else RELOAD_SIGNAL
         worker = self.workers.get(job_id)
         if worker is None or not self.alive(job_id):
             return False
@@ -183,10 +184,11 @@ class LocalRunner:
             code = popen.poll()
             if code is None:
                 return None
-            record = exit_record(worker) or {}
+            record = exit_record(worker)
+            step, reason = (record.step, record.reason) if record else (None, None)
             if code < 0:
-                return Exit(signal=-code, step=record.get("step"))
-            return Exit(code=code, step=record.get("step"), reason=record.get("reason"))
+                return Exit(signal=-code, step=step)
+            return Exit(code=code, step=step, reason=reason)
         if same_process_alive(worker.pid, worker.start_time):
             return None
         return self.exit_of_lost(worker)  # not our child: exit.json is the only word on how it ended
@@ -203,16 +205,16 @@ class LocalRunner:
         return runfiles.tail_lines(Path(run_dir) / paths.LOG_FILE, lines, limit=runfiles.QUOTED_TAIL_BYTES)
 
 
-def exit_record(worker: WorkerHandle) -> dict | None:
+def exit_record(worker: WorkerHandle) -> ExitRecord | None:
     """exit.json when this very worker wrote it (not a stale one from an earlier process).
 
     A worker whose pid is not known yet (pid 0: one on a cluster) is recognised by the time alone.
     """
-    record = runfiles.read_exit(worker.run_dir)
-    if record is None or (worker.pid and record.get("pid") not in (None, worker.pid)):
+    record = read_exit(worker.run_dir)
+    if record is None or (worker.pid and record.pid not in (None, worker.pid)):
         return None
     start_time = worker.start_time or 0.0
-    if isinstance(record.get("time"), (int, float)) and record["time"] < start_time - 1.0:
+    if record.time is not None and record.time < start_time - 1.0:
         return None
     return record
 
@@ -222,4 +224,4 @@ def exit_from_record(worker: WorkerHandle) -> Exit | None:
     record = exit_record(worker)
     if record is None:
         return None
-    return Exit(code=record.get("code"), step=record.get("step"), reason=record.get("reason"))
+    return Exit(code=record.code, step=record.step, reason=record.reason)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from rlsup.run.exit import EXIT_DONE, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC, EXIT_WALL_TIME, NOT_RETRIED_AGAIN
 from rlsup.run.fault_stacks import signal_name, stack_note
 
 
@@ -80,16 +81,7 @@ def check(old: State, new: State) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Exit codes of the worker contract (DESIGN.md section 6)
-
-EXIT_DONE = 0
-EXIT_ERROR = 1
-EXIT_SPEC = 2        # spec or usage error, or a run that cannot resume as it is: never retried
-NOT_RETRIED_AGAIN = "not retried again"  # how a worker's reason for a fault repeated after a restart ends
-EXIT_NO_SPACE = 74   # the disk is full: paused, since a restart would only fill it again
-EXIT_PAUSED = 75
-EXIT_WALL_TIME = 76  # [job] max_wall_s used up: paused with a checkpoint, held paused until a client resumes
-EXIT_ABORTED = 130   # a second interrupt: stopped at once, the previous checkpoint kept
+# What a worker's exit means (its codes are the worker contract's: run/exit.py)
 
 
 @dataclass(frozen=True)

@@ -12,31 +12,7 @@ from rlsup import atomic, own_files, paths, spec as specs
 
 
 # ---------------------------------------------------------------------------------------------
-# status.json and exit.json
-
-
-def read_status(run_dir: Path) -> dict | None:
-    return own_files.read_json(Path(run_dir) / paths.STATUS_FILE)
-
-
-def write_status(run_dir: Path, status: dict) -> None:
-    atomic.write_json(Path(run_dir) / paths.STATUS_FILE, status)
-
-
-def read_exit(run_dir: Path) -> dict | None:
-    return own_files.read_json(Path(run_dir) / paths.EXIT_FILE)
-
-
-def write_exit(run_dir: Path, *, code: int, reason: str, step: int, checkpoint: str | None) -> None:
-    atomic.write_json(Path(run_dir) / paths.EXIT_FILE,
-                      {"code": code, "reason": reason, "step": step, "checkpoint": checkpoint,
-                       "pid": os.getpid(), "time": time.time()})
-
-
-def clear_exit(run_dir: Path) -> None:
-    """Forget the previous outcome (and kill request) when a worker starts, so neither is taken as new."""
-    (Path(run_dir) / paths.EXIT_FILE).unlink(missing_ok=True)
-    (Path(run_dir) / paths.KILL_MARKER).unlink(missing_ok=True)
+# The kill marker (status.json: run/status.py, exit.json: run/exit.py)
 
 
 def request_kill(run_dir: Path) -> None:

@@ -16,7 +16,10 @@ if TYPE_CHECKING:
 # land inside a C extension's import (numpy, ale_py, torch), leave a half-made module to the interpreter's
 # exit, or be swallowed by a library's catch-all; by default, SIGTERM and SIGHUP would kill the worker
 # outright. Threads started meanwhile (numpy's BLAS pool) inherit the mask, so they never take one either.
-LISTENED_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})  # a pause; a second one, or after a kill request, aborts
+PAUSE_SIGNAL = signal.SIGINT  # the one a runner sends: Ctrl-C's, and the only one Ray's stop can send
+RELOAD_SIGNAL = signal.SIGHUP  # re-read job.toml and apply its live fields
+LISTENED_SIGNALS = STOP_SIGNALS | {RELOAD_SIGNAL}
 
 
 def hold_signals() -> None:
@@ -50,9 +53,9 @@ def listen_while_starting() -> None:
     it a pause), and leave at once on a second, so a start-up that hangs (a user's env package, a large
     checkpoint) still answers Ctrl-C. The handler never raises, so no library's catch-all can swallow it.
     SIGHUP stays held: a reload means nothing before the worker listens."""
-    for number in (signal.SIGINT, signal.SIGTERM):
+    for number in STOP_SIGNALS:
         signal.signal(number, _on_stop_while_starting)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 def _on_stop_while_starting(signum: int, frame) -> None:
@@ -86,9 +89,9 @@ class Signals:
 
     def install(self) -> None:
         self.pause_requested = bool(_stopped_while_starting)  # one taken while starting is a pause
-        signal.signal(signal.SIGINT, self._on_stop)
-        signal.signal(signal.SIGTERM, self._on_stop)
-        signal.signal(signal.SIGHUP, self._on_reload)
+        for number in STOP_SIGNALS:
+            signal.signal(number, self._on_stop)
+        signal.signal(RELOAD_SIGNAL, self._on_reload)
         release_signals()  # a signal held since the program's first line is handled here, as a pause
 
     def _on_stop(self, signum: int, frame) -> None:

@@ -1,52 +1,77 @@
-"""status.json as a reader takes it: what a worker last wrote, each value checked (DESIGN.md section 6)."""
+"""status.json (DESIGN.md section 6): what a worker last said of itself, one record that its writer and readers share."""
 from __future__ import annotations
 
-import math
+import enum
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsup.run import files as runfiles
+from rlsup import paths
+from rlsup.formatting import number, whole
+from rlsup.run.files import atomic_write_json, read_json
 
 
-def number(value: object) -> float | None:
-    """A finite int or float as a float; None for anything else (bools, strings, NaN)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+class Phase(str, enum.Enum):
+    """Where the worker is: training (checkpointing is training too), or how it ended."""
 
+    RUNNING = "running"
+    CHECKPOINTING = "checkpointing"
+    PAUSED = "paused"
+    DONE = "done"
+    FAILED = "failed"
 
-def whole(value: object) -> int | None:
-    found = number(value)
-    return int(found) if found is not None else None
+    @property
+    def training(self) -> bool:
+        """A worker still at work, not one that has written its last status."""
+        return self in (Phase.RUNNING, Phase.CHECKPOINTING)
 
 
 @dataclass(frozen=True)
 class WorkerStatus:
-    """What a worker last wrote to status.json (DESIGN.md section 6), each value checked; None where absent."""
+    """What a worker last wrote to status.json, rewritten about once a second; read back, each value is checked
+    (the file may be a stranger's) and None where absent or of the wrong kind."""
 
-    pid: int | None
-    phase: str | None
-    time: float | None
-    step: int | None
-    total_steps: int | None
-    steps_per_second: float | None
-    mean_return: float | None
-    notice: str | None
+    pid: int | None = None
+    phase: Phase | None = None
+    time: float | None = None
+    step: int | None = None
+    total_steps: int | None = None
+    steps_per_second: float | None = None
+    episodes: int | None = None
+    mean_return: float | None = None
+    last_checkpoint_step: int | None = None
+    device: str | None = None
+    notice: str | None = None  # what a user must hear about the resume; the daemon makes it an event
     switched_off: tuple[str, ...] = ()  # each requested feature the worker had to switch off, in a sentence
 
+    def to_json(self) -> dict:
+        return {"pid": self.pid, "phase": self.phase.value if self.phase else None, "time": self.time,
+                "step": self.step, "total_steps": self.total_steps, "steps_per_second": self.steps_per_second,
+                "episodes": self.episodes, "mean_return": self.mean_return,
+                "last_checkpoint_step": self.last_checkpoint_step, "device": self.device, "notice": self.notice,
+                "switched_off": list(self.switched_off)}
 
-def parse_status(raw: dict | None) -> WorkerStatus | None:
-    """The checked values of a status.json object; None for a missing or half-written file."""
-    if raw is None:
-        return None
-    notice, phase, switched_off = raw.get("notice"), raw.get("phase"), raw.get("switched_off")
-    return WorkerStatus(pid=whole(raw.get("pid")), phase=phase if isinstance(phase, str) else None,
-                        time=number(raw.get("time")), step=whole(raw.get("step")),
-                        total_steps=whole(raw.get("total_steps")), steps_per_second=number(raw.get("steps_per_second")),
-                        mean_return=number(raw.get("mean_return")), notice=str(notice) if notice else None,
-                        switched_off=tuple(str(sentence) for sentence in switched_off or () if sentence)
-                        if isinstance(switched_off, list) else ())
+    @classmethod
+    def from_json(cls, raw: dict) -> WorkerStatus:
+        phase, device = raw.get("phase"), raw.get("device")
+        notice, switched_off = raw.get("notice"), raw.get("switched_off")
+        return cls(pid=whole(raw.get("pid")), phase=Phase(phase) if isinstance(phase, str) and phase in PHASES else None,
+                   time=number(raw.get("time")), step=whole(raw.get("step")), total_steps=whole(raw.get("total_steps")),
+                   steps_per_second=number(raw.get("steps_per_second")), episodes=whole(raw.get("episodes")),
+                   mean_return=number(raw.get("mean_return")),
+                   last_checkpoint_step=whole(raw.get("last_checkpoint_step")),
+                   device=device if isinstance(device, str) else None, notice=str(notice) if notice else None,
+                   switched_off=tuple(str(sentence) for sentence in switched_off or () if sentence)
+                   if isinstance(switched_off, list) else ())
+
+
+PHASES = frozenset(phase.value for phase in Phase)
 
 
 def read_worker_status(run_dir: str | Path) -> WorkerStatus | None:
-    return parse_status(runfiles.read_status(Path(run_dir)))
+    """The run's status.json, checked; None for a missing or half-written file."""
+    raw = read_json(Path(run_dir) / paths.STATUS_FILE)
+    return None if raw is None else WorkerStatus.from_json(raw)
+
+
+def write_worker_status(run_dir: Path, status: WorkerStatus) -> None:
+    atomic_write_json(Path(run_dir) / paths.STATUS_FILE, status.to_json())

@@ -15,7 +15,8 @@ from rlsup import client, paths
 from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import checkpoints_dir, list_checkpoints
 from rlsup.jobs.state import ACTIVE, State
-from rlsup.views.jobs import JobRow, WorkerStatus, foreground_jobs, is_foreground, merge_status, read_worker_status
+from rlsup.run.status import WorkerStatus, read_worker_status
+from rlsup.views.jobs import JobRow, foreground_jobs, is_foreground, merge_status
 from rlsup.views.jobs import sorted_rows
 from rlsup.views.groups import Evaluated
 from rlsup.jobs.store import Job, Store

@@ -7,8 +7,11 @@ from pathlib import Path
 
 from rlsup import client, paths
 from rlsup.run import files as runfiles
+from rlsup.run import metrics
 from rlsup.jobs.state import ACTIVE, State
-from rlsup.views.jobs import WorkerStatus, is_live, number
+from rlsup.formatting import number
+from rlsup.run.status import WorkerStatus
+from rlsup.views.jobs import is_live
 from rlsup.jobs.store import Job
 
 
@@ -112,8 +115,8 @@ def train_samples(run_dir: Path) -> list[tuple[float, float]]:
             record = json.loads(line)
         except ValueError:
             continue  # a line cut mid-write
-        if isinstance(record, dict) and record.get("kind") == "train":
-            sample = (number(record.get("t")), number(record.get("step")))
+        if isinstance(record, dict) and record.get(metrics.KIND) == metrics.TRAIN:
+            sample = (number(record.get(metrics.TIME)), number(record.get(metrics.STEP)))
             if None not in sample:
                 samples.append(sample)
     return samples

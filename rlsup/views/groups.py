@@ -8,9 +8,10 @@ from typing import Callable
 
 from rlsup.spec import experiments
 from rlsup.run import files as runfiles
-from rlsup.formatting import MISSING, decimal
+from rlsup.run import metrics
+from rlsup.formatting import MISSING, decimal, number
 from rlsup.jobs.state import Desired, State
-from rlsup.views.jobs import STATE_ORDER, JobRow, number
+from rlsup.views.jobs import STATE_ORDER, JobRow
 from rlsup.jobs.store import Job
 
 
@@ -160,7 +161,7 @@ class Evaluated:
 
 def evaluation_return(record: dict) -> float | None:
     """An evaluation record's mean return; None for any other record (or a mean that is not a finite number)."""
-    return number(record.get("mean")) if record.get("kind") == "eval" else None
+    return number(record.get(metrics.EVAL_MEAN)) if record.get(metrics.KIND) == metrics.EVAL else None
 
 
 def evaluations(run_dir: str | Path) -> list[float]:

@@ -10,14 +10,12 @@ from typing import Iterable
 
 from rlsup import locks, paths
 from rlsup.run import foreground
-# Defined below the daemon (which reads them too), and named here as well for what renders jobs.
-from rlsup.run.status import WorkerStatus, number, parse_status, read_worker_status, whole  # noqa: F401
-from rlsup.jobs.record import jobs_following  # noqa: F401
+from rlsup.run.status import Phase, WorkerStatus, read_worker_status
 from rlsup.jobs.state import ACTIVE, Desired, State
 from rlsup.jobs.store import Job, Process
 
 # ---------------------------------------------------------------------------------------------
-# status.json of the job's worker (read in run/status.py)
+# status.json (run/status.py)
 
 
 def is_live(job: Job, status: WorkerStatus | None) -> bool:
@@ -111,8 +109,8 @@ def is_own_copy(job: Job) -> bool:
 # Foreground runs: shown beside the daemon's jobs, read-only
 
 # A worker's status.json phase as the state a job in it would be in.
-PHASE_STATES = {"running": State.RUNNING, "checkpointing": State.RUNNING, "paused": State.PAUSED,
-                "done": State.DONE, "failed": State.FAILED}
+PHASE_STATES = {Phase.RUNNING: State.RUNNING, Phase.CHECKPOINTING: State.RUNNING, Phase.PAUSED: State.PAUSED,
+                Phase.DONE: State.DONE, Phase.FAILED: State.FAILED}
 
 
 def is_foreground(job: Job) -> bool:

@@ -10,7 +10,8 @@ from typing import Iterable, Iterator, Union
 
 from rlsup import own_files, paths
 from rlsup.run import files as runfiles
-from rlsup.views.jobs import number
+from rlsup.run import metrics
+from rlsup.formatting import number
 
 # The TUI's smoothing key steps through these; 0 is off. 0.9 is what the plots drew before there was a choice.
 SMOOTHING_WEIGHTS = (0.0, 0.6, 0.9, 0.99)
@@ -18,7 +19,8 @@ DEFAULT_SMOOTHING = 0.9
 GRID_POINTS = 200  # steps a group is resampled on: a point per braille column of a wide plot, smooth in a figure
 
 # Metrics read from other records than `train` ones: name -> (record kind, field).
-RECORD_FIELDS = {"return": ("episode", "return"), "length": ("episode", "length"), "eval_return": ("eval", "mean")}
+RECORD_FIELDS = {"return": (metrics.EPISODE, metrics.EPISODE_RETURN),
+                 "length": (metrics.EPISODE, metrics.EPISODE_LENGTH), "eval_return": (metrics.EVAL, metrics.EVAL_MEAN)}
 LOSS = "loss"  # stands for whichever loss the run's algorithm logs (DQN "loss", V-trace "total_loss")
 METRIC_TITLES = {"return": "Episode return", "length": "Episode length", "eval_return": "Evaluation return",
                  LOSS: "Loss", "steps_per_second": "Steps per second"}
@@ -65,8 +67,8 @@ def loss_names() -> tuple[str, ...]:
 
 def metric_value(record: dict, metric: str, losses: tuple[str, ...] = ()) -> float | None:
     """The record's value of metric, or None when the record does not carry it."""
-    kind, field = RECORD_FIELDS.get(metric, ("train", metric))
-    if record.get("kind") != kind:
+    kind, field = RECORD_FIELDS.get(metric, (metrics.TRAIN, metric))
+    if record.get(metrics.KIND) != kind:
         return None
     if metric == LOSS:
         return next((value for value in map(number, (record.get(name) for name in losses)) if value is not None),
@@ -81,7 +83,7 @@ def series_of(records: Iterable[dict], metric: str, label: str) -> Series:
     values: list[float] = []
     last_step = 0.0
     for record in records:
-        step = number(record.get("step"))
+        step = number(record.get(metrics.STEP))
         if step is not None:
             last_step = max(last_step, step)
         value = metric_value(record, metric, losses)
@@ -95,11 +97,11 @@ def available_metrics(records: Iterable[dict]) -> set[str]:
     """Every metric name series_of can read from these records."""
     found = set()
     for record in records:
-        if record.get("kind") == "train":
-            found.update(key for key, value in record.items() if key not in ("t", "kind", "step")
+        if record.get(metrics.KIND) == metrics.TRAIN:
+            found.update(key for key, value in record.items() if key not in metrics.COMMON_KEYS
                          and number(value) is not None)
         found.update(name for name, (kind, field) in RECORD_FIELDS.items()
-                     if record.get("kind") == kind and number(record.get(field)) is not None)
+                     if record.get(metrics.KIND) == kind and number(record.get(field)) is not None)
     if found & set(loss_names()):
         found.add(LOSS)
     return found

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from rlsup.formatting import stopwatch
-from rlsup.jobs.state import EXIT_DONE, EXIT_PAUSED, EXIT_WALL_TIME
+from rlsup.run.exit import EXIT_DONE, EXIT_PAUSED, EXIT_WALL_TIME
 from rlsup.run.log import FILE_ONLY
 
 log = logging.getLogger("rlsup.worker")

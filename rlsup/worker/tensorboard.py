@@ -12,10 +12,11 @@ from typing import BinaryIO, Iterator
 
 from rlsup import own_files, paths
 from rlsup.run import files as runfiles
+from rlsup.run import metrics
 
 EVENT_FILES = "events.out.tfevents.*"
-# A checkpoint's manifest extra holds {"file": name, "bytes": length}: where the event file stood at it.
-EXTRA_KEY = "tensorboard_events"
+# A checkpoint's Trajectory.tensorboard_events (checkpoint/trajectory.py) holds {"file": name, "bytes": length}:
+# where the event file stood at it.
 NOT_INSTALLED = ("[log] tensorboard = true but tensorboard is not installed: no TensorBoard files are written "
                  "(pip install tensorboard)")
 _file_numbers = itertools.count()  # two files made within a second by one process get two names
@@ -28,10 +29,10 @@ class Unavailable(RuntimeError):
 def scalars(record: dict) -> Iterator[tuple[str, float]]:
     """A metrics.jsonl record's numbers as TensorBoard tags: `train/loss`, `eval/mean` (kind/key)."""
     for key, value in record.items():
-        if key in ("t", "step", "kind") or isinstance(value, bool) or not isinstance(value, (int, float)):
+        if key in metrics.COMMON_KEYS or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         if math.isfinite(value):
-            yield f"{record['kind']}/{key}", float(value)
+            yield f"{record[metrics.KIND]}/{key}", float(value)
 
 
 class EventFile:
@@ -83,7 +84,7 @@ class EventFile:
         self.file.flush()
 
     def sync(self) -> dict:
-        """Flush to disk; where the file stands now, as a checkpoint records it (EXTRA_KEY)."""
+        """Flush to disk; where the file stands now, as a checkpoint records it (Trajectory.tensorboard_events)."""
         self.file.flush()
         os.fsync(self.file.fileno())
         return {"file": self.path.name, "bytes": self.file.tell()}
@@ -131,7 +132,7 @@ class TensorBoardLog:
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
         self.events: EventFile | None = None
-        self.resume_point: dict | None = None  # EXTRA_KEY of the checkpoint resumed from, until first opened
+        self.resume_point: dict | None = None  # the checkpoint's tensorboard_events, until first opened
 
     def resume_at(self, point: dict | None) -> None:
         self.resume_point = point

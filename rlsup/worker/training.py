@@ -6,12 +6,14 @@ import logging
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rlsup import formatting, locks, own_files, paths
 from rlsup.run import fault_stacks
 from rlsup.run import foreground
 from rlsup.run import import_trust
+from rlsup.run import metrics
 from rlsup.run import files as runfiles
 from rlsup.worker import tensorboard as tensorboard_log
 from rlsup import spec as specs
@@ -19,10 +21,12 @@ from rlsup.spec import registry
 from rlsup.algos.contract import Trainer
 from rlsup.algos.device import UsageError, configure_torch, make_cuda_deterministic, select_device
 from rlsup.checkpoint.manifest import BEST, CheckpointProblem, NoSpace
-from rlsup.jobs.state import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC,
-                            EXIT_WALL_TIME, NOT_RETRIED_AGAIN)
+from rlsup.checkpoint.trajectory import Trajectory
+from rlsup.run.exit import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC, EXIT_WALL_TIME,
+                            NOT_RETRIED_AGAIN, ExitRecord, clear_exit, read_exit, write_exit)
 from rlsup.worker.progress import FILE_ONLY, LoopClock, ProgressLine, TrainingTime, tell_outcome
 from rlsup.run.spec_watch import RunSpecWatch
+from rlsup.run.status import Phase, WorkerStatus, write_worker_status
 from rlsup.run.signals import Aborted, Signals
 
 log = logging.getLogger("rlsup.worker")
@@ -42,6 +46,7 @@ class TrainingRun:
 
     def __init__(self, run_dir: Path, *, foreground: bool = False, from_scratch: bool = False,
                  trust_imports: bool = False):
+        # The process: what it was asked, what it holds, and what it listens to.
         self.run_dir = Path(run_dir)
         self.foreground = foreground
         self.from_scratch = from_scratch
@@ -51,23 +56,24 @@ class TrainingRun:
         self.spec_watch = RunSpecWatch(self.run_dir)
         self.spec: specs.JobSpec | None = None
         self.trainer: Trainer | None = None
-        self.metrics: runfiles.MetricsWriter | None = None
+        self.run_lock: int | None = None  # held until the process ends: one worker per run
+        self.registration: Path | None = None  # a foreground run's entry in RLSUP_HOME, for `rlsup list`
+        self.previous_exit: ExitRecord | None = None  # exit.json of the run's previous worker, read before clearing it
+        # The trajectory: its bookkeeping as of the checkpoint it resumed from (each checkpoint writes it on, in
+        # its manifest's extra), the wall time trained, and the checkpoints this process started from and wrote.
+        self.trajectory = Trajectory()
+        self.training_time = TrainingTime()  # a resume starts from its checkpoint's figure
+        self.choice = None   # the checkpoint to resume from, and the newer ones refused
+        self.resumed_at: int | None = None      # the step training started from (a checkpoint's, or 0)
         self.last_checkpoint: str | None = None
         self.last_checkpoint_step: int | None = None
-        # The best evaluation mean of this trajectory so far; beating it writes a best checkpoint.
-        self.best_evaluation: float | None = None
-        self.progress = ProgressLine(enabled=foreground and sys.stderr.isatty())
+        # The outputs: metrics.jsonl, TensorBoard, the terminal's progress line, and what status.json tells.
+        self.metrics: runfiles.MetricsWriter | None = None
         self.tensorboard = tensorboard_log.TensorBoardLog(self.run_dir)
-        self.run_lock: int | None = None  # held until the process ends: one worker per run
-        self.choice = None   # the checkpoint to resume from, and the newer ones refused
+        self.progress = ProgressLine(enabled=foreground and sys.stderr.isatty())
         self.notice: str | None = None  # what a user must hear about the resume (status.json carries it)
         # Each requested feature this worker had to switch off, in a sentence: the daemon makes each an event.
         self.switched_off: list[str] = []
-        self.registration: Path | None = None  # a foreground run's entry in RLSUP_HOME, for `rlsup list`
-        self.env_restarts: list[str] = []  # carried into every checkpoint: StartingPoint says why
-        self.previous_exit: dict | None = None  # exit.json of the run's previous worker, read before clearing it
-        self.resumed_at: int | None = None      # the step training started from (a checkpoint's, or 0)
-        self.training_time = TrainingTime()  # a resume starts from its checkpoint's figure
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -91,8 +97,8 @@ class TrainingRun:
         try:
             setup_logging(self.run_dir, self.foreground)
             runfiles.check_own_files(self.run_dir)
-            self.previous_exit = runfiles.read_exit(self.run_dir)
-            runfiles.clear_exit(self.run_dir)
+            self.previous_exit = read_exit(self.run_dir)
+            clear_exit(self.run_dir)
             self.spec = runfiles.read_run_spec(self.run_dir)
             self._use_imports()  # before anything imports the env's modules
             if self.foreground:
@@ -138,11 +144,11 @@ class TrainingRun:
         """A crash the previous worker of this run had too, at the same step and in the same words: it resumed
         bit for bit to the same fault, which every restart would repeat, so it stops as a job that cannot run
         as it is (exit 2, never retried)."""
-        previous = self.previous_exit or {}
+        previous = self.previous_exit
         if self.trainer is None or self.resumed_at is None or self.trainer.step <= self.resumed_at:
             return None  # no step trained since the start: a resource that is short now may not be later
         step = self.trainer.step
-        if (previous.get("code"), previous.get("step"), previous.get("reason")) != (EXIT_ERROR, step, reason):
+        if previous is None or (previous.code, previous.step, previous.reason) != (EXIT_ERROR, step, reason):
             return None
         return EXIT_SPEC, (f"{reason}; the same fault at step {step:,} as the run's previous worker, which a "
                            "restart from the same checkpoint would repeat: " + NOT_RETRIED_AGAIN)
@@ -178,16 +184,15 @@ class TrainingRun:
         return trainer
 
     def _restore(self, trainer: Trainer) -> None:
-        """Continue from the newest checkpoint that verifies, or a fork's parent's (rlsup/checkpoint/resume.py)."""
-        from rlsup.checkpoint.resume import restore
+        """Continue from the newest checkpoint that verifies, or a fork's parent's (worker/resume.py)."""
+        from rlsup.worker.resume import restore
 
         self.notice = self.choice.skipped_message()  # status.json says so even if the older one fails to load
         start = restore(self.run_dir, self.choice, trainer)
-        self.notice, self.best_evaluation = start.notice, start.best_evaluation
-        self.env_restarts = start.env_restarts
+        self.notice, self.trajectory = start.notice, start.trajectory
         self.last_checkpoint, self.last_checkpoint_step = start.checkpoint, start.checkpoint_step
-        self.training_time = TrainingTime(start.training_wall_s)
-        self.tensorboard.resume_at(start.tensorboard_events)
+        self.training_time = TrainingTime(start.trajectory.training_wall_s)
+        self.tensorboard.resume_at(start.trajectory.tensorboard_events)
 
     def _finish(self, code: int, reason: str) -> int:
         """Say how the run ended, record it (exit.json last) and let go of what it holds; returns the code."""
@@ -195,14 +200,13 @@ class TrainingRun:
         tell_outcome(code, reason, self.run_dir, foreground=self.foreground)
         step = self.trainer.step if self.trainer is not None else 0
         try:
-            phases = {EXIT_DONE: "done", EXIT_PAUSED: "paused", EXIT_WALL_TIME: "paused"}
-            self._write_status(phases.get(code, "failed"))
+            phases = {EXIT_DONE: Phase.DONE, EXIT_PAUSED: Phase.PAUSED, EXIT_WALL_TIME: Phase.PAUSED}
+            self._write_status(phases.get(code, Phase.FAILED))
             # Checked at the last moment: a second interrupt up to here still makes the record say so.
             if self.signals.abort_requested and code != EXIT_ABORTED:
                 code, reason = EXIT_ABORTED, f"{reason}; then a second interrupt: stopped at once"
                 tell_outcome(code, reason, self.run_dir, foreground=self.foreground)
-            runfiles.write_exit(self.run_dir, code=code, reason=reason, step=step,
-                                checkpoint=self.last_checkpoint)
+            write_exit(self.run_dir, ExitRecord(code=code, reason=reason, step=step, checkpoint=self.last_checkpoint))
         except OSError as error:  # a full disk: the exit code still tells the daemon
             log.error("cannot record the exit in %s: %s", self.run_dir, error)
         self._close()
@@ -243,7 +247,7 @@ class TrainingRun:
         if wall_time.used_up(limit):
             return EXIT_WALL_TIME, wall_time.used_up_sentence(limit, trainer.step, already=True)
         clock = LoopClock(trainer.step)
-        self._write_status("running", clock)
+        self._write_status(Phase.RUNNING, clock)
         while True:
             if self.signals.reload_requested:
                 self._reload()
@@ -267,7 +271,8 @@ class TrainingRun:
 
         step, spec = self.trainer.step, self.spec
         if crossed(previous_step, step, spec.log.every_steps):
-            self._write_metric({"kind": "train", "step": step, "steps_per_second": clock.window_rate(step),
+            self._write_metric({metrics.KIND: metrics.TRAIN, metrics.STEP: step,
+                                metrics.STEPS_PER_SECOND: clock.window_rate(step),
                                 **self.trainer.train_metrics()})
         if crossed(previous_step, step, spec.eval.every_steps):
             self._evaluate()
@@ -276,7 +281,7 @@ class TrainingRun:
             self._checkpoint("interval")
         if clock.due_for_status(step):
             self.signals.reload_requested |= self.spec_watch.changed()
-            self._write_status("running", clock)
+            self._write_status(Phase.RUNNING, clock)
         if self.progress.enabled and clock.due_for_progress():
             self.progress.show(step, spec.job.total_steps, clock.rate, self.trainer.mean_return())
 
@@ -288,10 +293,11 @@ class TrainingRun:
                                 seed=evaluation_seed(self.spec.job.seed, step),
                                 episodes=settings.episodes, epsilon=settings.epsilon)
         mean = sum(returns) / len(returns)
-        self._write_metric({"kind": "eval", "step": step, "mean": mean, "returns": returns})
+        self._write_metric({metrics.KIND: metrics.EVAL, metrics.STEP: step, metrics.EVAL_MEAN: mean,
+                            metrics.EVAL_RETURNS: returns})
         log.info("evaluation at step %d: mean return %.2f over %d episodes", step, mean, len(returns))
-        if self.best_evaluation is None or mean > self.best_evaluation:
-            self.best_evaluation = mean
+        if self.trajectory.best_evaluation is None or mean > self.trajectory.best_evaluation:
+            self.trajectory.best_evaluation = mean
             self._checkpoint(BEST, evaluation_mean=mean)
 
     def _checkpoint(self, reason: str, evaluation_mean: float | None = None) -> None:
@@ -299,22 +305,19 @@ class TrainingRun:
         from rlsup.checkpoint.store import write_checkpoint
 
         trainer, spec = self.trainer, self.spec
-        self._write_status("checkpointing")
+        self._write_status(Phase.CHECKPOINTING)
         fingerprint = trainer.fingerprint()
         # The line goes in before the length is recorded, so a resume keeps it with its checkpoint.
-        self._write_metric({"kind": "checkpoint", "step": trainer.step, "reason": reason,
-                            "fingerprint": fingerprint})
+        self._write_metric({metrics.KIND: metrics.CHECKPOINT, metrics.STEP: trainer.step,
+                            metrics.CHECKPOINT_REASON: reason, metrics.CHECKPOINT_FINGERPRINT: fingerprint})
         self.metrics.sync()
         events = self.tensorboard.sync()  # a resume continues the event file from here (worker/tensorboard.py)
         best = reason == BEST
         # A best checkpoint is for playing, never for resuming: the replay would only make it slow.
         state = {"trainer": trainer.state_dict(include_replay=spec.checkpoint.replay and not best),
                  "rng": global_rng_state()}
-        extra = {"algo": spec.job.algo, "best_evaluation": self.best_evaluation,
-                 "training_wall_s": round(self.training_time.total(), 3),
-                 **({"evaluation_mean": evaluation_mean} if best else {}),
-                 **({"env_restarts": self.env_restarts} if self.env_restarts else {}),
-                 **({tensorboard_log.EXTRA_KEY: events} if events else {})}
+        extra = replace(self.trajectory, algo=spec.job.algo, training_wall_s=round(self.training_time.total(), 3),
+                        tensorboard_events=events, evaluation_mean=evaluation_mean if best else None).to_extra()
         with self.signals.held():
             entry = write_checkpoint(self.run_dir, state, step=trainer.step, episodes=trainer.episodes,
                                      reason=reason, fingerprint=fingerprint, spec_sha256=spec.sha256(),
@@ -343,7 +346,7 @@ class TrainingRun:
     # -- outputs -----------------------------------------------------------------------------
 
     def _write_metric(self, record: dict) -> None:
-        record = {"t": round(time.time(), 3), **record}
+        record = {metrics.TIME: round(time.time(), 3), **record}
         self.metrics.write(record)
         try:
             self.tensorboard.follow(record, enabled=self.spec.log.tensorboard)
@@ -351,20 +354,15 @@ class TrainingRun:
             self._switch_off(str(error))
             self.spec = self.spec.replace("log", tensorboard=False)
 
-    def _write_status(self, phase: str, clock: "LoopClock | None" = None) -> None:
+    def _write_status(self, phase: Phase, clock: "LoopClock | None" = None) -> None:
         trainer = self.trainer
-        runfiles.write_status(self.run_dir, {
-            "pid": os.getpid(), "phase": phase, "time": time.time(),
-            "step": trainer.step if trainer else 0,
-            "total_steps": self.spec.job.total_steps if self.spec else None,
-            "steps_per_second": clock.rate if clock else None,
-            "episodes": trainer.episodes if trainer else 0,
-            "mean_return": trainer.mean_return() if trainer else None,
-            "last_checkpoint_step": self.last_checkpoint_step,
-            "device": str(trainer.device) if trainer else None,
-            "notice": self.notice,
-            "switched_off": self.switched_off,
-        })
+        write_worker_status(self.run_dir, WorkerStatus(
+            pid=os.getpid(), phase=phase, time=time.time(), step=trainer.step if trainer else 0,
+            total_steps=self.spec.job.total_steps if self.spec else None,
+            steps_per_second=clock.rate if clock else None, episodes=trainer.episodes if trainer else 0,
+            mean_return=trainer.mean_return() if trainer else None, last_checkpoint_step=self.last_checkpoint_step,
+            device=str(trainer.device) if trainer else None, notice=self.notice,
+            switched_off=tuple(self.switched_off)))
 
 
 def busy_message(run_dir: Path, error: Exception) -> str:

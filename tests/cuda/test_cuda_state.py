@@ -10,7 +10,7 @@ from cuda_testing import NEEDS_CUDA
 from rlsup.checkpoint.rng import global_rng_state, restore_global_rng_state
 from rlsup.checkpoint.store import load_checkpoint
 from rlsup.hardware import Hardware
-from rlsup.run import files as runfiles
+from rlsup.run.status import read_worker_status
 from rlsup_testing import cartpole_job, start_rlsup, wait_for
 
 pytestmark = NEEDS_CUDA
@@ -47,13 +47,13 @@ def test_nvml_sees_the_gpu_and_a_cuda_worker_by_its_pid(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     process = start_rlsup("run", job, "--run-dir", run_dir)
     try:
-        status = wait_for(lambda: (runfiles.read_status(run_dir) or {}).get("step", 0) > 500 and
-                          runfiles.read_status(run_dir), timeout=120, what="the worker to train on the GPU")
+        status = wait_for(lambda: (lambda seen: seen if seen and (seen.step or 0) > 500 else None)(
+                          read_worker_status(run_dir)), timeout=120, what="the worker to train on the GPU")
         pynvml.nvmlInit()
         try:
             handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-            wait_for(lambda: worker_memory(pynvml, handle, status["pid"]), timeout=30,
-                     what=f"NVML to list the worker's pid {status['pid']} among the GPU's compute processes")
+            wait_for(lambda: worker_memory(pynvml, handle, status.pid), timeout=30,
+                     what=f"NVML to list the worker's pid {status.pid} among the GPU's compute processes")
         finally:
             pynvml.nvmlShutdown()
     finally:

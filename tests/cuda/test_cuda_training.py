@@ -9,7 +9,8 @@ import psutil
 import pytest
 
 from cuda_testing import NEEDS_CUDA, weight_difference
-from rlsup.jobs.state import EXIT_PAUSED, State
+from rlsup.jobs.state import State
+from rlsup.run.exit import EXIT_PAUSED, read_exit
 from rlsup.run import files as runfiles
 from rlsup_testing import (SMALL_BREAKOUT, final_fingerprint, pause_when, rlsup_command, run_rlsup, start_rlsup,
                            vtrace_text)
@@ -71,7 +72,7 @@ def test_pause_by_sigint_then_resume_on_cuda_ends_as_the_straight_run(tmp_path: 
     pause_when(process, paused, train_step=pause_at)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == EXIT_PAUSED, stderr
-    assert pause_at <= runfiles.read_exit(paused)["step"] < runfiles.read_run_spec(paused).job.total_steps
+    assert pause_at <= read_exit(paused).step < runfiles.read_run_spec(paused).job.total_steps
 
     result = run_rlsup("run", "--resume", paused, timeout=280)
     assert result.returncode == 0, result.stderr

@@ -16,6 +16,7 @@ import pytest
 
 from rlsup import cli, paths
 from rlsup.run import files as runfiles
+from rlsup.run.status import WorkerStatus, read_worker_status
 from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup import client
 from rlsup.jobs.state import State
@@ -90,12 +91,12 @@ class Harness:
         return wait_for(lambda: _when(self.job(job_id), lambda job: job.state in wanted), timeout=timeout,
                         what=f"job {job_id} to reach {'/'.join(map(str, wanted))}", report=lambda: self.report(job_id))
 
-    def wait_step(self, job_id: int, step: int, timeout: float = 120) -> dict:
+    def wait_step(self, job_id: int, step: int, timeout: float = 120) -> WorkerStatus:
         """status.json of the job's live worker once it reports at least step."""
         def reached():
             job = self.job(job_id)
-            status = runfiles.read_status(Path(job.run_dir)) or {}
-            return status if status.get("pid") == job.pid and (status.get("step") or 0) >= step else None
+            status = read_worker_status(Path(job.run_dir)) or WorkerStatus()
+            return status if status.pid == job.pid and (status.step or 0) >= step else None
         return wait_for(reached, timeout=timeout, what=f"job {job_id} to pass step {step}",
                         report=lambda: self.report(job_id))
 

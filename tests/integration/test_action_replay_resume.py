@@ -12,9 +12,11 @@ import pytest
 from plugins.replay_test_envs import COUNTER_ID, NOISY_ID
 from rlsup import paths
 from rlsup.run import files as runfiles
+from rlsup.run.status import read_worker_status
 from rlsup.checkpoint.manifest import ENV_RESTART_MARK, list_checkpoints
 from rlsup.checkpoint.store import load_checkpoint
-from rlsup.jobs.state import EXIT_PAUSED, State
+from rlsup.run.exit import EXIT_PAUSED, read_exit
+from rlsup.jobs.state import State
 from rlsup_testing import cartpole_text, final_fingerprint, metric_steps, pause_when, run_rlsup, start_rlsup
 
 PLUGIN = Path(__file__).parent.parent / "plugins" / "replay_test_envs"
@@ -50,7 +52,7 @@ def paused_mid_episode(job: Path, run_dir: Path, *, train_step: int, tries: int 
         assert process.returncode == EXIT_PAUSED, stderr
         if max(replayed_actions(run_dir)) > 0:
             return
-        train_step = runfiles.read_exit(run_dir)["step"] + 1
+        train_step = read_exit(run_dir).step + 1
         process = start_rlsup("run", "--resume", run_dir)
     raise AssertionError(f"{tries} pauses in a row fell on episode boundaries")
 
@@ -102,14 +104,14 @@ def test_a_non_deterministic_env_restarts_its_episode_says_so_everywhere_and_the
     harness.wait_step(job.id, 1_100)
     harness.cli("pause", job.id)
     harness.wait_state(job.id, State.PAUSED)
-    paused_step = runfiles.read_exit(run_dir)["step"]
+    paused_step = read_exit(run_dir).step
     harness.cli("resume", job.id)
     harness.wait_state(job.id, State.DONE, timeout=180)
 
     sentence = f"env 0 ({NOISY_ID}): replaying the "
     log_lines = [line for line in (run_dir / paths.LOG_FILE).read_text().splitlines() if sentence in line]
     assert len(log_lines) == 1 and "WARNING" in log_lines[0] and "not deterministic" in log_lines[0]
-    assert sentence in runfiles.read_status(run_dir)["notice"]
+    assert sentence in read_worker_status(run_dir).notice
     events = harness.wait_for(lambda: [event for event in harness.events(job.id, "checkpoint")
                                        if sentence in event.message], what="the restart as an event",
                               report=lambda: harness.report(job.id))

@@ -12,6 +12,8 @@ from typing import Iterator
 import pytest
 
 from rlsup.run import files as runfiles
+from rlsup.run.exit import read_exit
+from rlsup.run.status import read_worker_status
 from rlsup.spec.registry import ENTRY_POINT_GROUP
 from rlsup_testing import final_fingerprint, metric_steps, pause_when, run_rlsup, start_rlsup
 
@@ -78,13 +80,13 @@ def straight_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_plugin_trains_to_its_budget_and_logs_its_own_loss(straight_run: Path) -> None:
-    exit_record = runfiles.read_exit(straight_run)
-    assert (exit_record["code"], exit_record["step"]) == (0, STEPS)
+    exit_record = read_exit(straight_run)
+    assert (exit_record.code, exit_record.step) == (0, STEPS)
     train = [record for record in runfiles.read_metrics(straight_run) if record["kind"] == "train"]
     assert [record["step"] for record in train] == list(range(250, STEPS + 1, 250))
     assert all("td_loss" in record for record in train)
     assert metric_steps(straight_run, "eval") == [1000, 2000, 3000]
-    assert runfiles.read_status(straight_run)["device"] == "cpu"
+    assert read_worker_status(straight_run).device == "cpu"
 
 
 def test_pause_by_sigint_then_resume_is_bit_exact(tmp_path: Path, straight_run: Path) -> None:
@@ -93,7 +95,7 @@ def test_pause_by_sigint_then_resume_is_bit_exact(tmp_path: Path, straight_run: 
     pause_when(process, run_dir, train_step=1_250)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == EXIT_PAUSED, stderr
-    assert 1_250 <= runfiles.read_exit(run_dir)["step"] < STEPS
+    assert 1_250 <= read_exit(run_dir).step < STEPS
 
     result = run_rlsup("run", "--resume", run_dir)
     assert result.returncode == 0, result.stderr

@@ -16,6 +16,8 @@ from user_envs import DICT_ID, PACKAGE, WALK_ID, with_python_path, write_package
 
 from rlsup import client, spec as specs
 from rlsup.run import files as runfiles
+from rlsup.run.exit import read_exit
+from rlsup.run.status import read_worker_status
 from rlsup.jobs.state import State
 from rlsup.jobs.store import Store
 from rlsup.worker.training import build_trainer
@@ -100,7 +102,7 @@ def test_a_user_env_package_named_in_imports_trains(user_envs, tmp_path):
     run_dir = tmp_path / "run"
     result = run_rlsup("run", job_file(tmp_path, WALK_ID), "--run-dir", run_dir)
     assert result.returncode == 0, result.stderr + (run_dir / "worker.log").read_text()
-    assert runfiles.read_exit(run_dir)["step"] == 600
+    assert read_exit(run_dir).step == 600
     episodes = [record for record in runfiles.read_metrics(run_dir) if record["kind"] == "episode"]
     assert episodes and all(record["return"] == 1.0 for record in episodes if record["length"] < 20)
 
@@ -153,10 +155,10 @@ def test_a_resume_after_the_users_env_changed_its_space_is_one_sentence(user_env
     last = result.stderr.strip().splitlines()[-1]
     assert "step-000000000300" in last and "torso.layers.0.weight" in last and "observation or action space" in last
     assert sorted(path.name for path in (run_dir / "checkpoints").iterdir()) == checkpoints
-    assert runfiles.read_exit(run_dir)["code"] == 2
+    assert read_exit(run_dir).code == 2
     # Both facts stay where `rlsup status` and the TUI read them: the skipped newer checkpoint and the failure.
-    status = runfiles.read_status(run_dir)
-    assert status["phase"] == "failed" and "step-000000000600" in status["notice"]
+    status = read_worker_status(run_dir)
+    assert status.phase == "failed" and "step-000000000600" in status.notice
 
 
 def test_a_package_on_the_submitting_shells_python_path_is_found_by_the_daemons_worker(harness, tmp_path):

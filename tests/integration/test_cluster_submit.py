@@ -7,7 +7,7 @@ import pytest
 from rlsup_testing import assert_one_line_error, cartpole_job, run_rlsup
 
 from rlsup import paths
-from rlsup.jobs.state import EXIT_SPEC
+from rlsup.run.exit import EXIT_SPEC
 from rlsup.jobs.store import Store
 
 LAB = "[[cluster]]\nname = 'lab'\naddress = 'http://127.0.0.1:9'\n"

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlsup.run import files as runfiles
+from rlsup.run.exit import read_exit
+from rlsup.run.status import WorkerStatus, read_worker_status
 from rlsup.jobs.state import State
 
 
@@ -52,7 +53,7 @@ def test_edits_on_disk_apply_live_restart_refuse_and_requeue(harness) -> None:
     assert harness.newest_checkpoint(job.run_dir).reason == "pause"
 
     # Live field: total_steps reaches the running worker by SIGHUP; it ends there, same pid.
-    step = harness.wait_step(job.id, 1)["step"]
+    step = harness.wait_step(job.id, 1).step
     # Room for the edit to reach the worker: under a loaded CI machine it trained 2,206 steps after this read
     # before the SIGHUP landed, so a budget of step + 2,000 was already behind it. Not much more: with
     # threads = 2 on two loaded cores, torch's spinning threads made 20,000 steps outlast a 120 s wait.
@@ -60,8 +61,8 @@ def test_edits_on_disk_apply_live_restart_refuse_and_requeue(harness) -> None:
     edited = original.replace("threads = 1", "threads = 2").replace("total_steps = 1000000", f"total_steps = {budget}")
     spec.write_text(edited)
     done = harness.wait_state(job.id, State.DONE, timeout=300)
-    exit_record = runfiles.read_exit(Path(job.run_dir))
-    assert (exit_record["pid"], exit_record["step"], done.step) == (second.pid, budget, budget)
+    exit_record = read_exit(Path(job.run_dir))
+    assert (exit_record.pid, exit_record.step, done.step) == (second.pid, budget, budget)
     assert any("job.total_steps" in event.message for event in harness.events(job.id, "edit"))
     starts = [transition for transition in harness.transitions(job.id) if transition[1] == "starting"]
     assert len(starts) == 2  # the submit and the resume-class edit; the live edit restarted nothing
@@ -72,7 +73,7 @@ def test_edits_on_disk_apply_live_restart_refuse_and_requeue(harness) -> None:
                      what="the done job to be re-queued", report=lambda: harness.report(job.id))
     again = harness.wait_state(job.id, State.DONE, timeout=300)
     assert again.step == budget + 500 and again.total_steps == budget + 500
-    assert runfiles.read_exit(Path(job.run_dir))["pid"] != second.pid
+    assert read_exit(Path(job.run_dir)).pid != second.pid
     assert harness.newest_checkpoint(job.run_dir).step == budget + 500
 
 
@@ -113,7 +114,7 @@ def test_one_save_of_a_refused_field_and_total_steps_applies_the_budget_and_says
     spec = harness.job_file("mixed", total_steps=1_000_000, checkpoint_every=0)
     original = spec.read_text()
     job = harness.submit(spec)
-    step = harness.wait_step(job.id, 300)["step"]
+    step = harness.wait_step(job.id, 300).step
     pid = harness.job(job.id).pid
     budget = step + 20_000  # room for the SIGHUP to land before the worker passes it (see the test above)
     spec.write_text(original.replace("lr = 1e-3", "lr = 5e-3").replace("total_steps = 1000000",
@@ -128,7 +129,7 @@ def test_one_save_of_a_refused_field_and_total_steps_applies_the_budget_and_says
     code, out, _ = harness.cli("status", str(job.id))
     assert code == 0 and "dqn.lr: 0.001 -> 0.005" in out and f"job.total_steps: 1000000 -> {budget}" in out
     # The worker itself runs to the new budget: it says so in status.json, the same worker (live, no restart).
-    harness.wait_for(lambda: (runfiles.read_status(Path(job.run_dir)) or {}).get("total_steps") == budget,
+    harness.wait_for(lambda: (read_worker_status(Path(job.run_dir)) or WorkerStatus()).total_steps == budget,
                      timeout=60, what="the worker to take the new budget", report=lambda: harness.report(job.id))
     assert harness.job(job.id).pid == pid
 
@@ -147,6 +148,6 @@ def test_a_mixed_save_while_paused_applies_its_budget_at_the_resume(harness) -> 
     assert harness.job(job.id).total_steps == 900_000 and harness.job(job.id).state is State.PAUSED
     assert harness.cli("resume", str(job.id))[0] == 0
     status = harness.wait_step(job.id, 1, timeout=60)
-    assert status["total_steps"] == 900_000
+    assert status.total_steps == 900_000
     assert "lr = 0.001" in (Path(job.run_dir) / "job.toml").read_text()
     harness.cli("kill", str(job.id))

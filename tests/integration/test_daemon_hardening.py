@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rlsup import paths
 from rlsup.run import files as runfiles
+from rlsup.run.status import WorkerStatus, read_worker_status
 from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup.jobs.state import State
 from rlsup.jobs.store import Process
@@ -28,7 +29,7 @@ def test_a_daemon_dying_between_starting_and_recording_the_pid_adopts_the_worker
     orphan = subprocess.Popen([sys.executable, "-m", "rlsup.worker", job.run_dir], stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        harness.wait_for(lambda: (runfiles.read_status(Path(job.run_dir)) or {}).get("pid") == orphan.pid,
+        harness.wait_for(lambda: (read_worker_status(Path(job.run_dir)) or WorkerStatus()).pid == orphan.pid,
                          what="the orphan worker to report")
         harness.start_daemon()
         adopted = harness.wait_for(lambda: harness.job(job.id).pid, what="a pid for the job",

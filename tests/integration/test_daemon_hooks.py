@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 
 from rlsup import paths
-from rlsup.run import files as runfiles
+from rlsup.run.status import read_worker_status
 from rlsup.daemon import hooks
 from rlsup.jobs.state import State
 
@@ -63,13 +63,13 @@ def test_hooks_run_once_per_transition_with_the_jobs_variables(harness, tmp_path
     (on_done,), (on_failed,), (on_paused,) = (runs[key] for key in sorted(wanted, key=lambda key: key[0]))
     assert {key: on_done[key] for key in ("RLSUP_JOB_NAME", "RLSUP_JOB_STEP", "RLSUP_RUN_DIR")} == {
         "RLSUP_JOB_NAME": "finishes", "RLSUP_JOB_STEP": "1500", "RLSUP_RUN_DIR": done.run_dir}
-    assert float(on_done["RLSUP_LAST_RETURN"]) == runfiles.read_status(Path(done.run_dir))["mean_return"]
+    assert float(on_done["RLSUP_LAST_RETURN"]) == read_worker_status(Path(done.run_dir)).mean_return
     assert on_done["RLSUP_JOB_REASON"] == "budget reached at step 1500"
     assert (on_failed["RLSUP_JOB_NAME"], on_failed["RLSUP_JOB_STEP"], on_failed["RLSUP_LAST_RETURN"]) == (
         "breaks", "0", "")  # it never trained: no return to report
     assert "exit code 2" in on_failed["RLSUP_JOB_REASON"] and failed.run_dir == on_failed["RLSUP_RUN_DIR"]
     assert (on_paused["RLSUP_JOB_NAME"], int(on_paused["RLSUP_JOB_STEP"])) == ("long", paused.step)
-    assert float(on_paused["RLSUP_LAST_RETURN"]) == runfiles.read_status(Path(paused.run_dir))["mean_return"]
+    assert float(on_paused["RLSUP_LAST_RETURN"]) == read_worker_status(Path(paused.run_dir)).mean_return
 
     # A new daemon adopts the recorded states without running their hooks again; its own transitions run theirs.
     harness.kill_daemon()

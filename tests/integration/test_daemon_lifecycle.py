@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup.run import files as runfiles
-from rlsup.jobs.state import EXIT_PAUSED, State
+from rlsup.run.exit import EXIT_PAUSED, read_exit
+from rlsup.jobs.state import State
 
 
 def test_submit_runs_to_done_and_the_cli_reports_it(harness) -> None:
@@ -25,7 +25,7 @@ def test_submit_runs_to_done_and_the_cli_reports_it(harness) -> None:
     assert transitions[:3] == [(None, "queued"), ("queued", "starting"), ("starting", "running")]
     # `stopping` shows when a status.json at the budget was seen before the exit.
     assert transitions[3:] in ([("running", "stopping"), ("stopping", "done")], [("running", "done")])
-    assert runfiles.read_exit(Path(done.run_dir))["code"] == 0
+    assert read_exit(Path(done.run_dir)).code == 0
     assert harness.newest_checkpoint(done.run_dir).reason == "final"
 
     code, out, _ = harness.cli("list", "--json")
@@ -73,7 +73,7 @@ def test_pause_then_resume_matches_a_run_never_paused(harness) -> None:
     run_dir = Path(resting.run_dir)
     checkpoint = harness.newest_checkpoint(run_dir)
     assert checkpoint.reason == "pause" and 700 <= checkpoint.step < total
-    assert runfiles.read_exit(run_dir)["code"] == EXIT_PAUSED
+    assert read_exit(run_dir).code == EXIT_PAUSED
     assert ("running", "pausing") in harness.transitions(paused.id)
 
     code, _, _ = harness.cli("resume", str(paused.id))
@@ -83,7 +83,7 @@ def test_pause_then_resume_matches_a_run_never_paused(harness) -> None:
     assert finished.restarts == 0
     assert [t for t in harness.transitions(paused.id) if t[1] == "starting"] == [("queued", "starting")] * 2
     assert harness.newest_checkpoint(run_dir).fingerprint == harness.newest_checkpoint(reference.run_dir).fingerprint
-    assert first_pid != runfiles.read_exit(run_dir)["pid"]
+    assert first_pid != read_exit(run_dir).pid
 
 
 def test_kill_stops_at_once_without_a_checkpoint(harness) -> None:

@@ -5,7 +5,7 @@ import os
 import signal
 from pathlib import Path
 
-from rlsup.run import files as runfiles
+from rlsup.run.exit import read_exit
 from rlsup.jobs.state import State
 
 
@@ -41,13 +41,13 @@ def test_workers_survive_daemon_stop_and_sigkill_and_are_adopted(harness) -> Non
         # Room for the edit to arrive first: status.json is up to a second old, then come the debounce
         # and SIGHUP, and under load 1,500 steps went by before it (the worker then ends past the budget):
         # four times that.
-        budget = harness.wait_step(job.id, 1)["step"] + 6_000
+        budget = harness.wait_step(job.id, 1).step + 6_000
         spec.write_text(spec.read_text().replace("total_steps = 1000000", f"total_steps = {budget}"))
         budgets.append(budget)
     for job, pid, budget in zip(jobs, pids, budgets):
         done = harness.wait_state(job.id, State.DONE, timeout=120)
-        exit_record = runfiles.read_exit(Path(done.run_dir))
-        assert (exit_record["pid"], exit_record["code"], done.step) == (pid, 0, budget)
+        exit_record = read_exit(Path(done.run_dir))
+        assert (exit_record.pid, exit_record.code, done.step) == (pid, 0, budget)
         assert [t for t in harness.transitions(job.id) if t[1] == "starting"] == [("queued", "starting")]
 
 
@@ -76,7 +76,7 @@ def test_a_crashed_worker_restarts_from_its_checkpoint_or_fails_without_restarts
     assert any("restart 1 of 3" in event.message for event in harness.events(resilient.id, "state"))
     log = (Path(done.run_dir) / "worker.log").read_text()
     assert f"resumed from step-{checkpoint_step:012d}" in log or f"(step {checkpoint_step}" in log
-    assert runfiles.read_exit(Path(done.run_dir))["pid"] != crashed_pid
+    assert read_exit(Path(done.run_dir)).pid != crashed_pid
 
 
 def _alive(pid: int) -> bool:

@@ -9,8 +9,8 @@ import pytest
 from rlsup_testing import run_rlsup
 
 from rlsup.run import lineage
-from rlsup.run import files as runfiles
-from rlsup.jobs.state import EXIT_SPEC, State
+from rlsup.run.exit import EXIT_SPEC, read_exit
+from rlsup.jobs.state import State
 
 
 @pytest.mark.parametrize("field, value", [("step", "x"), ("fingerprint", 5)])
@@ -38,6 +38,6 @@ def test_a_mistyped_parent_json_is_one_line_and_fails_the_fork_at_once(harness, 
     harness.start_daemon()
     failed = harness.wait_state(fork.id, State.FAILED, timeout=120)
     assert failed.restarts == 0, harness.report(fork.id)
-    ended = runfiles.read_exit(Path(fork.run_dir))
-    assert ended["code"] == EXIT_SPEC, ended
-    assert f"{parent_json}: {field} must be" in ended["reason"] and "\n" not in ended["reason"], ended
+    ended = read_exit(Path(fork.run_dir))
+    assert ended.code == EXIT_SPEC, ended
+    assert f"{parent_json}: {field} must be" in ended.reason and "\n" not in ended.reason, ended

@@ -8,10 +8,9 @@ import numpy as np
 import torch
 from rlsup_testing import cartpole_text, run_rlsup, vtrace_text
 
-from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup.checkpoint.store import load_checkpoint
-from rlsup.jobs.state import EXIT_SPEC
+from rlsup.run.exit import EXIT_SPEC, read_exit
 
 # Adam's or RMSProp's first steps at this rate, unclipped, throw the weights past float32: NaN follows.
 EXPLODING_LR = "1e30"
@@ -37,7 +36,7 @@ def assert_stopped_before_saving_diverged_weights(result, run_dir: Path) -> list
     assert result.returncode == EXIT_SPEC, (result.returncode, result.stderr)
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("rlsup: training diverged: the ") and "rlsup fork RUN NEW.toml" in last, last
-    assert runfiles.read_exit(run_dir)["reason"] == last.removeprefix("rlsup: ")
+    assert read_exit(run_dir).reason == last.removeprefix("rlsup: ")
     entries = list_checkpoints(run_dir)
     for entry in entries:
         assert non_finite(load_checkpoint(entry.path)[1]) == [], entry.path

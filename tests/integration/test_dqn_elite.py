@@ -5,10 +5,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rlsup.run import files as runfiles
 from rlsup.checkpoint.choose import latest_verified
 from rlsup.checkpoint.store import load_checkpoint
-from rlsup.jobs.state import EXIT_PAUSED
+from rlsup.run.exit import EXIT_PAUSED, read_exit
 from rlsup_testing import cartpole_job, checkpoint_reasons, final_fingerprint, pause_when, run_rlsup, start_rlsup
 
 STEPS = 2_000
@@ -49,7 +48,7 @@ def test_elite_dqn_pauses_and_resumes_bit_exact(tmp_path: Path) -> None:
     pause_when(process, run_dir, train_step=800)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == EXIT_PAUSED, stderr
-    paused_step = runfiles.read_exit(run_dir)["step"]
+    paused_step = read_exit(run_dir).step
     assert 800 <= paused_step < STEPS and checkpoint_reasons(run_dir)[-1] == (paused_step, "pause")
     assert_elite_state_saved(run_dir)
 

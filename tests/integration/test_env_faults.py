@@ -10,8 +10,8 @@ from rlsup_testing import assert_one_line_error, run_rlsup
 from user_envs import (FAULT_MESSAGE, FAULTY_IDS, HEAVY_ID, OLD_RESET_ID, OLD_STEP_ID, PACKAGE, UNMADE_ID,
                         UNMADE_MESSAGE, with_python_path, write_package)
 
-from rlsup.run import files as runfiles
-from rlsup.jobs.state import EXIT_ERROR, EXIT_SPEC, State
+from rlsup.run.exit import EXIT_ERROR, EXIT_SPEC, read_exit
+from rlsup.jobs.state import State
 
 JOB = """
 [job]
@@ -86,7 +86,7 @@ def assert_ended_with(result, run_dir: Path, fragments: list[str]) -> None:
     assert last.startswith("rlsup: "), result.stderr
     for fragment in fragments:
         assert fragment in last, (fragment, last)
-    assert runfiles.read_exit(run_dir)["reason"] == last.removeprefix("rlsup: ")
+    assert read_exit(run_dir).reason == last.removeprefix("rlsup: ")
     # One line of the outcome on the terminal, not the worker's own "crashed" and "exit 1" records too.
     assert sum(fragments[0] in line for line in result.stderr.splitlines()) == 1, result.stderr
 

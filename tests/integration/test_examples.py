@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rlsup.run import files as runfiles
+from rlsup.run.exit import read_exit
 from rlsup import spec as specs
 from rlsup_testing import run_rlsup
 
@@ -38,7 +39,7 @@ def test_example_job_runs_shrunk(job_file: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     result = run_rlsup("run", shrunk, "--run-dir", run_dir)
     assert result.returncode == 0, result.stderr + (run_dir / "worker.log").read_text()
-    assert runfiles.read_exit(run_dir)["step"] >= spec.job.total_steps
+    assert read_exit(run_dir).step >= spec.job.total_steps
     kinds = {record["kind"] for record in runfiles.read_metrics(run_dir)}
     assert {"train", "checkpoint"} <= kinds
     # An untrained greedy policy ends its game too: fire_reset serves Breakout's ball after every life.

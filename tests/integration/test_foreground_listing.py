@@ -11,7 +11,7 @@ import pytest
 from rlsup_testing import cartpole_job, rlsup_command, run_rlsup, wait_for
 
 from rlsup import paths
-from rlsup.jobs.state import EXIT_PAUSED
+from rlsup.run.exit import EXIT_PAUSED
 
 
 @pytest.fixture

@@ -19,7 +19,8 @@ from rlsup.algos.nets import build_policy_value_network, fingerprint
 from rlsup.algos.shared_memory import WeightsBuffer
 from rlsup.checkpoint.choose import latest_verified
 from rlsup.checkpoint.store import load_checkpoint
-from rlsup.jobs.state import EXIT_PAUSED, State
+from rlsup.run.exit import EXIT_PAUSED, read_exit
+from rlsup.jobs.state import State
 from rlsup_testing import (alive, final_fingerprint, metric_steps, pause_when, run_rlsup, start_in_own_session,
                             start_rlsup, vtrace_text, wait_for)
 
@@ -113,12 +114,12 @@ def test_serial_pause_then_resume_is_bit_exact(tmp_path: Path) -> None:
     pause_when(process, run_dir, train_step=total // 4)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == EXIT_PAUSED, stderr
-    paused_step = runfiles.read_exit(run_dir)["step"]
+    paused_step = read_exit(run_dir).step
     assert total // 4 <= paused_step < total
 
     result = run_rlsup("run", "--resume", run_dir)
     assert result.returncode == 0, result.stderr
-    assert runfiles.read_exit(run_dir)["step"] == total
+    assert read_exit(run_dir).step == total
     assert final_fingerprint(run_dir) == final_fingerprint(straight)
 
 
@@ -137,16 +138,16 @@ def test_parallel_pause_and_resume_under_the_daemon(harness) -> None:
     code, _, _ = harness.cli("pause", str(job.id))
     assert code == 0
     harness.wait_state(job.id, State.PAUSED, timeout=60)
-    assert runfiles.read_exit(run_dir)["code"] == EXIT_PAUSED
+    assert read_exit(run_dir).code == EXIT_PAUSED
     wait_for(lambda: not any(map(alive, first_actors)), timeout=10, what="the actors to exit with their learner")
-    paused_step = runfiles.read_exit(run_dir)["step"]
+    paused_step = read_exit(run_dir).step
     paused = [record for record in runfiles.read_metrics(run_dir) if record["kind"] == "train"][-1]
     assert_replays_round_trip(run_dir)
 
     code, _, _ = harness.cli("resume", str(job.id))
     assert code == 0
     harness.wait_state(job.id, State.DONE, timeout=120)
-    assert runfiles.read_exit(run_dir)["step"] == total
+    assert read_exit(run_dir).step == total
     resumed = [record for record in runfiles.read_metrics(run_dir)
                if record["kind"] == "train" and record["step"] > paused_step]
     assert resumed, "no training after the resume"
@@ -189,7 +190,7 @@ def test_actors_ignore_ctrl_c_and_never_outlive_their_learner(tmp_path: Path) ->
         wait_for(lambda: not any(map(alive, actors)), timeout=10, what="the actors to exit after the pause")
 
         process = start_in_own_session("run", "--resume", run_dir)
-        wait_for_training(run_dir, process, past_step=runfiles.read_exit(run_dir)["step"])
+        wait_for_training(run_dir, process, past_step=read_exit(run_dir).step)
         actors = actor_pids(run_dir)
         assert all(map(alive, actors))
         wait_for_actors_set_up(actors)  # a still-importing actor has not asked for PDEATHSIG yet

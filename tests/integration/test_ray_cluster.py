@@ -12,7 +12,8 @@ import pytest
 from rlsup import paths
 from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import list_checkpoints
-from rlsup.jobs.state import EXIT_ABORTED, EXIT_PAUSED, State
+from rlsup.run.exit import EXIT_ABORTED, EXIT_PAUSED, read_exit
+from rlsup.jobs.state import State
 from rlsup_testing import final_fingerprint, run_rlsup
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -96,7 +97,7 @@ def test_pause_edit_resume_on_the_cluster_matches_a_straight_run(harness, lab: P
     run_dir = Path(resting.run_dir)
     checkpoint = harness.newest_checkpoint(run_dir)
     assert checkpoint.reason == "pause" and resting.step == checkpoint.step
-    assert runfiles.read_exit(run_dir)["code"] == EXIT_PAUSED  # Ray reports STOPPED and no code: exit.json has it
+    assert read_exit(run_dir).code == EXIT_PAUSED  # Ray reports STOPPED and no code: exit.json has it
 
     budget = checkpoint.step + 1_500
     paused_file.write_text(paused_file.read_text().replace("total_steps = 400000", f"total_steps = {budget}"))
@@ -114,8 +115,8 @@ def test_a_cluster_worker_takes_live_edits_and_restarts_from_its_checkpoint_afte
     harness.wait_for(lambda: harness.newest_checkpoint(harness.job(job.id).run_dir), timeout=240,
                      what="a first checkpoint")
     first = harness.wait_step(job.id, 600)
-    os.kill(first["pid"], signal.SIGKILL)  # the worker itself: Ray's job fails with no exit.json
-    restarted = harness.wait_for(lambda: running_after_restarts(harness.job(job.id), 1, first["pid"]), timeout=240,
+    os.kill(first.pid, signal.SIGKILL)  # the worker itself: Ray's job fails with no exit.json
+    restarted = harness.wait_for(lambda: running_after_restarts(harness.job(job.id), 1, first.pid), timeout=240,
                                  what="a restarted worker")
     assert "restart 1 of 3" in " ".join(event.message for event in harness.events(job.id, "state"))
     resumed_from = [line for line in runfiles.tail_lines(Path(restarted.run_dir) / paths.LOG_FILE, 200)
@@ -123,7 +124,7 @@ def test_a_cluster_worker_takes_live_edits_and_restarts_from_its_checkpoint_afte
     assert resumed_from, "the restarted worker did not resume from a checkpoint"
 
     # A live edit: no signal reaches a Ray worker, job.toml rewritten in its run directory does.
-    budget = harness.wait_step(job.id, 0)["step"] + 8_000  # room for the debounce and the next status tick
+    budget = harness.wait_step(job.id, 0).step + 8_000  # room for the debounce and the next status tick
     spec.write_text(spec.read_text().replace("total_steps = 400000", f"total_steps = {budget}"))
     done = harness.wait_state(job.id, State.DONE, timeout=240)
     assert (done.step, done.restarts) == (budget, 1)
@@ -145,8 +146,8 @@ def test_a_restarted_daemon_adopts_a_cluster_job_and_kill_writes_no_checkpoint(h
     assert harness.cli("kill", str(job.id))[0] == 0
     killed = harness.wait_state(job.id, State.KILLED, timeout=120)
     assert list_checkpoints(Path(killed.run_dir)) == []  # a pause would have written one
-    record = harness.wait_for(lambda: runfiles.read_exit(Path(killed.run_dir)), timeout=30, what="exit.json")
-    assert record["code"] == EXIT_ABORTED and "kill request" in record["reason"]
+    record = harness.wait_for(lambda: read_exit(Path(killed.run_dir)), timeout=30, what="exit.json")
+    assert record.code == EXIT_ABORTED and "kill request" in record.reason
 
 
 def test_a_job_the_restarted_head_no_longer_knows_is_lost_and_restarted_from_its_checkpoint(harness,

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import list_checkpoints, read_manifest
-from rlsup.jobs.state import EXIT_ABORTED, EXIT_NO_SPACE, EXIT_PAUSED
+from rlsup.run.exit import EXIT_ABORTED, EXIT_NO_SPACE, EXIT_PAUSED, read_exit
 from rlsup_testing import (cartpole_job, checkpoint_reasons, copy_run, finished_cartpole, interrupted_before_python_ran,
                            interrupts_at_their_default, metric_steps, run_rlsup, small_filesystem, start_rlsup,
                            vtrace_text, wait_for)
@@ -67,7 +66,7 @@ def test_a_run_with_no_usable_checkpoint_is_refused_not_restarted(tmp_path: Path
     # Nothing of the run changed: not a checkpoint, not a metrics line.
     assert {path: path.read_bytes() for path in before} == before
     assert (run_dir / "metrics.jsonl").read_bytes() == metrics_before
-    assert runfiles.read_exit(run_dir)["code"] == 2
+    assert read_exit(run_dir).code == 2
 
     # Starting over is explicit, and moves the old checkpoints and metrics aside, deleting nothing.
     result = run_rlsup("run", "--resume", run_dir, "--from-scratch")
@@ -76,7 +75,7 @@ def test_a_run_with_no_usable_checkpoint_is_refused_not_restarted(tmp_path: Path
     assert len(discarded) == 1 and sorted(path.name for path in discarded[0].iterdir()) == [
         "step-000000001000", "step-000000001500", "step-000000002000"]
     assert next(run_dir.glob("metrics.discarded-*.jsonl")).read_bytes() == metrics_before
-    assert runfiles.read_exit(run_dir)["step"] == 3_000  # from step 0 to the budget the edit raised
+    assert read_exit(run_dir).step == 3_000  # from step 0 to the budget the edit raised
     assert metric_steps(run_dir, "train") == list(range(250, 3_001, 250))
 
 
@@ -139,7 +138,7 @@ def test_a_second_worker_on_a_run_leaves_it_alone(tmp_path: Path) -> None:
         first.send_signal(signal.SIGINT)
         first.communicate(timeout=60)
     assert first.returncode == EXIT_PAUSED
-    assert runfiles.read_exit(run_dir)["code"] == EXIT_PAUSED
+    assert read_exit(run_dir).code == EXIT_PAUSED
 
 
 @pytest.mark.parametrize("delay_s", [0.0, 0.05, 0.15, 0.3, 0.6])
@@ -161,7 +160,7 @@ def test_ctrl_c_at_any_moment_of_start_up_prints_no_traceback(tmp_path: Path, de
     assert_no_traceback(stderr)
     assert process.returncode == EXIT_PAUSED, stderr
     assert f"continue with: rlsup run --resume {run_dir}" in stderr
-    assert runfiles.read_exit(run_dir)["code"] == EXIT_PAUSED
+    assert read_exit(run_dir).code == EXIT_PAUSED
     assert [reason for _, reason in checkpoint_reasons(run_dir)] == ["pause"]
 
 
@@ -178,10 +177,10 @@ def test_a_second_interrupt_while_pausing_leaves_a_matching_exit_record(tmp_path
             process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=60)
         assert_no_traceback(stderr)
-        record = runfiles.read_exit(run_dir)
-        assert record is not None and record["code"] == process.returncode in (EXIT_PAUSED, EXIT_ABORTED), stderr
+        record = read_exit(run_dir)
+        assert record is not None and record.code == process.returncode in (EXIT_PAUSED, EXIT_ABORTED), stderr
         # The last valid checkpoint: the pause one if it was finished, else the one before it.
-        assert Path(record["checkpoint"]).name == list_checkpoints(run_dir)[-1].path.name
+        assert Path(record.checkpoint).name == list_checkpoints(run_dir)[-1].path.name
 
 
 def test_a_replay_bigger_than_memory_is_refused_at_start(tmp_path: Path) -> None:
@@ -217,6 +216,6 @@ def test_a_full_disk_is_named_and_the_previous_checkpoint_stays(tmp_path: Path) 
         assert result.returncode == EXIT_NO_SPACE, result.stderr
         assert_no_traceback(result.stderr)
         assert "no space left on device: needed about" in result.stderr and "iB in" in result.stderr
-        record = runfiles.read_exit(run_dir)
-        assert record["code"] == EXIT_NO_SPACE and record["reason"].startswith("no space left on device")
+        record = read_exit(run_dir)
+        assert record.code == EXIT_NO_SPACE and record.reason.startswith("no space left on device")
         assert list_checkpoints(run_dir) == [] and os.listdir(run_dir / "checkpoints") == []

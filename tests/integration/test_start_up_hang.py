@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rlsup.jobs.state import EXIT_ABORTED
+from rlsup.run.exit import EXIT_ABORTED
 from rlsup_testing import cartpole_job, start_rlsup, wait_for
 
 # A user's env package whose import hangs, as one waiting on a licence server or a lock would.

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from rlsup import client, paths
-from rlsup.run import files as runfiles
 from rlsup.jobs import store_file
 from rlsup.daemon.process import EXIT_STORE_LOST
-from rlsup.jobs.state import EXIT_PAUSED, Desired, State
+from rlsup.run.exit import EXIT_PAUSED, read_exit
+from rlsup.jobs.state import Desired, State
 from rlsup.jobs.store import Store
 from rlsup_testing import alive, assert_one_line_error, cartpole_job, run_rlsup
 
@@ -100,7 +100,7 @@ def pause_by_its_signal(harness, worker: int, job) -> None:
     """SIGINT, as the listing tells the user: the worker writes its pause checkpoint and exits 75."""
     os.kill(worker, signal.SIGINT)
     harness.wait_for(lambda: not alive(worker), timeout=120, what="the worker to pause")
-    assert runfiles.read_exit(Path(job.run_dir))["code"] == EXIT_PAUSED
+    assert read_exit(Path(job.run_dir)).code == EXIT_PAUSED
 
 
 @pytest.mark.parametrize("damage", ["unlink", "truncate"])
@@ -139,7 +139,7 @@ def test_a_write_lock_held_past_the_busy_timeout_fails_no_job_and_stops_no_daemo
         # The daemon's writes (the step it follows) wait out their busy timeout and find the store busy.
         harness.wait_for(lambda: "busy" in log.read_text(), timeout=120, what="the daemon to find the store busy")
     moved = harness.wait_step(job.id, harness.job(job.id).step + 100)
-    assert moved["pid"] == worker and alive(worker), harness.report(job.id)
+    assert moved.pid == worker and alive(worker), harness.report(job.id)
     assert harness.job(job.id).state is State.RUNNING and daemon.poll() is None
 
 

@@ -16,11 +16,10 @@ from rlsup_testing import (alive, breakout_job, cartpole_job, final_fingerprint,
                            rlsup_command, run_rlsup, start_in_own_session, start_rlsup, wait_for)
 from test_impala import vtrace_job, wait_for_training
 
-from rlsup.run import files as runfiles
 from rlsup.algos.envs.subprocess import default_slices, slice_bounds
 from rlsup.algos.envs.vectorise import env_seeds
 from rlsup.checkpoint.manifest import list_checkpoints
-from rlsup.jobs.state import EXIT_PAUSED
+from rlsup.run.exit import EXIT_PAUSED, read_exit
 
 BREAKING_ENV = '''
 import gymnasium as gym
@@ -94,7 +93,7 @@ def test_dqn_in_env_processes_matches_serial_and_resumes_bit_exact_after_ctrl_c(
         _, stderr = process.communicate(timeout=120)
     assert process.returncode == EXIT_PAUSED, stderr
     assert "Traceback" not in stderr, stderr
-    assert 1_500 < runfiles.read_exit(paused)["step"] < total
+    assert 1_500 < read_exit(paused).step < total
     assert mid_episode_envs(paused) > 0, "the pause should fall mid-episode"
     result = run_rlsup("run", "--resume", paused)
     assert result.returncode == 0, result.stderr
@@ -146,7 +145,7 @@ def test_an_env_raising_in_its_process_stops_the_run_with_the_error_in_worker_lo
     log = (run_dir / "worker.log").read_text()
     assert "the env process of envs 1-1 (breaking_env:Breaking-v0, pid " in log, log
     assert 'raise ValueError("this test env breaks' in log  # the env's own traceback, from its process
-    assert runfiles.read_exit(run_dir)["reason"] == ("env 'breaking_env:Breaking-v0' raised in step: ValueError: "
+    assert read_exit(run_dir).reason == ("env 'breaking_env:Breaking-v0' raised in step: ValueError: "
                                                      "this test env breaks on its 300th step (its traceback is in "
                                                      "worker.log)")
 

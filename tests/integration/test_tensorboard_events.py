@@ -12,8 +12,9 @@ import pytest
 
 from rlsup import paths
 from rlsup.run import files as runfiles
+from rlsup.run.status import read_worker_status
 from rlsup.checkpoint.manifest import list_checkpoints
-from rlsup.jobs.state import EXIT_PAUSED
+from rlsup.run.exit import EXIT_PAUSED
 from rlsup.worker.tensorboard import NOT_INSTALLED
 from rlsup_testing import cartpole_job, path_hiding, pause_when, rlsup_command, run_rlsup, start_rlsup
 
@@ -83,5 +84,5 @@ def test_without_tensorboard_the_run_trains_on_and_says_so(tmp_path: Path) -> No
     result = subprocess.run(rlsup_command("run", job, "--run-dir", run_dir), capture_output=True, text=True,
                             env=environment, timeout=240)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
-    assert runfiles.read_status(run_dir)["switched_off"] == [NOT_INSTALLED]
+    assert read_worker_status(run_dir).switched_off == (NOT_INSTALLED,)
     assert not list(run_dir.glob(f"{paths.TENSORBOARD}/events.out.tfevents.*"))

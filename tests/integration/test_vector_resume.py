@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import list_checkpoints
-from rlsup.jobs.state import EXIT_PAUSED
+from rlsup.run.exit import EXIT_PAUSED, read_exit
 from rlsup_testing import breakout_job, cartpole_job, final_fingerprint, pause_when, run_rlsup, start_rlsup
 
 
@@ -53,7 +52,7 @@ def test_a_vector_paused_mid_episode_resumes_bit_exact(tmp_path: Path, name: str
     straight = tmp_path / "straight"
     result = run_rlsup("run", job("straight"), "--run-dir", straight)
     assert result.returncode == 0, result.stderr
-    assert runfiles.read_exit(straight)["step"] == total
+    assert read_exit(straight).step == total
     assert f"num_envs = {num_envs}" in (straight / "job.toml").read_text()
 
     resumed = paused_then_resumed(job("paused"), tmp_path / "paused", train_step=pause_at)

@@ -8,11 +8,10 @@ from pathlib import Path
 import torch
 from test_impala import actor_pids
 
-from rlsup.run import files as runfiles
 from rlsup import spec as specs
 from rlsup.algos.impala import VtraceTrainer
 from rlsup.checkpoint.choose import latest_verified
-from rlsup.jobs.state import EXIT_PAUSED
+from rlsup.run.exit import EXIT_PAUSED, read_exit
 from rlsup_testing import (alive, group_killed_on_exit, metric_steps, run_rlsup, start_in_own_session,
                            vtrace_text, wait_for)
 
@@ -33,7 +32,7 @@ def test_serial_run_with_a_batch_smaller_than_a_round_trains_to_its_budget(tmp_p
     result = run_rlsup("run", job, "--run-dir", run_dir)
     assert result.returncode == 0, result.stderr
     # Serial mode trains a whole round per iteration, so the budget may be passed within that round.
-    assert total <= runfiles.read_exit(run_dir)["step"] < total + 8 * 5
+    assert total <= read_exit(run_dir).step < total + 8 * 5
 
 
 def test_parallel_run_whose_output_reader_died_pauses_and_exits(tmp_path: Path) -> None:
@@ -52,7 +51,7 @@ def test_parallel_run_whose_output_reader_died_pauses_and_exits(tmp_path: Path) 
         process.wait(timeout=60)
     entry = latest_verified(run_dir)
     assert entry is not None and entry.reason == "pause"
-    assert runfiles.read_exit(run_dir)["code"] == EXIT_PAUSED  # the outcome is recorded all the same
+    assert read_exit(run_dir).code == EXIT_PAUSED  # the outcome is recorded all the same
     wait_for(lambda: not any(map(alive, actors)), timeout=30, what="the actors to exit with their learner")
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlsup.run import files as runfiles
-from rlsup.jobs.state import EXIT_WALL_TIME, Desired, State
+from rlsup.run.status import read_worker_status
+from rlsup.run.exit import EXIT_WALL_TIME, read_exit
+from rlsup.jobs.state import Desired, State
 from rlsup_testing import cartpole_job, run_rlsup
 
 
@@ -37,8 +39,8 @@ def test_a_used_up_wall_time_pauses_until_raised_and_the_resume_is_exact(harness
     run_dir = Path(paused.run_dir)
     checkpoint = harness.newest_checkpoint(run_dir)
     assert checkpoint.reason == "pause" and 0 < checkpoint.step < total == paused.total_steps
-    ended = runfiles.read_exit(run_dir)
-    assert ended["code"] == EXIT_WALL_TIME and ended["step"] == checkpoint.step
+    ended = read_exit(run_dir)
+    assert ended.code == EXIT_WALL_TIME and ended.step == checkpoint.step
     assert paused.desired is Desired.PAUSED  # held: nobody asked for it, yet it must not restart
     assert "max_wall_s of 1 s of training is used up" in paused.reason
     assert harness.transitions(limited.id)[-1] == ("running", "paused")
@@ -70,7 +72,7 @@ def test_a_foreground_run_ends_as_a_pause_and_counts_its_resumes(tmp_path: Path)
     run_dir = tmp_path / "run"
     first = run_rlsup("run", job, "--run-dir", run_dir)
     assert first.returncode == EXIT_WALL_TIME and "Traceback" not in first.stderr, first.stderr
-    step = runfiles.read_exit(run_dir)["step"]
+    step = read_exit(run_dir).step
     assert (f"paused at step {step} with a checkpoint: the [job] max_wall_s of 1 s of training is used up"
             in first.stderr)
     assert f"continue with: rlsup run --resume {run_dir} JOB.toml, a JOB.toml that raises [job] max_wall_s" \
@@ -80,4 +82,4 @@ def test_a_foreground_run_ends_as_a_pause_and_counts_its_resumes(tmp_path: Path)
     second = run_rlsup("run", "--resume", run_dir)
     assert second.returncode == EXIT_WALL_TIME, second.stderr
     assert f"paused at step {step}: the [job] max_wall_s of 1 s of training was already used up" in second.stderr
-    assert runfiles.read_status(run_dir)["phase"] == "paused"
+    assert read_worker_status(run_dir).phase == "paused"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from rlsup.run import files as runfiles
-from rlsup.jobs.state import EXIT_PAUSED
+from rlsup.run.status import read_worker_status
+from rlsup.run.exit import EXIT_PAUSED, read_exit
 from rlsup_testing import (breakout_job, cartpole_job, checkpoint_reasons, final_fingerprint, metric_steps,
                             pause_when, run_rlsup, start_rlsup)
 
@@ -44,10 +45,10 @@ def test_run_prints_its_run_dir_and_writes_the_run_files(straight_runs: dict[int
     run_dir = straight_runs[STEPS]
     for name in ("job.toml", "status.json", "metrics.jsonl", "worker.log", "exit.json", "spec-history/0001.toml"):
         assert (run_dir / name).exists(), name
-    exit_record = runfiles.read_exit(run_dir)
-    assert (exit_record["code"], exit_record["step"]) == (0, STEPS)
-    status = runfiles.read_status(run_dir)
-    assert (status["phase"], status["step"], status["total_steps"]) == ("done", STEPS, STEPS)
+    exit_record = read_exit(run_dir)
+    assert (exit_record.code, exit_record.step) == (0, STEPS)
+    status = read_worker_status(run_dir)
+    assert (status.phase, status.step, status.total_steps) == ("done", STEPS, STEPS)
     assert checkpoint_reasons(run_dir)[-1] == (STEPS, "final")
     assert "total_steps = 6000" in (run_dir / "job.toml").read_text()
 
@@ -59,7 +60,7 @@ def test_pause_by_sigint_then_resume_is_bit_exact(tmp_path: Path, straight_runs:
     pause_when(process, run_dir, train_step=1_750)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == EXIT_PAUSED, stderr
-    paused_step = runfiles.read_exit(run_dir)["step"]
+    paused_step = read_exit(run_dir).step
     assert 1_750 <= paused_step < STEPS
     assert checkpoint_reasons(run_dir)[-1] == (paused_step, "pause")
 
@@ -77,7 +78,7 @@ def test_raising_the_budget_continues_as_if_it_had_been_there_from_the_start(
     result = run_rlsup("run", "--resume", run_dir, edited)
     assert result.returncode == 0, result.stderr
     assert "job.total_steps: 3000 -> 6000" in result.stderr
-    assert runfiles.read_exit(run_dir)["step"] == STEPS
+    assert read_exit(run_dir).step == STEPS
     assert final_fingerprint(run_dir) == final_fingerprint(straight_runs[STEPS])
     assert_metrics_continuous(run_dir, total=STEPS, log_every=250)
     assert len(list((run_dir / "spec-history").glob("*.toml"))) == 2
@@ -197,7 +198,7 @@ def test_atari_pause_mid_episode_resumes_bit_exact(tmp_path: Path) -> None:
     pause_when(process, paused, train_step=170)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == EXIT_PAUSED, stderr
-    paused_step = runfiles.read_exit(paused)["step"]
+    paused_step = read_exit(paused).step
     assert paused_step not in metric_steps(paused, "episode"), "the pause should fall mid-episode"
 
     result = run_rlsup("run", "--resume", paused)

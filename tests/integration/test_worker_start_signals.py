@@ -12,7 +12,7 @@ from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup.daemon.runner import Signal
 from rlsup.daemon.supervisor import LocalRunner
-from rlsup.jobs.state import EXIT_PAUSED
+from rlsup.run.exit import EXIT_PAUSED, read_exit
 from rlsup_testing import cartpole_job, metric_steps, wait_for
 
 JOB_ID = 1
@@ -38,7 +38,7 @@ def assert_paused_cleanly(runner: LocalRunner, run_dir: Path, outcome) -> None:
     log = (run_dir / paths.LOG_FILE).read_text()
     assert outcome.code == EXIT_PAUSED and outcome.signal is None, (outcome, log)
     assert "Traceback" not in log, log
-    assert runfiles.read_exit(run_dir)["code"] == EXIT_PAUSED
+    assert read_exit(run_dir).code == EXIT_PAUSED
     assert [entry.path.name for entry in list_checkpoints(run_dir)], "a pause leaves a checkpoint to resume from"
 
 

@@ -12,7 +12,8 @@ from rlsup import paths
 from rlsup.client import DaemonStatus
 from rlsup.hardware import FakeHardware
 from rlsup.jobs.state import State
-from rlsup.views.jobs import merge_status, parse_status, sorted_rows
+from rlsup.run.status import WorkerStatus
+from rlsup.views.jobs import merge_status, sorted_rows
 from rlsup.jobs.store import Process, Store
 from rlsup.tui import messages
 from rlsup.tui.data import MetricsPoller, Poller
@@ -140,10 +141,10 @@ def test_rows_take_speed_and_eta_from_the_live_worker_only(rlsup_home):
         job = submit(store, rlsup_home, "a")
         job = store.transition(job.id, State.STARTING, "started", process=Process(pid=41))
     status = {"pid": 41, "step": 400, "steps_per_second": 100.0, "mean_return": 12.5}
-    row = merge_status(job, parse_status(status), rate=100.0)  # the smoothed rate, not the status' instantaneous one
+    row = merge_status(job, WorkerStatus.from_json(status), rate=100.0)  # the smoothed rate, not the status' instantaneous one
     assert (row.step, row.steps_per_second, row.eta_s, row.mean_return) == (400, 100.0, 6.0, 12.5)
-    assert merge_status(job, parse_status(status)).eta_s is None  # no smoothed rate yet: "–", not a guess
-    stale = merge_status(job, parse_status({**status, "pid": 40}), rate=100.0)  # a previous worker's file
+    assert merge_status(job, WorkerStatus.from_json(status)).eta_s is None  # no smoothed rate yet: "–", not a guess
+    stale = merge_status(job, WorkerStatus.from_json({**status, "pid": 40}), rate=100.0)  # a previous worker's file
     assert (stale.step, stale.steps_per_second, stale.eta_s) == (0, None, None)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rlsup.run import files as runfiles
+from rlsup.run.status import WorkerStatus, write_worker_status
 from rlsup.client import DaemonStatus
 from rlsup.hardware import FakeHardware
 from rlsup.jobs.state import State
@@ -34,7 +34,7 @@ def add_job(store: Store, home: Path, name: str, env: str, total_steps: int, *, 
         store.transition(job.id, state, reason)
     store.update(job.id, step=step, **columns)
     if status is not None:
-        runfiles.write_status(run_dir, status)
+        write_worker_status(run_dir, WorkerStatus.from_json(status))
     return job.id
 
 

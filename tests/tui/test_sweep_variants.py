@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rlsup import paths
 from rlsup.views import plots as plotting
-from rlsup.run import files as runfiles
+from rlsup.run.status import WorkerStatus, write_worker_status
 from rlsup.jobs.state import State
 from rlsup.jobs.store import Process, Store
 from rlsup.tui.jobstable import JobsTable, group_key
@@ -32,7 +32,7 @@ def sweep(home: Path, runs: list[Path], returns: dict[tuple[float, int], float] 
                 if returns is not None:
                     store.transition(job.id, State.STARTING, "started", process=Process(pid=1))
                     store.transition(job.id, State.RUNNING, "worker reports status")
-                    runfiles.write_status(run_dir, {"pid": 1, "step": 1_000, "mean_return": returns[rate, seed]})
+                    write_worker_status(run_dir, WorkerStatus(pid=1, step=1_000, mean_return=returns[rate, seed]))
                 ids.append(job.id)
     return ids
 

@@ -5,7 +5,7 @@ import itertools
 import time
 from pathlib import Path
 
-from rlsup.run import files as runfiles
+from rlsup.run.status import WorkerStatus, write_worker_status
 from rlsup.daemon.runner import Signal, WorkerHandle
 from rlsup.jobs.state import Exit
 
@@ -80,7 +80,8 @@ class FakeRunner:
     def report(self, job_id: int, step: int, total_steps: int | None = None, **extra) -> None:
         """The worker's status.json, as a live worker rewrites it."""
         handle = self.followed[job_id]
-        runfiles.write_status(handle.run_dir, {"pid": handle.pid, "step": step, "total_steps": total_steps, **extra})
+        status = {"pid": handle.pid, "step": step, "total_steps": total_steps, **extra}
+        write_worker_status(handle.run_dir, WorkerStatus.from_json(status))
 
     def end(self, job_id: int, code: int | None = None, step: int | None = None, reason: str | None = None) -> None:
         self.exits[job_id] = Exit(code=code, step=step, reason=reason)

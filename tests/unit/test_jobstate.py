@@ -7,8 +7,8 @@ import signal
 import pytest
 
 from rlsup.jobs import state as jobstate
-from rlsup.jobs.state import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC,
-                            EXIT_WALL_TIME, Desired, Exit, State)
+from rlsup.run.exit import EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC, EXIT_WALL_TIME
+from rlsup.jobs.state import Desired, Exit, State
 from rlsup.views.colour import STATE_STYLES, paint_state
 
 Q, ST, R, PG, SP = State.QUEUED, State.STARTING, State.RUNNING, State.PAUSING, State.STOPPING

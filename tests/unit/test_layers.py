@@ -39,7 +39,7 @@ LIGHT = ("spec", "jobs", "run", "views", *ROOT_LEAVES)
 # with it), the trainer contract, the checkpoint listing, and the worker's progress and TensorBoard files,
 # which the env processes and a resume read without the trainer.
 LIGHT_ELSEWHERE = ["rlsup.spec.registry", "rlsup.algos.contract", "rlsup.checkpoint.manifest", "rlsup.checkpoint.choose",
-                   "rlsup.worker.progress", "rlsup.worker.tensorboard"]
+                   "rlsup.worker.progress", "rlsup.worker.tensorboard", "rlsup.worker.resume"]
 # What people run: never a heavy import at module level (`rlsup list` must answer in well under a second).
 FRONT = modules_under("cli") + modules_under("daemon") + ["rlsup.client"]
 

@@ -10,6 +10,7 @@ import pytest
 from checkpoint_testing import dot_entries, small_state, write
 from rlsup import locks, paths, spec as specs
 from rlsup.run import files as runfiles
+from rlsup.run.status import Phase, WorkerStatus, read_worker_status, write_worker_status
 from rlsup.checkpoint.directories import rotate
 from rlsup.checkpoint.manifest import CheckpointsUnreadable, list_checkpoints
 from rlsup.checkpoint.choose import newest_usable
@@ -36,9 +37,9 @@ def run_dir(tmp_path: Path) -> Path:
 
 def test_an_atomic_write_never_follows_a_link_planted_at_its_temporary_name(run_dir: Path, outside: Path) -> None:
     (run_dir / f".{paths.STATUS_FILE}.{os.getpid()}.partial").symlink_to(outside)
-    runfiles.write_status(run_dir, {"phase": "running"})
+    write_worker_status(run_dir, WorkerStatus(phase=Phase.RUNNING))
     assert outside.read_bytes() == OUTSIDE
-    assert runfiles.read_status(run_dir) == {"phase": "running"}
+    assert read_worker_status(run_dir) == WorkerStatus(phase=Phase.RUNNING)
 
 
 def test_a_lock_file_linked_outside_is_refused_not_truncated(run_dir: Path, outside: Path) -> None:

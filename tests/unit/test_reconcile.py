@@ -16,7 +16,8 @@ from rlsup.daemon.main import Daemon
 from rlsup.daemon.runner import JobRunner, Signal
 from rlsup.daemon.scheduler import Settings
 from rlsup.hardware import FakeHardware
-from rlsup.jobs.state import EXIT_DONE, EXIT_ERROR, EXIT_PAUSED, Desired, Exit, State
+from rlsup.run.exit import EXIT_DONE, EXIT_ERROR, EXIT_PAUSED
+from rlsup.jobs.state import Desired, Exit, State
 from rlsup.jobs.store import Job, SignalKind, Store
 from rlsup_testing import cartpole_text
 

@@ -40,7 +40,7 @@ def rotating_run(tmp_path: Path) -> Iterator[Path]:
 
 def test_latest_of_a_rotating_run_always_loads(rotating_run: Path) -> None:
     for _ in range(TRIES):  # before: FileNotFoundError, or a 'missing' file refused, within a few tries
-        _, trainer_state, entry = enjoy.load_trainer_state(rotating_run, "latest")
+        _, trainer_state, entry = enjoy.read_trainer_state(rotating_run, "latest")
         assert int(trainer_state["counter"]) == entry.step
 
 

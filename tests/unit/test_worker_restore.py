@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlsup.run import files as runfiles
-from rlsup.checkpoint.resume import best_evaluation_at
+from rlsup.worker.resume import best_evaluation_at
 
 
 def test_the_best_evaluation_comes_from_the_checkpoint_or_else_from_the_metrics(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rlsup.run import files as runfiles
+from rlsup.run.exit import read_exit
 from rlsup.worker import training as worker
 from rlsup.run import signals as worker_signals
 from rlsup import spec as specs
@@ -39,9 +40,9 @@ def test_a_second_interrupt_while_finishing_still_records_the_exit(tmp_path: Pat
     job._write_status = interrupted_write_status
     code = job._finish(worker.EXIT_PAUSED, "paused at step 1000 with a checkpoint")
     assert code == worker.EXIT_ABORTED
-    record = runfiles.read_exit(tmp_path)
-    assert (record["code"], record["checkpoint"]) == (worker.EXIT_ABORTED, job.last_checkpoint)
-    assert "second interrupt" in record["reason"]
+    record = read_exit(tmp_path)
+    assert (record.code, record.checkpoint) == (worker.EXIT_ABORTED, job.last_checkpoint)
+    assert "second interrupt" in record.reason
 
 
 def test_a_second_interrupt_while_training_aborts_once(restored_handlers) -> None:

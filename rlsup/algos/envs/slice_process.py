@@ -10,6 +10,8 @@ from rlsup.algos.envs.sources import EnvError
 from rlsup.algos.envs.memory import make_envs
 from rlsup.algos.envs.vector import SerialVectorEnv
 from rlsup.run.fault_stacks import record_where_the_worker_does
+# The worker's own signals (pause and reload): an env process leaves them to the worker.
+from rlsup.run.signals import LISTENED_SIGNALS as WORKER_SIGNALS
 from rlsup.spec import EnvSection
 
 # What the parent may ask of a running slice; each command is answered by exactly one reply.
@@ -19,8 +21,6 @@ COMMANDS: dict[str, Callable[[SerialVectorEnv, Any], Any]] = {
     "state_dict": lambda vector, _: vector.state_dict(),
     "load_state_dict": lambda vector, state: vector.load_state_dict(state),
 }
-# The worker's own signals (pause and reload, see worker_signals): an env process leaves them to the worker.
-WORKER_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
 def serve(descriptor: int) -> None:

@@ -1,0 +1,60 @@
+"""exit.json and the worker's exit codes (DESIGN.md section 6): how a worker ended, for its writer and readers."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlsup import paths
+from rlsup.formatting import number, whole
+from rlsup.run.files import atomic_write_json, read_json
+
+EXIT_DONE = 0
+EXIT_ERROR = 1
+EXIT_SPEC = 2        # spec or usage error, or a run that cannot resume as it is: never retried
+NOT_RETRIED_AGAIN = "not retried again"  # how a worker's reason for a fault repeated after a restart ends
+EXIT_NO_SPACE = 74   # the disk is full: paused, since a restart would only fill it again
+EXIT_PAUSED = 75
+EXIT_WALL_TIME = 76  # [job] max_wall_s used up: paused with a checkpoint, held paused until a client resumes
+EXIT_ABORTED = 130   # a second interrupt: stopped at once, the previous checkpoint kept
+
+
+@dataclass(frozen=True)
+class ExitRecord:
+    """What a worker wrote, atomically and last, before it exited: a daemon that adopted the process (and cannot
+    wait() on it) learns the outcome from it. Read back, each value is checked and None where it does not fit."""
+
+    code: int | None
+    reason: str | None
+    step: int | None
+    checkpoint: str | None = None  # the newest checkpoint of the run's trajectory, None before the first
+    pid: int | None = field(default_factory=os.getpid)  # which worker wrote it: an earlier one's is stale
+    time: float | None = field(default_factory=time.time)
+
+    def to_json(self) -> dict:
+        return {"code": self.code, "reason": self.reason, "step": self.step, "checkpoint": self.checkpoint,
+                "pid": self.pid, "time": self.time}
+
+    @classmethod
+    def from_json(cls, raw: dict) -> ExitRecord:
+        reason, checkpoint = raw.get("reason"), raw.get("checkpoint")
+        return cls(code=whole(raw.get("code")), reason=reason if isinstance(reason, str) else None,
+                   step=whole(raw.get("step")), checkpoint=checkpoint if isinstance(checkpoint, str) else None,
+                   pid=whole(raw.get("pid")), time=number(raw.get("time")))
+
+
+def read_exit(run_dir: str | Path) -> ExitRecord | None:
+    """The run's exit.json, checked; None when there is none (the worker runs, or died before writing it)."""
+    raw = read_json(Path(run_dir) / paths.EXIT_FILE)
+    return None if raw is None else ExitRecord.from_json(raw)
+
+
+def write_exit(run_dir: Path, record: ExitRecord) -> None:
+    atomic_write_json(Path(run_dir) / paths.EXIT_FILE, record.to_json())
+
+
+def clear_exit(run_dir: Path) -> None:
+    """Forget the previous outcome (and kill request) when a worker starts, so neither is taken as new."""
+    (Path(run_dir) / paths.EXIT_FILE).unlink(missing_ok=True)
+    (Path(run_dir) / paths.KILL_MARKER).unlink(missing_ok=True)
