@@ -10,6 +10,7 @@ from rlsup import client, formatting, paths, spec as specs
 from rlsup.views import colour
 from rlsup.spec import experiments
 from rlsup.views import groups
+from rlsup.jobs.record import jobs_following
 from rlsup.views import jobs as jobview
 from rlsup.jobs import store_file
 from rlsup.cli import groups as group_views
@@ -110,7 +111,7 @@ def has_sweep(path: str) -> bool:
 def say_who_follows(job: Job) -> None:
     """Which file the new job follows, and which other jobs the same edits reach."""
     with Store() as store:
-        others = [other for other in jobview.jobs_following(job.spec_path, store.jobs()) if other.id != job.id]
+        others = [other for other in jobs_following(job.spec_path, store.jobs()) if other.id != job.id]
     if jobview.is_own_copy(job):
         print(f"job {job.id} follows its own copy {job.spec_path}: edit that file to change it", file=sys.stderr)
     elif others:

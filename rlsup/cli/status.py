@@ -9,6 +9,7 @@ from pathlib import Path
 from rlsup import client, formatting, paths
 from rlsup.views import colour
 from rlsup.jobs import state as jobstate
+from rlsup.jobs.record import jobs_following
 from rlsup.views import jobs as jobview
 from rlsup.run import files as runfiles
 from rlsup.cli.arguments import find_job_or_say, names_experiments
@@ -121,6 +122,6 @@ def following_line(job: Job) -> str:
     if jobview.is_own_copy(job):
         return f"follows {job.spec_path} (its own copy, made at submit: edits of the original do not reach it)"
     with Store() as store:
-        drives = [str(other.id) for other in jobview.jobs_following(job.spec_path, store.jobs())]
+        drives = [str(other.id) for other in jobs_following(job.spec_path, store.jobs())]
     shared = f" (this file drives jobs {', '.join(drives)}: its edits reach them all)" if len(drives) > 1 else ""
     return f"follows {job.spec_path}{shared}"

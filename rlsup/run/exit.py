@@ -6,9 +6,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlsup import paths
+from rlsup import atomic, paths
 from rlsup.formatting import number, whole
-from rlsup.run.files import atomic_write_json, read_json
+from rlsup.own_files import read_json
 
 EXIT_DONE = 0
 EXIT_ERROR = 1
@@ -51,7 +51,7 @@ def read_exit(run_dir: str | Path) -> ExitRecord | None:
 
 
 def write_exit(run_dir: Path, record: ExitRecord) -> None:
-    atomic_write_json(Path(run_dir) / paths.EXIT_FILE, record.to_json())
+    atomic.write_json(Path(run_dir) / paths.EXIT_FILE, record.to_json())
 
 
 def clear_exit(run_dir: Path) -> None:

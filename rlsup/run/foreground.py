@@ -71,7 +71,7 @@ def live_runs(home: Path | None = None) -> list[Registration]:
     runs = []
     for name in names:
         if name.startswith(".") or not name.endswith(".json"):
-            continue  # a registration being written (atomic_write_json's temporary file)
+            continue  # a registration being written (atomic.write_json's temporary file)
         registration = parse(directory / name)
         if registration is None:
             continue  # not a registration rlsup wrote: not ours to remove either

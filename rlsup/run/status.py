@@ -5,9 +5,9 @@ import enum
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsup import paths
+from rlsup import atomic, paths
 from rlsup.formatting import number, whole
-from rlsup.run.files import atomic_write_json, read_json
+from rlsup.own_files import read_json
 
 
 class Phase(str, enum.Enum):
@@ -74,4 +74,4 @@ def read_worker_status(run_dir: str | Path) -> WorkerStatus | None:
 
 
 def write_worker_status(run_dir: Path, status: WorkerStatus) -> None:
-    atomic_write_json(Path(run_dir) / paths.STATUS_FILE, status.to_json())
+    atomic.write_json(Path(run_dir) / paths.STATUS_FILE, status.to_json())

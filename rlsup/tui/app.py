@@ -20,7 +20,7 @@ from rlsup.views import jobs as jobview
 from rlsup.views import plots as plotting
 from rlsup.checkpoint.manifest import verify
 from rlsup.formatting import printable
-from rlsup.jobs.record import EventKind
+from rlsup.jobs.record import EventKind, jobs_following
 from rlsup.jobs.state import ACTIVE, Desired
 from rlsup.views.jobs import JobRow
 from rlsup.tui import data, messages, overlay
@@ -369,7 +369,7 @@ class RlsupApp(App):
 
     def edit_reach(self, path: str) -> str:
         """Name the jobs a shared file drives: one save reaches them all (a `submit --copy` job has its own)."""
-        drives = jobview.jobs_following(path, [row.job for row in self.model.rows])
+        drives = jobs_following(path, [row.job for row in self.model.rows])
         if len(drives) < 2:
             return ""
         return f"this file drives jobs {', '.join(str(job.id) for job in sorted(drives, key=lambda job: job.id))}; "

@@ -7,7 +7,7 @@ from pathlib import Path
 from rlsup.views import plots as plotting
 from rlsup.run import files as runfiles
 from rlsup.spec import registry
-from rlsup.views.jobs import number as _number
+from rlsup.formatting import number as _number
 from rlsup.views.groups import Evaluated
 from rlsup.tui.downsampling import PLOT_BUCKETS, Downsampler, SmoothedSeries
 from rlsup.tui.experiment import evaluated_after

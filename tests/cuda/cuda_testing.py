@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlsup.checkpoint.manifest import latest_verified
+from rlsup.checkpoint.choose import latest_verified
 from rlsup.checkpoint.store import load_checkpoint
 
 # Collection costs only the torch import the suite's other modules pay anyway: each test is skipped
