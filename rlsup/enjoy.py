@@ -42,7 +42,7 @@ class VideoRecorder:
             return
         import cv2
 
-        from rlsup.render_frames import video_frame
+        from rlsup.frames import video_frame
 
         frame = video_frame(frame)  # OpenCV takes bytes only: MinAtar's float frames raised "depth is 6 (CV_64F)"
         if self.writer is None:
@@ -117,7 +117,7 @@ def frame_sink(spec, video: Path | None, terminal: bool, fps: float | None):
     if video:
         return VideoRecorder(video, fps=fps or frame_rate(spec.env.id))
     if terminal:
-        from rlsup.terminal_render import TerminalPlayer
+        from rlsup.frames import TerminalPlayer
 
         return TerminalPlayer(frame_rate(spec.env.id) if fps is None else fps)
     return None

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rlsup.terminal_render import HIDE_CURSOR
+from rlsup.frames import HIDE_CURSOR
 from rlsup_testing import (breakout_job, cartpole_job, interrupted_before_python_ran, interrupts_at_their_default,
                            past_first_line, rlsup_command, run_rlsup, wait_for)
 

@@ -12,7 +12,7 @@ from rlsup_testing import video_start
 from rlsup import spec as specs
 from rlsup.algos.envs.training import make_env
 from rlsup.enjoy import VideoRecorder
-from rlsup.terminal_render import TerminalPlayer
+from rlsup.frames import TerminalPlayer
 
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
 EXAMPLES = ["cartpole-dqn", "minatar-breakout-dqn", "lunarlander-dqn", "pong-dqn"]

@@ -30,8 +30,7 @@ def modules_under(relative: str = "") -> list[str]:
 
 
 # The root's leaf modules: the lowest floor, light, importing nothing of rlsup but each other.
-ROOT_LEAVES = ("atomic", "paths", "locks", "own_files", "formatting", "hardware", "stopping", "terminal_render",
-               "render_frames")
+ROOT_LEAVES = ("atomic", "paths", "locks", "own_files", "formatting", "hardware", "stopping", "frames")
 # Packages (and root modules) that stay light for every module in them, a new one included: the CLI lists
 # jobs, and the TUI draws them, from these without paying for a deep-learning import (DESIGN.md section 2).
 LIGHT = ("spec", "jobs", "run", "views", *ROOT_LEAVES)

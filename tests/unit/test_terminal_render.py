@@ -5,7 +5,7 @@ import io
 
 import numpy as np
 
-from rlsup.terminal_render import TerminalPlayer, fit, frame_lines
+from rlsup.frames import TerminalPlayer, fit, frame_lines
 
 RED, BLUE, WHITE, BLACK = (255, 0, 0), (0, 0, 255), (255, 255, 255), (0, 0, 0)
 
