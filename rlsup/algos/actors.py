@@ -12,6 +12,7 @@ from rlsup.algos.shared_memory import UnrollArrays, UnrollGroups, UnrollLayout, 
 from rlsup.algos.envs.vector import VectorStep
 from rlsup.algos.envs.vectorise import env_seeds, make_vector_env
 from rlsup.checkpoint.rng import generator_state, restore_generator
+from rlsup.run import metrics as records
 from rlsup.spec import JobSpec
 
 # Seed-sequence key of the actors' streams, apart from the learner's (spawned from the bare job seed).
@@ -76,7 +77,8 @@ class Actor:
             arrays.actions[:, time_step] = actions
             result = self.envs.step(actions)
             self._store(result, arrays, time_step)
-            episodes.extend({"kind": "episode", "return": episode.raw_return, "length": episode.length}
+            episodes.extend({records.KIND: records.EPISODE, records.EPISODE_RETURN: episode.raw_return,
+                             records.EPISODE_LENGTH: episode.length}
                             for _, episode in sorted(result.episodes.items()))
             self.observations = result.observations
             logits, features = self._forward(self.observations)

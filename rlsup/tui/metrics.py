@@ -6,6 +6,7 @@ from pathlib import Path
 
 from rlsup.views import plots as plotting
 from rlsup.run import files as runfiles
+from rlsup.run import metrics as metrics_format
 from rlsup.spec import registry
 from rlsup.formatting import number as _number
 from rlsup.views.groups import Evaluated
@@ -69,21 +70,21 @@ class JobMetrics:
 
     def _add(self, record: dict) -> None:
         self.records += 1
-        step = record.get("step")
+        step = record.get(metrics_format.STEP)
         if isinstance(step, (int, float)):
             self.last_step = max(self.last_step, int(step))
         x = float(self.last_step)
-        kind = record.get("kind")
-        if kind == "episode":
-            value = _number(record.get("return"))
+        kind = record.get(metrics_format.KIND)
+        if kind == metrics_format.EPISODE:
+            value = _number(record.get(metrics_format.EPISODE_RETURN))
             if value is not None:
                 self.returns.add(x, value)
                 self.smoothed.add(x, value)
-        elif kind == "eval":
-            value = _number(record.get("mean"))
+        elif kind == metrics_format.EVAL:
+            value = _number(record.get(metrics_format.EVAL_MEAN))
             if value is not None:
                 self.evaluation.add(x, value)
-        elif kind == "train":
+        elif kind == metrics_format.TRAIN:
             self._add_train(x, record)
 
     def _add_train(self, x: float, record: dict) -> None:
