@@ -174,7 +174,11 @@ def test_leftovers_of_live_writers_are_left_alone(tmp_path, dead_pid):
 AS_OTHER_USER = """
 import ctypes, sys
 from pathlib import Path
+import tempfile
 from checkpoint_testing import small_state, write
+# A first write imports what a write imports lazily (torch.save's serialization module): as uid 65534 the
+# interpreter could not read it from a venv under a 0700 directory, as CI's `mktemp -d` makes.
+write(Path(tempfile.mkdtemp()), small_state(2), 2)
 # From here on files are opened as uid 65534, without root's right to list what its owner cannot.
 libc = ctypes.CDLL(None, use_errno=True)
 libc.setfsgid(65534)
