@@ -56,21 +56,29 @@ class UnrollGroups:
         observation_dtype = torch.from_numpy(np.zeros(0, layout.observation_dtype)).dtype
         self.layout = layout
         self.groups = groups
+        make = shared_zeros if shared else torch.zeros
         self.tensors = {
-            "observations": torch.zeros((groups, envs, length + 1, *layout.observation_shape),
-                                        dtype=observation_dtype),
-            "actions": torch.zeros((groups, envs, length), dtype=torch.int64),
-            "rewards": torch.zeros((groups, envs, length), dtype=torch.float32),
-            "dones": torch.zeros((groups, envs, length), dtype=torch.bool),
-            "behaviour_logits": torch.zeros((groups, envs, length, layout.num_actions), dtype=torch.float32),
-            "features": torch.zeros((groups, envs, length + 1, layout.feature_size), dtype=torch.float32),
+            "observations": make((groups, envs, length + 1, *layout.observation_shape), dtype=observation_dtype),
+            "actions": make((groups, envs, length), dtype=torch.int64),
+            "rewards": make((groups, envs, length), dtype=torch.float32),
+            "dones": make((groups, envs, length), dtype=torch.bool),
+            "behaviour_logits": make((groups, envs, length, layout.num_actions), dtype=torch.float32),
+            "features": make((groups, envs, length + 1, layout.feature_size), dtype=torch.float32),
         }
-        if shared:
-            for tensor in self.tensors.values():
-                tensor.share_memory_()
 
     def group(self, index: int) -> UnrollArrays:
         return UnrollArrays(**{name: tensor[index].numpy() for name, tensor in self.tensors.items()})
+
+
+def shared_zeros(shape: tuple, *, dtype: torch.dtype) -> torch.Tensor:
+    """A zeroed tensor made in shared memory, whose pages cost memory only once written.
+
+    torch.zeros(...).share_memory_() writes every page twice (zeros, then the copy into shared memory)
+    before any actor runs: 26 s for the slots of 100,000 envs on a VM's slow page faults.
+    """
+    count = int(np.prod(shape, dtype=np.int64))
+    storage = torch.UntypedStorage._new_shared(count * dtype.itemsize)  # what share_memory_ itself calls
+    return torch.empty(0, dtype=dtype).set_(storage, 0, shape)
 
 
 class WeightsBuffer:

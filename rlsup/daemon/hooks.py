@@ -108,11 +108,14 @@ class Hooks:
         now = time.monotonic()
         for hook in list(self.running):
             code = hook.process.poll()
+            overdue = now - hook.started - hook.timeout_s
+            # Also when it is already gone: hook_shell.py kills it at the deadline, and on busy cores that
+            # may come before any tick has seen it running late.
+            ended_by_timeout = code is None or code == -signal.SIGKILL
+            if overdue > 0 and ended_by_timeout and not hook.timed_out:
+                hook.timed_out = True
+                log.warning("%s killed at its timeout of %g s", hook.name(), hook.timeout_s)
             if code is None:
-                overdue = now - hook.started - hook.timeout_s
-                if overdue > 0 and not hook.timed_out:
-                    hook.timed_out = True
-                    log.warning("%s killed at its timeout of %g s", hook.name(), hook.timeout_s)
                 if overdue > BACKSTOP_AFTER_S and not hook.killed:
                     kill_group(hook)
                 continue  # a killed one is reaped at a later tick: waiting here could block the loop
