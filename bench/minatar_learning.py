@@ -1,27 +1,25 @@
-"""MinAtar Breakout over seeds: training return against frames, beside the MinAtar paper's DQN and AC(0.8) curves.
+"""MinAtar over games and seeds: training return against frames, beside the MinAtar paper's curves and a peer's.
 
-Each seed is a whole `rlsup run` process on a copy of the job file with [job] seed and total_steps changed.
-The figure compared is the paper's: the moving average of the last 100 training episodes' returns
-(as the agent trains: epsilon-greedy for DQN, sampled from the policy for V-trace), at the same number of
-frames (one frame = one agent step in MinAtar). V-trace's episodes count at the learner step that received
-them, up to one round of unrolls after they ended.
+Each seed is a whole `rlsup run` process on a copy of the job file with [job] seed and total_steps (and,
+with --games, [env] id) changed. The figure compared is the paper's: the mean return of the last 100
+training episodes (as the agent trains: epsilon-greedy for DQN, sampled from the policy for V-trace), at
+the same number of frames (one frame = one agent step in MinAtar). V-trace's episodes count at the learner
+step that received them, up to one round of unrolls after they ended. The paper's values are in
+bench/minatar_paper.py; a peer's runs (bench/peers/sb3_minatar.py --out FILE) are read with --peer FILE.
 
     pip install -e '.[minatar]'
-    python bench/minatar_learning.py [jobs/minatar-breakout-dqn.toml] --seeds 1-3 --steps 300000 [--parallel 2]
-    python bench/minatar_learning.py jobs/minatar-breakout-vtrace.toml --seeds 1-3 --parallel 1 --eval
+    python bench/minatar_learning.py jobs/minatar-breakout-dqn.toml --seeds 1-3 --steps 1000000
+    python bench/minatar_learning.py jobs/minatar-vtrace.toml --games all --seeds 1-3 --parallel 1 \
+        --keep runs/minatar --json minatar.json [--peer a2c-breakout.json] [--set vtrace.unroll_length=20]
 
---eval keeps the job's [eval] and prints its greedy means too; --keep DIR keeps the run directories.
-
-The paper's values are read off the curves of Young & Tian 2019 ("MinAtar: An Atari-inspired testbed for
-thorough and reproducible reinforcement learning experiments", arXiv:1903.03176; img/learning_curves.gif of
-github.com/kenjyoung/MinAtar, the mean of 30 seeds) by the pixel positions of the blue (DQN) and green
-(AC(0.8): online actor-critic with eligibility traces, examples/AC_lambda.py) lines, to about +-0.3. They
-used all 6 actions (Breakout-v0); rlsup's jobs use Breakout-v1 (3 actions), DQN with Adam at the paper's step
-size and V-trace with IMPALA's learner, so the comparison is of the same budget, not the same agent.
+--eval keeps the job's [eval] and prints its greedy means too; --keep DIR keeps the run directories (which
+`rlsup plot` draws); --json FILE writes every table's numbers; --set TABLE.FIELD=VALUE changes the job.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import platform
 import statistics
 import subprocess
 import sys
@@ -32,15 +30,12 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from learning_seeds import parse_seeds  # bench/ beside this script
+from learning_seeds import changed_job, parse_seeds  # bench/ beside this script
+from minatar_paper import BREAKOUT_EARLY, GAMES, MARKS, game_of, paper_value
 
 from rlsup.run import files as runfiles
 from rlsup import spec as specs
 
-PAPER_DQN_BREAKOUT = {50_000: 1.3, 100_000: 4.4, 150_000: 5.3, 200_000: 6.1, 250_000: 6.7, 300_000: 7.3,
-                      400_000: 8.2, 500_000: 8.3, 750_000: 8.9, 1_000_000: 9.2, 2_000_000: 9.6}
-PAPER_AC_BREAKOUT = {50_000: 3.2, 100_000: 3.8, 150_000: 4.5, 200_000: 5.1, 250_000: 5.6, 300_000: 6.0,
-                     400_000: 6.5, 500_000: 7.0, 750_000: 8.5, 1_000_000: 9.9, 2_000_000: 14.2}  # AC(0.8)
 WINDOW = 100  # episodes in the paper's moving average
 DEFAULT_JOB = Path(__file__).parents[1] / "jobs" / "minatar-breakout-dqn.toml"
 
@@ -52,19 +47,20 @@ class SeedRun:
     wall_s: float
 
 
-def train(job: Path, seed: int, steps: int, directory: Path, evaluate: bool) -> SeedRun:
-    """Every training episode and evaluation of one seed, and its wall time."""
+def train(job: Path, game: str, seed: int, steps: int, directory: Path, evaluate: bool) -> SeedRun:
+    """Every training episode and evaluation of one seed of one game, and its wall time."""
     spec = specs.load(job).replace("job", seed=seed, total_steps=steps)
+    spec = spec.replace("env", id=f"MinAtar/{game}-v1")
     if not evaluate:
         spec = spec.replace("eval", every_steps=0)
-    copy = directory / f"seed-{seed}.toml"
+    copy = directory / f"{game.lower()}-seed-{seed}.toml"
     copy.write_text(spec.to_toml())
-    run_dir = directory / f"run-{seed}"
+    run_dir = directory / f"{game.lower()}-{seed}"
     started = time.monotonic()
     result = subprocess.run([sys.executable, "-m", "rlsup.cli", "run", str(copy), "--run-dir", str(run_dir)],
                             capture_output=True, text=True)
     if result.returncode != 0:
-        raise RuntimeError(f"seed {seed}: rlsup run exited {result.returncode}: {result.stderr.strip()}")
+        raise RuntimeError(f"{game} seed {seed}: rlsup run exited {result.returncode}: {result.stderr.strip()}")
     records = runfiles.read_metrics(run_dir)
     return SeedRun(episodes=[(record["step"], record["return"]) for record in records
                              if record["kind"] == "episode"],
@@ -78,14 +74,43 @@ def moving_average_at(episodes: list[tuple[int, float]], frames: int) -> float |
     return statistics.fmean(ended) if ended else None
 
 
-def print_training(results: list[SeedRun], steps: int) -> None:
-    """The 100-episode training average per seed at the paper's marks (and at the budget)."""
-    print(f"{'frames':>10}  {'paper DQN':>9}  {'paper AC':>8}  {'rlsup mean':>10}  per seed")
-    for frames in [mark for mark in PAPER_DQN_BREAKOUT if mark <= steps] + ([steps] if steps not in
-                                                                              PAPER_DQN_BREAKOUT else []):
+def marks_for(game: str, steps: int) -> list[int]:
+    """The frames the paper's figure gives values at, within the budget, and the budget itself."""
+    early = sorted(BREAKOUT_EARLY["DQN"]) if game == "Breakout" else []
+    marks = [mark for mark in (*early, *MARKS) if mark <= steps]
+    return marks + ([steps] if steps not in marks else [])
+
+
+def peer_curves(paths: list[Path]) -> dict[str, tuple[str, list[list[tuple[int, float]]]]]:
+    """game -> (peer name, every seed's episodes), from bench/peers/sb3_minatar.py's JSON files."""
+    curves = {}
+    for path in paths:
+        data = json.loads(path.read_text())
+        seeds = [[(int(step), float(value)) for step, value in run["episodes"]] for run in data["seeds"].values()]
+        curves[game_of(data["game"])] = (f"{data['peer']} (seeds {','.join(data['seeds'])})", seeds)
+    return curves
+
+
+def table(game: str, results: list[SeedRun], steps: int, peer: tuple | None) -> list[dict]:
+    """One row per mark: the paper's two agents, the peer's mean and rlsup's mean and seeds."""
+    rows = []
+    for frames in marks_for(game, steps):
         values = [moving_average_at(result.episodes, frames) for result in results]
-        papers = f"{paper_text(PAPER_DQN_BREAKOUT, frames, 9)}  {paper_text(PAPER_AC_BREAKOUT, frames, 8)}"
-        print(f"{frames:>10,}  {papers}  {mean_text(values)}  " + per_seed_text(values))
+        peer_values = [moving_average_at(episodes, frames) for episodes in peer[1]] if peer else []
+        rows.append({"frames": frames, "paper_dqn": paper_value(game, "DQN", frames),
+                     "paper_ac": paper_value(game, "AC", frames), "peer": mean(peer_values),
+                     "rlsup": mean(values), "seeds": values})
+    return rows
+
+
+def print_table(game: str, rows: list[dict], results: list[SeedRun], peer: tuple | None) -> None:
+    walls = ", ".join(f"{result.wall_s:.0f} s" for result in results)
+    print(f"\n{game}: wall per seed {walls}" + (f"; peer: {peer[0]}" if peer else ""))
+    print(f"{'frames':>10}  {'paper DQN':>9}  {'paper AC':>8}  {'peer':>7}  {'rlsup mean':>10}  per seed")
+    for row in rows:
+        print(f"{row['frames']:>10,}  {text(row['paper_dqn'], 9)}  {text(row['paper_ac'], 8)}  "
+              f"{text(row['peer'], 7)}  {text(row['rlsup'], 10, 2)}  "
+              + " ".join(text(value, 0, 2) for value in row["seeds"]))
 
 
 def print_evaluations(results: list[SeedRun]) -> None:
@@ -93,46 +118,65 @@ def print_evaluations(results: list[SeedRun]) -> None:
     print(f"{'eval step':>10}  {'greedy mean':>11}  per seed")
     for step in sorted({step for result in results for step, _ in result.evaluations}):
         values = [dict(result.evaluations).get(step) for result in results]
-        print(f"{step:>10,}  {mean_text(values):>11}  " + per_seed_text(values))
+        print(f"{step:>10,}  {text(mean(values), 11, 2)}  " + " ".join(text(value, 0, 2) for value in values))
 
 
-def paper_text(curve: dict[int, float], frames: int, width: int) -> str:
-    value = curve.get(frames)
-    return f"{value:{width}.1f}" if value is not None else f"{'-':>{width}}"
-
-
-def mean_text(values: list[float | None]) -> str:
+def mean(values: list[float | None]) -> float | None:
     known = [value for value in values if value is not None]
-    return f"{statistics.fmean(known):10.2f}" if known else f"{'-':>10}"
+    return statistics.fmean(known) if known else None
 
 
-def per_seed_text(values: list[float | None]) -> str:
-    return " ".join("-" if value is None else f"{value:.2f}" for value in values)
+def text(value: float | None, width: int, digits: int = 1) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:{width}.{digits}f}"
+
+
+def parse_games(text_value: str | None, job: Path) -> list[str]:
+    if text_value is None:
+        return [game_of(specs.load(job).env.id)]
+    games = list(GAMES) if text_value == "all" else text_value.split(",")
+    unknown = [game for game in games if game not in GAMES]
+    if unknown:
+        raise SystemExit(f"--games: unknown {', '.join(unknown)} (known: {', '.join(GAMES)}, or all)")
+    return games
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("job", nargs="?", type=Path, default=DEFAULT_JOB)
+    parser.add_argument("--games", default=None, help="comma-separated, or all (default: the job's game)")
     parser.add_argument("--seeds", default="1-3")
     parser.add_argument("--steps", type=int, default=None, help="frames per seed (default: the job's budget)")
     parser.add_argument("--parallel", type=int, default=2, help="seeds trained side by side")
+    parser.add_argument("--set", action="append", default=[], metavar="TABLE.FIELD=VALUE")
     parser.add_argument("--eval", action="store_true",
                         help="keep the job's [eval] and print its greedy means (default: no evaluation)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="put the run directories here and keep them (default: a temporary directory)")
-    args = parser.parse_args()
-    steps = args.steps or specs.load(args.job).job.total_steps
-    seeds = parse_seeds(args.seeds)
-    if args.keep is not None:
-        args.keep.mkdir(parents=True, exist_ok=True)
-    with (nullcontext(str(args.keep)) if args.keep else tempfile.TemporaryDirectory(prefix="rlsup-minatar-")) \
-            as directory, ThreadPoolExecutor(args.parallel) as pool:
-        results = list(pool.map(lambda seed: train(args.job, seed, steps, Path(directory), args.eval), seeds))
-    print(f"{args.job.name}: seeds {args.seeds}, {steps:,} frames each, wall "
-          + ", ".join(f"{result.wall_s:.0f} s" for result in results))
-    print_training(results, steps)
-    if args.eval:
-        print_evaluations(results)
+    parser.add_argument("--peer", type=Path, action="append", default=[], help="a sb3_minatar.py --out file")
+    parser.add_argument("--json", type=Path, default=None, help="write the tables here")
+    arguments = parser.parse_args()
+    steps = arguments.steps or specs.load(arguments.job).job.total_steps
+    seeds, games, peers = parse_seeds(arguments.seeds), parse_games(arguments.games, arguments.job), \
+        peer_curves(arguments.peer)
+    if arguments.keep is not None:
+        arguments.keep.mkdir(parents=True, exist_ok=True)
+    output = {"job": str(arguments.job), "set": arguments.set, "steps": steps, "seeds": seeds,
+              "machine": f"{platform.machine()}, {platform.node()}", "games": {}}
+    with (nullcontext(str(arguments.keep)) if arguments.keep else tempfile.TemporaryDirectory(
+            prefix="rlsup-minatar-")) as directory:
+        job = changed_job(arguments.job, None, arguments.set, Path(directory))
+        print(f"{arguments.job.name} {' '.join(arguments.set)}: seeds {arguments.seeds}, {steps:,} frames each")
+        for game in games:
+            with ThreadPoolExecutor(arguments.parallel) as pool:
+                results = list(pool.map(lambda seed: train(job, game, seed, steps, Path(directory),
+                                                           arguments.eval), seeds))
+            rows = table(game, results, steps, peers.get(game))
+            print_table(game, rows, results, peers.get(game))
+            if arguments.eval:
+                print_evaluations(results)
+            output["games"][game] = {"rows": rows, "wall_s": [result.wall_s for result in results]}
+            if arguments.json:
+                arguments.json.write_text(json.dumps(output, indent=1))
 
 
 if __name__ == "__main__":

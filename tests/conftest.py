@@ -14,3 +14,20 @@ def rlsup_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     home = tmp_path_factory.mktemp("rlsup-home")
     monkeypatch.setenv("RLSUP_HOME", str(home))
     return home
+
+
+# Seconds a slow test may take before pytest-timeout ends it as hung: its own subprocess timeouts are the real
+# limits, and the suite's 300 s guard is too near what two trainings beside each other take on 2 cores.
+SLOW_TEST_TIMEOUT_S = 900
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first, with a longer hang guard.
+
+    The suite's workers take files in collection order (--dist loadfile), so the trainings that take
+    minutes on both cores start first, beside the short tests, instead of ending the run alone.
+    """
+    for item in items:
+        if item.get_closest_marker("slow") is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_S))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: the rest keep their order

@@ -127,6 +127,7 @@ def learning(profile: dict, work: Path, budget_s: float) -> dict:
     """MinAtar Breakout V-trace on the machine's actors and device, stopped by [job] max_wall_s within the
     part's budget, its 100-episode training average beside the MinAtar paper's curves."""
     import minatar_learning
+    from minatar_paper import paper_value
     from rlsup import spec as specs
     from rlsup.run import files as runfiles
 
@@ -145,10 +146,10 @@ def learning(profile: dict, work: Path, budget_s: float) -> dict:
     records = runfiles.read_metrics(run_dir)
     episodes = [(record["step"], record["return"]) for record in records if record["kind"] == "episode"]
     reached = max((record["step"] for record in records if "step" in record), default=0)
-    marks = [mark for mark in minatar_learning.PAPER_AC_BREAKOUT if mark <= reached] + [reached]
+    marks = minatar_learning.marks_for("Breakout", reached)
     curve = [{"frames": mark, "rlsup": minatar_learning.moving_average_at(episodes, mark),
-              "paper_ac": minatar_learning.PAPER_AC_BREAKOUT.get(mark),
-              "paper_dqn": minatar_learning.PAPER_DQN_BREAKOUT.get(mark)} for mark in marks]
+              "paper_ac": paper_value("Breakout", "AC", mark),
+              "paper_dqn": paper_value("Breakout", "DQN", mark)} for mark in marks]
     return {"job": LEARNING_JOB.name, "game": spec.env.id, "actors": settings["actors"], "device": profile["device"],
             "exit": exit_code, "frames_target": frames, "frames": reached, "wall_s": wall_s,
             "frames_per_s": reached / wall_s, "episodes": len(episodes), "curve": curve,

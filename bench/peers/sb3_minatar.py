@@ -1,0 +1,125 @@
+"""The peer's curve on MinAtar: stable-baselines3's A2C or PPO with rlsup's MinAtar network, episodes to JSON.
+
+bench/minatar_learning.py prints the paper's measure (the mean return of the last 100 training episodes) of
+these runs beside rlsup's, at the same frames (one frame = one env step, counted over all envs as rlsup does).
+
+    pip install -e '.[bench,minatar]'
+    python bench/peers/sb3_minatar.py --game Breakout --algo a2c --frames 2000000 --seeds 1-3 --out a2c.json
+
+The network is rlsup's for 10x10 images (network "auto"): one 3x3 convolution with 16 channels and 128
+hidden units, the MinAtar paper's, with linear policy and value heads on those 128 features. A2C keeps
+stable-baselines3's defaults (Mnih et al. 2016's settings: 5-step updates, RMSProp lr 7e-4, entropy 0.01)
+on 16 envs, as rlsup's V-trace example acts with 16; PPO takes the MinAtar settings of PureJaxRL/gymnax
+(128-step rollouts, 4 epochs of 8 minibatches, lr 5e-4 decaying to 0, GAE 0.95, clip 0.2) on 16 envs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for learning_seeds.parse_seeds
+from learning_seeds import parse_seeds  # noqa: E402
+
+ENVS = 16
+
+
+class ChannelsFirst(gym.ObservationWrapper):
+    """MinAtar's (10, 10, C) bool image as (C, 10, 10) float32, as rlsup's networks read it."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        height, width, channels = env.observation_space.shape
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (channels, height, width), np.float32)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(np.transpose(observation, (2, 0, 1)), dtype=np.float32)
+
+
+def small_conv_extractor():
+    from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+
+    class SmallConv(BaseFeaturesExtractor):
+        """rlsup's SmallConvTorso (algos/nets.py): Conv2d(C, 16, 3), ReLU, Linear(16*8*8, 128), ReLU."""
+
+        def __init__(self, observation_space: gym.spaces.Box):
+            super().__init__(observation_space, features_dim=128)
+            channels, height, width = observation_space.shape
+            self.layers = nn.Sequential(nn.Conv2d(channels, 16, kernel_size=3), nn.ReLU(), nn.Flatten(),
+                                        nn.Linear(16 * (height - 2) * (width - 2), 128), nn.ReLU())
+
+        def forward(self, observations: torch.Tensor) -> torch.Tensor:
+            return self.layers(observations)
+
+    return SmallConv
+
+
+def make_model(algo: str, game: str, seed: int, frames: int):
+    import stable_baselines3
+    from minatar import gym as minatar_gym
+    from stable_baselines3.common.env_util import make_vec_env
+
+    minatar_gym.register_envs()
+    envs = make_vec_env(f"MinAtar/{game}-v1", n_envs=ENVS, seed=seed, wrapper_class=ChannelsFirst)
+    policy_kwargs = dict(features_extractor_class=small_conv_extractor(), net_arch=[])
+    if algo == "a2c":
+        return stable_baselines3.A2C("CnnPolicy", envs, seed=seed, device="cpu", policy_kwargs=policy_kwargs)
+    return stable_baselines3.PPO("CnnPolicy", envs, seed=seed, device="cpu", policy_kwargs=policy_kwargs,
+                                 n_steps=128, batch_size=ENVS * 128 // 8, n_epochs=4, gae_lambda=0.95,
+                                 clip_range=0.2, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5,
+                                 learning_rate=lambda remaining: 5e-4 * remaining)
+
+
+def episode_recorder(episodes: list):
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Recorder(BaseCallback):
+        """(frames, return) of every finished training episode, from the Monitor wrapper make_vec_env adds."""
+
+        def _on_step(self) -> bool:
+            for info in self.locals["infos"]:
+                if "episode" in info:
+                    episodes.append((self.num_timesteps, float(info["episode"]["r"])))
+            return True
+
+    return Recorder()
+
+
+def train(algo: str, game: str, seed: int, frames: int) -> dict:
+    torch.set_num_threads(1)  # as rlsup's jobs run ([job] threads = 1)
+    model = make_model(algo, game, seed, frames)
+    episodes: list[tuple[int, float]] = []
+    started = time.monotonic()
+    model.learn(total_timesteps=frames, callback=episode_recorder(episodes))
+    return {"episodes": episodes, "wall_s": time.monotonic() - started}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--game", default="Breakout", help="Asterix, Breakout, Freeway, Seaquest or SpaceInvaders")
+    parser.add_argument("--algo", choices=["a2c", "ppo"], default="a2c")
+    parser.add_argument("--frames", type=int, default=2_000_000)
+    parser.add_argument("--seeds", default="1-3")
+    parser.add_argument("--out", type=Path, required=True, help="JSON file for bench/minatar_learning.py --peer")
+    arguments = parser.parse_args()
+    import stable_baselines3
+
+    runs = {}
+    for seed in parse_seeds(arguments.seeds):
+        runs[str(seed)] = train(arguments.algo, arguments.game, seed, arguments.frames)
+        print(f"{arguments.algo} {arguments.game} seed {seed}: {len(runs[str(seed)]['episodes'])} episodes, "
+              f"{runs[str(seed)]['wall_s']:.0f} s", flush=True)
+    result = {"peer": f"stable-baselines3 {stable_baselines3.__version__} {arguments.algo.upper()}",
+              "game": f"MinAtar/{arguments.game}-v1", "frames": arguments.frames, "envs": ENVS, "seeds": runs}
+    arguments.out.write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
