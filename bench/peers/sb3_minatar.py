@@ -11,6 +11,7 @@ hidden units, the MinAtar paper's, with linear policy and value heads on those 1
 stable-baselines3's defaults (Mnih et al. 2016's settings: 5-step updates, RMSProp lr 7e-4, entropy 0.01)
 on 16 envs, as rlsup's V-trace example acts with 16; PPO takes the MinAtar settings of PureJaxRL/gymnax
 (128-step rollouts, 4 epochs of 8 minibatches, lr 5e-4 decaying to 0, GAE 0.95, clip 0.2) on 16 envs.
+--entropy-cost sets either's ent_coef (0.01 by default, both libraries' and IMPALA's).
 """
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def small_conv_extractor():
     return SmallConv
 
 
-def make_model(algo: str, game: str, seed: int, frames: int):
+def make_model(algo: str, game: str, seed: int, entropy_cost: float):
     import stable_baselines3
     from minatar import gym as minatar_gym
     from stable_baselines3.common.env_util import make_vec_env
@@ -70,10 +71,11 @@ def make_model(algo: str, game: str, seed: int, frames: int):
     envs = make_vec_env(f"MinAtar/{game}-v1", n_envs=ENVS, seed=seed, wrapper_class=ChannelsFirst)
     policy_kwargs = dict(features_extractor_class=small_conv_extractor(), net_arch=[])
     if algo == "a2c":
-        return stable_baselines3.A2C("CnnPolicy", envs, seed=seed, device="cpu", policy_kwargs=policy_kwargs)
+        return stable_baselines3.A2C("CnnPolicy", envs, seed=seed, device="cpu", policy_kwargs=policy_kwargs,
+                                     ent_coef=entropy_cost)
     return stable_baselines3.PPO("CnnPolicy", envs, seed=seed, device="cpu", policy_kwargs=policy_kwargs,
                                  n_steps=128, batch_size=ENVS * 128 // 8, n_epochs=4, gae_lambda=0.95,
-                                 clip_range=0.2, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5,
+                                 clip_range=0.2, ent_coef=entropy_cost, vf_coef=0.5, max_grad_norm=0.5,
                                  learning_rate=lambda remaining: 5e-4 * remaining)
 
 
@@ -92,9 +94,9 @@ def episode_recorder(episodes: list):
     return Recorder()
 
 
-def train(algo: str, game: str, seed: int, frames: int) -> dict:
+def train(algo: str, game: str, seed: int, frames: int, entropy_cost: float) -> dict:
     torch.set_num_threads(1)  # as rlsup's jobs run ([job] threads = 1)
-    model = make_model(algo, game, seed, frames)
+    model = make_model(algo, game, seed, entropy_cost)
     episodes: list[tuple[int, float]] = []
     started = time.monotonic()
     model.learn(total_timesteps=frames, callback=episode_recorder(episodes))
@@ -107,16 +109,18 @@ def main() -> None:
     parser.add_argument("--algo", choices=["a2c", "ppo"], default="a2c")
     parser.add_argument("--frames", type=int, default=2_000_000)
     parser.add_argument("--seeds", default="1-3")
+    parser.add_argument("--entropy-cost", type=float, default=0.01, help="ent_coef (both algorithms' default)")
     parser.add_argument("--out", type=Path, required=True, help="JSON file for bench/minatar_learning.py --peer")
     arguments = parser.parse_args()
     import stable_baselines3
 
     runs = {}
     for seed in parse_seeds(arguments.seeds):
-        runs[str(seed)] = train(arguments.algo, arguments.game, seed, arguments.frames)
+        runs[str(seed)] = train(arguments.algo, arguments.game, seed, arguments.frames, arguments.entropy_cost)
         print(f"{arguments.algo} {arguments.game} seed {seed}: {len(runs[str(seed)]['episodes'])} episodes, "
               f"{runs[str(seed)]['wall_s']:.0f} s", flush=True)
-    result = {"peer": f"stable-baselines3 {stable_baselines3.__version__} {arguments.algo.upper()}",
+    result = {"peer": f"stable-baselines3 {stable_baselines3.__version__} {arguments.algo.upper()} "
+                      f"ent_coef {arguments.entropy_cost:g}",
               "game": f"MinAtar/{arguments.game}-v1", "frames": arguments.frames, "envs": ENVS, "seeds": runs}
     arguments.out.write_text(json.dumps(result))
 
