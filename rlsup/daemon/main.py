@@ -427,6 +427,9 @@ class Daemon(EditHandling):
     def sample_hardware(self) -> None:
         try:
             self.store.add_hardware_sample(self.machine.sample().to_dict())
+        except sqlite3.DatabaseError as error:  # the store's file damaged: the watch stops the daemon
+            if not self.store_watch.unreadable(error):
+                log.exception("hardware sample failed")
         except Exception:  # a sensor hiccup must never stop the daemon
             log.exception("hardware sample failed")
 

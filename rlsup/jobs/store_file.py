@@ -81,14 +81,25 @@ def exists(home: Path) -> bool:
     return False
 
 
+# The first 16 bytes of every SQLite database file (sqlite.org/fileformat.html, 1.3).
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
 class FileGuard:
     """The store's file as a daemon opened it. Its path naming no file, another file, or a shorter one means
     the store was deleted, replaced or cut under the daemon, which would go on reading what it holds open
-    while clients see another store. SQLite never shrinks the file: rlsup runs no VACUUM."""
+    while clients see another store. SQLite never shrinks the file: rlsup runs no VACUUM. A cut file can
+    also grow back before a look: the daemon's own next checkpoint writes its pages at their offsets, around
+    the lost header; so the header is read too.
+
+    The guard keeps its own descriptor open for the daemon's life and reads through it: closing any
+    descriptor of the file would drop the POSIX locks of the process's SQLite connections (see create_private).
+    """
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        found = os.stat(self.path)
+        self.descriptor = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        found = os.fstat(self.descriptor)
         self.identity, self.size = (found.st_dev, found.st_ino), found.st_size
 
     def lost(self) -> str | None:
@@ -101,6 +112,8 @@ class FileGuard:
             return "was replaced by another file"
         if found.st_size < self.size:
             return f"was cut from {self.size} to {found.st_size} bytes"
+        if found.st_size and os.pread(self.descriptor, len(SQLITE_HEADER), 0) != SQLITE_HEADER:
+            return "was cut: it no longer begins as an SQLite database"
         self.size = found.st_size
         return None
 
