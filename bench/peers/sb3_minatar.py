@@ -24,7 +24,6 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import torch
-from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for learning_seeds.parse_seeds
 from learning_seeds import parse_seeds  # noqa: E402
@@ -47,17 +46,17 @@ class ChannelsFirst(gym.ObservationWrapper):
 def small_conv_extractor():
     from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
+    from rlsup.algos.nets import SmallConvTorso
+
     class SmallConv(BaseFeaturesExtractor):
-        """rlsup's SmallConvTorso (algos/nets.py): Conv2d(C, 16, 3), ReLU, Linear(16*8*8, 128), ReLU."""
+        """rlsup's own SmallConvTorso (algos/nets.py), so that the peer's network is rlsup's, not a copy."""
 
         def __init__(self, observation_space: gym.spaces.Box):
             super().__init__(observation_space, features_dim=128)
-            channels, height, width = observation_space.shape
-            self.layers = nn.Sequential(nn.Conv2d(channels, 16, kernel_size=3), nn.ReLU(), nn.Flatten(),
-                                        nn.Linear(16 * (height - 2) * (width - 2), 128), nn.ReLU())
+            self.torso = SmallConvTorso(*observation_space.shape)
 
         def forward(self, observations: torch.Tensor) -> torch.Tensor:
-            return self.layers(observations)
+            return self.torso(observations)
 
     return SmallConv
 
