@@ -59,6 +59,10 @@ class ReplayStorage(ABC):
     def valid_count(self, n_step: int = 1) -> int:
         """How many indices gather can build now."""
 
+    def valid_count_floor(self, n_step: int = 1) -> int:
+        """A lower bound of valid_count that costs nothing (0 where none is known: the exact count decides)."""
+        return 0
+
     @abstractmethod
     def gather(self, indices: np.ndarray, n_step: int = 1, gamma: float = 1.0) -> Any:
         """The batch of these indices; n_step and gamma shape transitions and are ignored by unrolls."""
@@ -130,7 +134,12 @@ class Sampler(ABC):
 
     def ready(self, storage: ReplayStorage, minimum: int, n_step: int = 1) -> bool:
         """Whether at least `minimum` items can be drawn now."""
-        return self.available(storage, n_step) >= minimum
+        # Asked before every gradient step: a replay long past its minimum is answered without reading it.
+        return self.available_floor(storage, n_step) >= minimum or self.available(storage, n_step) >= minimum
+
+    def available_floor(self, storage: ReplayStorage, n_step: int = 1) -> int:
+        """A lower bound of available() that costs nothing; a sampler that counts otherwise says 0."""
+        return storage.valid_count_floor(n_step)
 
     def default_minimum(self, capacity: int, share: int) -> int:
         """Items to wait for when min_size is 0: max(20% of capacity, 10 shares), at most the capacity."""

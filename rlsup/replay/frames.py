@@ -15,6 +15,35 @@ class Ring:
 
 
 @dataclass(frozen=True)
+class Window:
+    """The rows of each transition's n-step window: which belong to it, how many, whether a terminal cuts it."""
+
+    rows: np.ndarray      # int64 [B, n] flat positions
+    included: np.ndarray  # bool [B, n]
+    lengths: np.ndarray   # k: rows from the start row to the row the next observation comes from
+    cut: np.ndarray       # bool [B]: a terminal inside the window, so no bootstrap
+
+    def returns(self, gamma: float, rewards: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """float64 n-step reward sums and bootstrap multipliers at this gamma."""
+        powers = float(gamma) ** np.arange(self.rows.shape[1])
+        returns = (self.included * powers * rewards[self.rows]).sum(axis=1)
+        return returns, np.where(self.cut, 0.0, float(gamma) ** self.lengths)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a set of indices' rows are and which are transitions: a plan before its gamma."""
+
+    envs: np.ndarray
+    offsets: np.ndarray
+    starts: np.ndarray
+    window: Window
+    stacks: np.ndarray
+    valid: np.ndarray
+    ring: Ring
+
+
+@dataclass(frozen=True)
 class TransitionPlan:
     """Everything gather needs about a set of indices, before any frame is copied."""
 
@@ -44,6 +73,8 @@ class FrameRings:
     cursors: list[int]
     sizes: list[int]
     step_rows: list[int]
+    writes: int                # rows written or loaded so far: a cached layout is of this many
+    last_layout: tuple | None  # ((indices, n_step, writes), Layout) of the latest check
 
     # -- locating rows -----------------------------------------------------------------------
 
@@ -79,21 +110,36 @@ class FrameRings:
     def plan(self, indices: np.ndarray, n_step: int, gamma: float) -> TransitionPlan:
         if n_step < 1:
             raise ValueError(f"n_step must be at least 1, not {n_step}")
+        layout = self.layout(indices, n_step)
+        returns, discounts = layout.window.returns(gamma, self.flat["rewards"])
+        return TransitionPlan(layout.envs, layout.offsets, layout.starts, layout.window.lengths, returns,
+                              discounts, layout.stacks, layout.valid, layout.ring)
+
+    def layout(self, indices: np.ndarray, n_step: int) -> Layout:
+        """Where each index's rows are and whether it is a transition: the part of a plan no gamma changes.
+
+        A sampler checks its draws and gather builds the same ones right after, so the layout of the
+        last check is kept until the next write.
+        """
+        key = (indices.tobytes(), n_step, self.writes)
+        if self.last_layout is not None and self.last_layout[0] == key:
+            return self.last_layout[1]
         ring = self.ring()
         envs, offsets, stored = self.locate(indices, ring)
         starts = self.positions(envs, offsets, ring)
-        lengths, returns, discounts = self.windows(envs, offsets, ring, n_step, gamma)
+        window = self.windows(envs, offsets, ring, n_step)
         both_envs = np.concatenate([envs, envs])
-        stacks = self.stack_offsets(both_envs, np.concatenate([offsets, offsets + lengths]), ring)
+        stacks = self.stack_offsets(both_envs, np.concatenate([offsets, offsets + window.lengths]), ring)
         complete = stacks[:, 0] >= 0  # the stack's oldest frame is still stored
         count = len(indices)
-        valid = (stored & ~self.flat["finals"][starts] & (offsets + lengths < ring.sizes[envs])
+        valid = (stored & ~self.flat["finals"][starts] & (offsets + window.lengths < ring.sizes[envs])
                  & complete[:count] & complete[count:])
-        return TransitionPlan(envs, offsets, starts, lengths, returns, discounts, stacks, valid, ring)
+        layout = Layout(envs, offsets, starts, window, stacks, valid, ring)
+        self.last_layout = (key, layout)
+        return layout
 
-    def windows(self, envs: np.ndarray, offsets: np.ndarray, ring: Ring, n_step: int,
-                gamma: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Length k, discounted reward sum and bootstrap multiplier of each start row's n-step window."""
+    def windows(self, envs: np.ndarray, offsets: np.ndarray, ring: Ring, n_step: int) -> Window:
+        """The rows of each start row's n-step window, which of them belong to it, and its length k."""
         # Rows past the newest are read as the newest: such windows come out invalid anyway.
         ages = np.minimum(offsets[:, None] + np.arange(n_step), (ring.sizes[envs] - 1)[:, None])
         rows = self.positions(envs[:, None], ages, ring)
@@ -106,11 +152,7 @@ class FrameRings:
         closed = np.logical_or.accumulate(finals, axis=1)
         closed[:, 1:] |= np.logical_or.accumulate(terminals[:, :-1], axis=1)
         included = ~closed
-        returns = (included * float(gamma) ** np.arange(n_step) * self.flat["rewards"][rows]).sum(axis=1)
-        lengths = np.count_nonzero(included, axis=1)
-        cut = (included & terminals).any(axis=1)
-        discounts = np.where(cut, 0.0, float(gamma) ** lengths)
-        return lengths, returns, discounts
+        return Window(rows, included, np.count_nonzero(included, axis=1), (included & terminals).any(axis=1))
 
     def stack_offsets(self, envs: np.ndarray, offsets: np.ndarray, ring: Ring) -> np.ndarray:
         """[N, S] ages of each stack's frames, oldest first, repeating the episode's first frame as padding.
@@ -131,12 +173,19 @@ class FrameRings:
 
     def is_valid(self, indices: np.ndarray, n_step: int) -> np.ndarray:
         """Whether each global index is a transition gather can build now."""
-        return self.plan(np.asarray(indices, np.int64).reshape(-1), n_step, 1.0).valid
+        if n_step < 1:
+            raise ValueError(f"n_step must be at least 1, not {n_step}")
+        return self.layout(np.asarray(indices, np.int64).reshape(-1), n_step).valid
 
     def valid_indices(self, n_step: int = 1) -> np.ndarray:
         """Every index that can be sampled now (reads the whole storage: for fallbacks and tests)."""
         indices = self.stored_indices(np.arange(self.stored_count()))
         return indices[self.is_valid(indices, n_step)]
+
+    def valid_count_floor(self, n_step: int = 1) -> int:
+        """A lower bound of valid_count that reads no rows: what a ready check needs once rings are long."""
+        # Only the rows valid_count checks can be step rows that are not transitions.
+        return sum(self.step_rows) - self.num_envs * (self.stack_size - 1 + n_step)
 
     def valid_count(self, n_step: int = 1) -> int:
         """Transitions that can be sampled now, counted without reading the whole storage."""

@@ -86,6 +86,9 @@ class FifoSampler(Sampler):
     def available(self, storage: ReplayStorage, n_step: int = 1) -> int:
         return self.pending(storage)
 
+    def available_floor(self, storage: ReplayStorage, n_step: int = 1) -> int:
+        return 0  # pending() is cheap and is the count: no bound needed
+
     def default_minimum(self, capacity: int, share: int) -> int:
         """A queue waits until it is full."""
         return capacity

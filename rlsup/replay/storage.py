@@ -62,6 +62,8 @@ class TransitionStorage(FrameRings, ReplayStorage):
         self.cursors = [0] * self.num_envs     # ring row written next
         self.sizes = [0] * self.num_envs       # rows written and not yet overwritten
         self.step_rows = [0] * self.num_envs   # of those, the rows that are not final
+        self.writes = 0
+        self.last_layout = None
 
     def allocate_scoring(self, rows: tuple) -> tuple:
         """Per-row feature vectors (of obs_t), logits and draw counts, for elite and attentive replay."""
@@ -142,6 +144,7 @@ class TransitionStorage(FrameRings, ReplayStorage):
             raise ValueError(f"frame of shape {frame.shape} and dtype {frame.dtype} does not fit storage "
                              f"frames of shape {self.frame_shape} and dtype {self.frame_dtype}")
         row = self.cursors[env]
+        self.writes += 1
         if self.sizes[env] == self.rows_per_env:
             self.step_rows[env] -= not self.finals[row, env]
         else:
@@ -279,6 +282,7 @@ class TransitionStorage(FrameRings, ReplayStorage):
             getattr(self, name)[filled:max(self.sizes)] = 0
             copy_in_chunks(getattr(self, name)[:filled], state[name])
         self.sizes, self.cursors = sizes, cursors
+        self.writes += 1
         self.step_rows = [int(np.count_nonzero(~self.finals[:size, env])) for env, size in enumerate(sizes)]
         self.last_step_index = int(state["last_step_index"]) if self.scored else -1
 

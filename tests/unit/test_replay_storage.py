@@ -173,9 +173,11 @@ def assert_matches_reference(storage: TransitionStorage, reference: Reference, n
     valid = everything[storage.is_valid(everything, n_step)]
     assert sorted(valid.tolist()) == sorted(expected)
     assert storage.valid_count(n_step) == len(expected)
+    assert storage.valid_count_floor(n_step) <= len(expected)
     assert sorted(storage.valid_indices(n_step).tolist()) == sorted(expected)
     if not len(valid):
         return
+    storage.is_valid(valid, n_step)  # a sampler's check right before gather: gather reuses its plan
     batch = storage.gather(valid, n_step, GAMMA)
     observations, actions, returns, next_observations, discounts = (
         np.array(column) for column in zip(*(expected[index] for index in valid.tolist())))
@@ -217,6 +219,31 @@ def test_property_storage_agrees_with_reference(layout, num_envs, rows_per_env, 
     for env, outcome, action, reward in events:
         stream.step(env % num_envs, outcome, action, float(reward))
     assert_matches_reference(storage, reference, n_step)
+
+
+def test_a_write_between_check_and_gather_is_seen():
+    # gather reuses the plan of the is_valid call just before it: a row written in between must void it.
+    storage, reference = build("vector", 4, 1)
+    stream = Stream("vector", 1, [storage, reference])
+    for event in [(0, "continue", 1, 1.0)] * 4:
+        stream.step(*event)
+    oldest = storage.stored_indices(np.array([0]))
+    assert storage.is_valid(oldest, 1).all()
+    stream.step(0, "continue", 2, 5.0)  # overwrites the oldest row, whose transition is then gone
+    with pytest.raises(ValueError, match="cannot gather invalid indices"):
+        storage.gather(oldest, 1, GAMMA)
+    assert_matches_reference(storage, reference, 1)
+
+
+def test_the_floor_of_valid_transitions_reads_no_rows_and_is_exact_once_rings_are_long():
+    storage, reference = build("stacked", 4_000, 2)
+    stream = Stream("stacked", 2, [storage, reference])
+    for event in random_events(np.random.default_rng(3), 2, 3_000):
+        stream.step(*event)
+    exact = storage.valid_count(3)
+    # Only the stack_size - 1 oldest and n_step newest rows of each ring can be step rows that are not
+    # transitions, so the floor is the exact count less at most that many rows per env.
+    assert exact - 2 * (storage.stack_size - 1 + 3) <= storage.valid_count_floor(3) <= exact
 
 
 def test_life_loss_keeps_the_stack_going_and_cuts_bootstrapping():
