@@ -1,8 +1,9 @@
-"""DQN on Atari as a user experiences it: whole-process wall time of `rlsup run` vs stable-baselines3.
+"""DQN on Atari or MinAtar as a user experiences it: whole-process wall time of `rlsup run` vs stable-baselines3.
 
 Each side runs in a fresh Python process, timed from spawn to exit: imports, env start-up, a fixed
-number of agent steps and the final save are all in the figure. Both see the same env pipeline
-(ALE v5, AtariPreprocessing, FIRE on reset, 4-frame stack, clipped rewards), the Nature CNN, Adam
+number of agent steps and the final save are all in the figure. rlsup runs twice, with `[dqn] overlap`
+off and on. On Atari both see the same env pipeline (ALE v5, AtariPreprocessing, FIRE on reset,
+4-frame stack, clipped rewards) and the Nature CNN; on MinAtar the raw game and rlsup's SmallConvTorso. Adam
 at 1e-4, Huber loss, gradient norm 10, batch 32, one gradient step per 4 transitions (at num_envs
 N: N/4 gradient steps every batch of N, or one every 4/N batches), and the same torch thread count.
 rlsup's final checkpoint holds the replay (its default, which makes the resume exact); SB3's save
@@ -12,6 +13,7 @@ Each side's count of gradient steps is printed too, to show both did the same wo
 
     pip install -e '.[bench]'
     python bench/dqn_throughput.py [--game ALE/Pong-v5] [--steps 8000] [--envs 1 8] [--threads 1]
+    python bench/dqn_throughput.py --game MinAtar/Breakout-v1 --envs 1 --transitions-per-update 1
 """
 from __future__ import annotations
 
@@ -36,10 +38,8 @@ device = "{device}"
 
 [env]
 id = "{game}"
-preset = "atari"
 num_envs = {num_envs}
-clip_rewards = true
-episodic_life = true
+{env_settings}
 
 [dqn]
 lr = 1e-4
@@ -50,6 +50,7 @@ gradient_steps = {gradient_steps}
 target_update_every = 1000
 double = false
 loss = "huber"
+overlap = {overlap}
 max_grad_norm = 10.0
 epsilon_end = 0.05
 epsilon_end_step = {epsilon_end_step}
@@ -65,10 +66,18 @@ every_steps = {log_every}
 """
 
 
-def training_cadence(num_envs: int) -> dict[str, int]:
-    """One gradient step per 4 transitions, in each library's units (rlsup counts env steps, SB3 batches)."""
-    gradient_steps = max(1, num_envs // 4)
-    return {"rlsup_train_every": max(4, num_envs), "sb3_train_freq": max(1, 4 // num_envs),
+# What the Atari side's env pipeline is in rlsup's job (SB3's is env_throughput.atari_stack); MinAtar needs none.
+ATARI_ENV_SETTINGS = 'preset = "atari"\nclip_rewards = true\nepisodic_life = true'
+
+
+def is_minatar(game: str) -> bool:
+    return game.startswith("MinAtar/")
+
+
+def training_cadence(num_envs: int, per_update: int) -> dict[str, int]:
+    """One gradient step per `per_update` transitions, in each library's units (rlsup counts env steps, SB3 batches)."""
+    gradient_steps = max(1, num_envs // per_update)
+    return {"rlsup_train_every": max(per_update, num_envs), "sb3_train_freq": max(1, per_update // num_envs),
             "gradient_steps": gradient_steps}
 
 
@@ -80,19 +89,20 @@ class Timing(NamedTuple):
     updates: int
 
 
-def rlsup_timing(arguments: argparse.Namespace, num_envs: int, directory: Path) -> Timing:
-    cadence = training_cadence(num_envs)
-    job = directory / f"rlsup-{num_envs}.toml"
+def rlsup_timing(arguments: argparse.Namespace, num_envs: int, directory: Path, *, overlap: bool) -> Timing:
+    cadence = training_cadence(num_envs, arguments.transitions_per_update)
+    job = directory / f"rlsup-{num_envs}-{overlap}.toml"
     # SB3 trains once its step count exceeds learning_starts, rlsup once it reaches it: one more step here
     # gives both the same number of gradient steps.
     job.write_text(RLSUP_JOB.format(steps=arguments.steps, threads=arguments.threads, device=arguments.device,
-                                    game=arguments.game, num_envs=num_envs,
+                                    game=arguments.game, num_envs=num_envs, overlap=str(overlap).lower(),
+                                    env_settings="" if is_minatar(arguments.game) else ATARI_ENV_SETTINGS,
                                     learning_starts=arguments.learning_starts + 1,
                                     train_every=cadence["rlsup_train_every"],
                                     gradient_steps=cadence["gradient_steps"],
                                     epsilon_end_step=arguments.steps // 10, buffer=arguments.buffer,
                                     log_every=math.gcd(arguments.steps, 1000)))
-    run_dir = directory / f"run-{num_envs}"
+    run_dir = directory / f"run-{num_envs}-{overlap}"
     wall, cpu, _ = timed([sys.executable, "-m", "rlsup.cli", "run", str(job), "--run-dir", str(run_dir)])
     return Timing(wall, cpu, rlsup_updates(run_dir / "metrics.jsonl"))
 
@@ -112,7 +122,7 @@ def sb3_timing(arguments: argparse.Namespace, num_envs: int, directory: Path) ->
 def passed_on(arguments: argparse.Namespace) -> list[str]:
     return ["--game", arguments.game, "--steps", str(arguments.steps), "--learning-starts",
             str(arguments.learning_starts), "--buffer", str(arguments.buffer), "--threads", str(arguments.threads),
-            "--device", arguments.device]
+            "--device", arguments.device, "--transitions-per-update", str(arguments.transitions_per_update)]
 
 
 def timed(command: list[str]) -> tuple[float, float, str]:
@@ -133,20 +143,14 @@ def children_cpu_seconds() -> float:
 
 def sb3_child(arguments: argparse.Namespace) -> int:
     """The stable-baselines3 side, in its own process so its imports and start-up are timed too."""
-    import gymnasium as gym
-    import numpy as np
     import torch
     from stable_baselines3 import DQN
-    from stable_baselines3.common.vec_env import DummyVecEnv
-
-    from env_throughput import atari_stack
 
     torch.set_num_threads(arguments.threads)
     num_envs = arguments.sb3_child
-    cadence = training_cadence(num_envs)
-    vector = DummyVecEnv([lambda: gym.wrappers.TransformReward(atari_stack(arguments.game), np.sign)
-                          for _ in range(num_envs)])
-    model = DQN("CnnPolicy", vector, learning_rate=1e-4, buffer_size=arguments.buffer,
+    cadence = training_cadence(num_envs, arguments.transitions_per_update)
+    vector, policy_kwargs = sb3_envs(arguments.game, num_envs)
+    model = DQN("CnnPolicy", vector, policy_kwargs=policy_kwargs, learning_rate=1e-4, buffer_size=arguments.buffer,
                 learning_starts=arguments.learning_starts, batch_size=32, train_freq=cadence["sb3_train_freq"],
                 gradient_steps=cadence["gradient_steps"], target_update_interval=1000, exploration_fraction=0.1,
                 exploration_final_eps=0.05, max_grad_norm=10.0, device=arguments.device,
@@ -155,6 +159,25 @@ def sb3_child(arguments: argparse.Namespace) -> int:
     model.save(arguments.save_to)
     print(model._n_updates)  # gradient steps taken, for the table
     return 0
+
+
+def sb3_envs(game: str, num_envs: int):
+    """SB3's vector env for the game, and its policy's network: the Nature CNN on Atari, rlsup's on MinAtar."""
+    import gymnasium as gym
+    import numpy as np
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    if is_minatar(game):
+        from minatar import gym as minatar_gym
+        from peers.sb3_minatar import ChannelsFirst, small_conv_extractor
+
+        minatar_gym.register_envs()
+        return (DummyVecEnv([lambda: ChannelsFirst(gym.make(game)) for _ in range(num_envs)]),
+                dict(features_extractor_class=small_conv_extractor(), net_arch=[]))
+    from env_throughput import atari_stack
+
+    return DummyVecEnv([lambda: gym.wrappers.TransformReward(atari_stack(game), np.sign)
+                        for _ in range(num_envs)]), None
 
 
 def main() -> int:
@@ -166,6 +189,8 @@ def main() -> int:
     parser.add_argument("--envs", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--transitions-per-update", type=int, default=4,
+                        help="1 is the MinAtar paper's cadence (jobs/minatar-breakout-dqn.toml)")
     parser.add_argument("--sb3-child", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--save-to", default="", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
@@ -177,19 +202,23 @@ def main() -> int:
         print("stable-baselines3 is not installed: pip install -e '.[bench]'", file=sys.stderr)
         return 1
     print(f"{arguments.game}, {arguments.steps} steps (learning from {arguments.learning_starts}), one gradient "
-          f"step of batch 32 per 4 transitions, Nature CNN, device {arguments.device}, {arguments.threads} "
-          f"torch thread(s); whole-process wall time, start-up and final save included")
-    print(f"{'num_envs':>8}{'rlsup s':>10}{'SB3 s':>10}{'rlsup cpu s':>13}{'SB3 cpu s':>11}{'rlsup updates':>15}"
-          f"{'SB3 updates':>13}{'SB3/rlsup':>11}{'(cpu)':>7}")
+          f"step of batch 32 per {arguments.transitions_per_update} transitions, "
+          f"{'rlsup SmallConvTorso' if is_minatar(arguments.game) else 'Nature CNN'}, device {arguments.device}, "
+          f"{arguments.threads} torch thread(s); whole-process wall time, start-up and final save included")
+    print(f"{'num_envs':>8}{'rlsup s':>9}{'overlap s':>11}{'SB3 s':>8}{'rlsup cpu':>11}{'overlap cpu':>13}"
+          f"{'SB3 cpu':>9}{'updates':>9}{'SB3 upd':>9}{'SB3/rlsup':>11}{'SB3/overlap':>13}")
     for num_envs in arguments.envs:
         with tempfile.TemporaryDirectory(prefix="rlsup-dqn-bench-") as directory:
-            ours = rlsup_timing(arguments, num_envs, Path(directory))
+            plain = rlsup_timing(arguments, num_envs, Path(directory), overlap=False)
+            overlapped = rlsup_timing(arguments, num_envs, Path(directory), overlap=True)
             theirs = sb3_timing(arguments, num_envs, Path(directory))
-        print(f"{num_envs:>8}{ours.wall:>10.1f}{theirs.wall:>10.1f}{ours.cpu:>13.1f}{theirs.cpu:>11.1f}"
-              f"{ours.updates:>15}{theirs.updates:>13}{theirs.wall / ours.wall:>11.2f}{theirs.cpu / ours.cpu:>7.2f}",
-              flush=True)
-    print("SB3/rlsup is how many times faster rlsup finishes the same job (goal: >= 1.5 at each num_envs); "
-          "(cpu) is the same ratio of CPU seconds, steadier where other work shares the machine")
+        assert plain.updates == overlapped.updates, (plain.updates, overlapped.updates)
+        print(f"{num_envs:>8}{plain.wall:>9.1f}{overlapped.wall:>11.1f}{theirs.wall:>8.1f}{plain.cpu:>11.1f}"
+              f"{overlapped.cpu:>13.1f}{theirs.cpu:>9.1f}{plain.updates:>9}{theirs.updates:>9}"
+              f"{theirs.wall / plain.wall:>11.2f}{theirs.wall / overlapped.wall:>13.2f}", flush=True)
+    print("SB3/rlsup is how many times faster rlsup finishes the same job (goal: >= 1.5 at each num_envs), without "
+          "and with [dqn] overlap; cpu columns are CPU seconds (user + system), which overlap raises by running "
+          "the learner beside the envs")
     return 0
 
 

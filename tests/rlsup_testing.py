@@ -88,11 +88,12 @@ every_steps = 10
 
 def cartpole_text(*, total_steps: int = 2_000, seed: int = 7, gpus: int = 0, max_restarts: int = 3,
                   stop_grace_s: float = 60.0, checkpoint_every: int = 1000, log_every: int = 250,
-                  eval_every: int = 0, lr: str = "1e-3") -> str:
+                  eval_every: int = 0, lr: str = "1e-3", overlap: bool = False) -> str:
     """A CartPole DQN job small enough to train a few thousand steps in seconds."""
-    return SMALL_CARTPOLE.format(seed=seed, total_steps=total_steps, device="auto" if gpus else "cpu", gpus=gpus,
+    text = SMALL_CARTPOLE.format(seed=seed, total_steps=total_steps, device="auto" if gpus else "cpu", gpus=gpus,
                                  max_restarts=max_restarts, stop_grace_s=stop_grace_s, lr=lr,
                                  checkpoint_every=checkpoint_every, log_every=log_every, eval_every=eval_every)
+    return text.replace("[dqn]\n", "[dqn]\noverlap = true\n") if overlap else text
 
 
 def cartpole_job(directory: Path, *, name: str = "cartpole", **fields) -> Path:
@@ -265,6 +266,19 @@ def pause_when(process: subprocess.Popen, run_dir: Path, *, train_step: int) -> 
              what=f"a train record past step {train_step}")
     assert process.poll() is None, f"the run ended before it could be paused: {process.communicate()}"
     process.send_signal(signal.SIGINT)
+
+
+def pause_then_resume(job: Path, run_dir: Path, *, train_step: int, total_steps: int) -> None:
+    """`rlsup run` paused by SIGINT past train_step, then resumed to its end by `rlsup run --resume`."""
+    from rlsup.run.exit import EXIT_PAUSED, read_exit
+
+    process = start_rlsup("run", job, "--run-dir", run_dir)
+    pause_when(process, run_dir, train_step=train_step)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == EXIT_PAUSED, stderr
+    assert train_step <= read_exit(run_dir).step < total_steps
+    result = run_rlsup("run", "--resume", run_dir)
+    assert result.returncode == 0, result.stderr
 
 
 def final_fingerprint(run_dir: Path) -> str:

@@ -15,6 +15,7 @@ from rlsup.algos.episodes import EpisodeReturns
 from rlsup.algos.loss_sums import LossSums
 from rlsup.algos.nets import build_q_network, fingerprint, gradient_step, greedy_actions_module, numpy_policy
 from rlsup.algos.optimizers import FusedAdam
+from rlsup.algos.overlap import ActingNetwork, LearnerThread
 from rlsup.algos.schedules import LinearSchedule, crossed
 from rlsup.algos.envs.vector import VectorEnv, VectorStep
 from rlsup.algos.envs.vectorise import env_seeds, make_vector_env
@@ -53,17 +54,24 @@ class DqnLearner:
         self.learning_rate = (LinearSchedule(settings.lr, settings.lr_end, settings.lr_end_step)
                               if settings.lr_end_step > 0 else LinearSchedule.constant(settings.lr))
         self.updates = 0
+        # With overlap a copy acts while the online net trains; between steps the two are equal.
+        self.acting = ActingNetwork(self.online) if settings.overlap else None
+
+    @property
+    def acting_network(self) -> nn.Module:
+        return self.acting.module if self.acting is not None else self.online
 
     @torch.no_grad()
     def greedy_actions(self, observations: np.ndarray) -> np.ndarray:
-        values = self.online(torch.as_tensor(observations, device=self.device))
+        values = self.acting_network(torch.as_tensor(observations, device=self.device))
         return values.argmax(dim=1).cpu().numpy()
 
     @torch.no_grad()
     def features_and_values(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Penultimate features and Q-values of the online net, from one pass through its torso."""
-        features = self.online.features(torch.as_tensor(observations, device=self.device))
-        values = self.online.head(features)
+        """Penultimate features and Q-values of the acting net, from one pass through its torso."""
+        network = self.acting_network
+        features = network.features(torch.as_tensor(observations, device=self.device))
+        values = network.head(features)
         return features.float().cpu().numpy(), values.float().cpu().numpy()
 
     def update(self, batch: TransitionBatch, step: int) -> dict[str, torch.Tensor]:
@@ -116,6 +124,8 @@ class DqnLearner:
         self.target.load_state_dict(state["target"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state["updates"])
+        if self.acting is not None:
+            self.acting.sync()
 
 
 class QNetworkFeatures:
@@ -184,6 +194,8 @@ class DqnTrainer(LearnerTrainer):
         self.loss_sums = LossSums(LOSS_NAMES)
         self.observations = self.envs.reset()
         self.first = [True] * self.envs.num_envs
+        self.learner_thread = LearnerThread(device)
+        self.round_losses: list[dict] = []  # of a round that ended but that the schedule has not closed yet
 
     @property
     def num_actions(self) -> int:
@@ -191,14 +203,64 @@ class DqnTrainer(LearnerTrainer):
 
     def iterate(self) -> list[dict]:
         """One step of every env (one batch, one forward), then the gradient steps and target updates due."""
+        if self.spec.dqn.overlap:
+            return self._iterate_overlapped()
         previous_step = self.step
+        records = self._act_and_store()
+        self.step += self.envs.num_envs
+        if self.step >= self.spec.dqn.learning_starts:
+            for _ in range(self._gradient_steps_due(previous_step, self.step)):
+                self.loss_sums.add(self.learner.update(self._sample(self.step), self.step))
+            self._update_target(previous_step)
+        return records
+
+    def _iterate_overlapped(self) -> list[dict]:
+        """The same step with the rounds of gradient steps on the learner's thread while the envs step.
+
+        A round starts at the step it is due, from batches drawn then, and runs while the envs step until
+        the next round or target update closes it. Until it closes, the envs act with the network as it
+        was before it (a one-round policy lag). Only the schedule opens and closes rounds, never which
+        side finishes first, so the run is the same on any machine.
+        """
+        settings = self.spec.dqn
+        previous_step, step = self.step, self.step + self.envs.num_envs
+        learning = step >= settings.learning_starts
+        due = self._gradient_steps_due(previous_step, step) if learning else 0
+        if due:
+            self._close_round()
+            batches = [self._sample(step) for _ in range(due)]
+            self.learner_thread.start(lambda: [self.learner.update(batch, step) for batch in batches])
+        try:
+            records = self._act_and_store()
+        except BaseException:
+            self.learner_thread.close()  # a failed step leaves no round running
+            raise
+        self.step = step
+        if learning and crossed(previous_step, step, settings.target_update_every):
+            self._close_round()  # the target is the online net after every round started so far
+            self.learner.update_target()
+        return records
+
+    def _wait_round(self) -> None:
+        """Let the running round finish (a checkpoint, metrics line or fingerprint reads its result)."""
+        losses = self.learner_thread.collect()
+        if losses is not None:
+            self.round_losses = losses
+
+    def _close_round(self) -> None:
+        """Where the schedule ends a round: its losses count and the envs act with its result from now on."""
+        self._wait_round()
+        for losses in self.round_losses:
+            self.loss_sums.add(losses)
+        self.round_losses = []
+        self.learner.acting.sync()
+
+    def _act_and_store(self) -> list[dict]:
         actions = self._choose_actions()
         result = self.envs.step(actions)
         records = [record for index, action in enumerate(actions)
                    if (record := self._store(index, int(action), result))]
         self.observations = result.observations
-        self.step += self.envs.num_envs
-        self._train(previous_step)
         return records
 
     def _choose_actions(self) -> np.ndarray:
@@ -233,28 +295,37 @@ class DqnTrainer(LearnerTrainer):
         return {KIND: EPISODE, STEP: self.step + index + 1, EPISODE_RETURN: episode.raw_return,
                 EPISODE_LENGTH: episode.length}
 
-    def _train(self, previous_step: int) -> None:
+    def _gradient_steps_due(self, previous_step: int, step: int) -> int:
+        """Gradient steps of the round that ends the step from previous_step to step (0 if none is due)."""
         settings = self.spec.dqn
-        if self.step < settings.learning_starts:
-            return
+        if not crossed(previous_step, step, settings.train_every):
+            return 0
         # learning_starts gates DQN; a replay waits for more only where its min_size says so.
         minimums = [replay.min_size or share for replay, share in zip(self.replays.replays, self.replays.shares)]
-        if crossed(previous_step, self.step, settings.train_every) and self.replays.ready(minimums, settings.n_step):
-            for _ in range(settings.gradient_steps):
-                batch = self.replays.sample(settings.batch_size, settings.n_step, settings.gamma,
-                                            self.feature_source, self.step)
-                self.loss_sums.add(self.learner.update(batch, self.step))
-        if crossed(previous_step, self.step, settings.target_update_every):
+        return settings.gradient_steps if self.replays.ready(minimums, settings.n_step) else 0
+
+    def _sample(self, step: int) -> TransitionBatch:
+        settings = self.spec.dqn
+        return self.replays.sample(settings.batch_size, settings.n_step, settings.gamma, self.feature_source, step)
+
+    def _update_target(self, previous_step: int) -> None:
+        if crossed(previous_step, self.step, self.spec.dqn.target_update_every):
             self.learner.update_target()
+
+    def fingerprint(self) -> str:
+        self._wait_round()
+        return super().fingerprint()
 
     def train_metrics(self) -> dict:
         """Averages since the previous call, for a `train` line of metrics.jsonl."""
+        self._wait_round()  # its update count is then the schedule's, not the thread's progress
         metrics = {"epsilon": self.epsilon(self.step), "lr": self.learner.learning_rate(self.step),
                    "updates": self.learner.updates, "episodes": self.episodes, "mean_return": self.mean_return()}
         metrics.update(self.loss_sums.means())
         return metrics
 
     def state_dict(self, *, include_replay: bool = True) -> dict:
+        self._wait_round()
         state = {
             "learner": self.learner.state_dict(),
             "exploration": generator_state(self.exploration),
@@ -266,6 +337,11 @@ class DqnTrainer(LearnerTrainer):
             "observations": self.observations.copy(),
             "first": list(self.first),
         }
+        if self.learner.acting is not None:
+            # Mid-round the envs still act with the network from before it, and its losses count later.
+            state["overlap"] = {"acting": self.learner.acting.module.state_dict(),
+                                "round_losses": [{name: float(value) for name, value in losses.items()}
+                                                 for losses in self.round_losses]}
         if include_replay:
             state["replay"] = self.replays.state_dict()
         return state
@@ -282,6 +358,10 @@ class DqnTrainer(LearnerTrainer):
         self.first = [bool(flag) for flag in state["first"]]
         if "replay" in state:
             self.replays.load_state_dict(state["replay"])
+        if self.learner.acting is not None and "overlap" in state:
+            self.learner.acting.module.load_state_dict(state["overlap"]["acting"])
+            self.round_losses = [{name: torch.tensor(value, dtype=torch.float32, device=self.device)
+                                  for name, value in losses.items()} for losses in state["overlap"]["round_losses"]]
         self._start_fresh_episodes(restarts, replay_loaded="replay" in state)
 
     def _start_fresh_episodes(self, restarts: list[EnvRestart], *, replay_loaded: bool) -> None:
@@ -295,6 +375,7 @@ class DqnTrainer(LearnerTrainer):
         self.env_restarts = tuple(restart.reason for restart in restarts)
 
     def close(self) -> None:
+        self.learner_thread.close()
         self.envs.close()
 
 

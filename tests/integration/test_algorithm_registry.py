@@ -15,10 +15,9 @@ from rlsup.run import files as runfiles
 from rlsup.run.exit import read_exit
 from rlsup.run.status import read_worker_status
 from rlsup.spec.registry import ENTRY_POINT_GROUP
-from rlsup_testing import final_fingerprint, metric_steps, pause_when, run_rlsup, start_rlsup
+from rlsup_testing import final_fingerprint, metric_steps, pause_then_resume, run_rlsup
 
 PLUGIN = Path(__file__).parent.parent / "plugins" / "tiny_algorithm"
-EXIT_PAUSED = 75
 STEPS = 3_000
 
 TINY_JOB = """
@@ -91,14 +90,8 @@ def test_the_plugin_trains_to_its_budget_and_logs_its_own_loss(straight_run: Pat
 
 def test_pause_by_sigint_then_resume_is_bit_exact(tmp_path: Path, straight_run: Path) -> None:
     run_dir = tmp_path / "run"
-    process = start_rlsup("run", tiny_job(tmp_path, total_steps=STEPS, name="tiny"), "--run-dir", run_dir)
-    pause_when(process, run_dir, train_step=1_250)
-    _, stderr = process.communicate(timeout=60)
-    assert process.returncode == EXIT_PAUSED, stderr
-    assert 1_250 <= read_exit(run_dir).step < STEPS
-
-    result = run_rlsup("run", "--resume", run_dir)
-    assert result.returncode == 0, result.stderr
+    pause_then_resume(tiny_job(tmp_path, total_steps=STEPS, name="tiny"), run_dir, train_step=1_250,
+                      total_steps=STEPS)
     assert final_fingerprint(run_dir) == final_fingerprint(straight_run)
     assert metric_steps(run_dir, "train") == metric_steps(straight_run, "train")
 

@@ -1,0 +1,80 @@
+"""Learning beside acting: a learner round on a thread of its own, and the network copy that acts meanwhile."""
+from __future__ import annotations
+
+import copy
+import sys
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+# Python hands the GIL between threads every 5 ms by default, so a learner thread that comes back from
+# a torch kernel waits up to that long while the env side runs Python: at MinAtar's ~2 ms per step the
+# two sides would take turns. Handed over every 0.2 ms they interleave (measured in bench/dqn_throughput.py).
+SWITCH_INTERVAL_S = 0.00005
+
+
+class ActingNetwork:
+    """A copy of the online network that chooses actions while the online one takes gradient steps.
+
+    It holds the learner's parameters as of the last sync: the round before. The trainer syncs it at
+    the end of every step, so between steps (checkpoints, evaluation) it equals the online network.
+    """
+
+    def __init__(self, online: nn.Module) -> None:
+        self.online = online
+        self.module = copy.deepcopy(online).requires_grad_(False)
+
+    @torch.no_grad()
+    def sync(self) -> None:
+        for acting, learning in zip(self.module.state_dict().values(), self.online.state_dict().values()):
+            acting.copy_(learning)
+
+
+class LearnerThread:
+    """One thread that runs a learner round while the caller steps the envs; joined before its result is used.
+
+    Only one round runs at a time and the caller always waits for it before the next, so the order of
+    updates, env steps and syncs is the schedule's, never the machine's. On CUDA the round runs on a
+    stream of its own, which the caller's stream waits for when the round is collected.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.executor: ThreadPoolExecutor | None = None
+        self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self.round: Future | None = None
+
+    def start(self, work: Callable[[], Any]) -> None:
+        if self.round is not None:
+            raise RuntimeError("a learner round is still running: collect it before starting another")
+        if self.executor is None:
+            sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
+            self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlsup-learner")
+        self.round = self.executor.submit(self._run, work)
+
+    def _run(self, work: Callable[[], Any]) -> Any:
+        if self.stream is None:
+            return work()
+        with torch.cuda.stream(self.stream):
+            return work()
+
+    def collect(self) -> Any:
+        """Wait for the running round (None if none) and return its result; its exception is raised here."""
+        if self.round is None:
+            return None
+        round_, self.round = self.round, None
+        result = round_.result()
+        if self.stream is not None:
+            torch.cuda.current_stream(self.device).wait_stream(self.stream)
+        return result
+
+    def close(self) -> None:
+        """Wait for a running round, whatever it raised, and end the thread."""
+        if self.round is not None:
+            self.round.exception()
+            self.round = None
+        if self.executor is not None:
+            self.executor.shutdown(wait=True)
+            self.executor = None

@@ -1,0 +1,163 @@
+"""Overlapped DQN (`[dqn] overlap`): the learner's round beside the env step, and still one run however it is cut."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from rlsup_testing import (cartpole_job, cartpole_text, final_fingerprint, pause_then_resume, run_rlsup, start_rlsup,
+                            wait_for)
+
+from rlsup.algos.dqn import DqnTrainer
+from rlsup.checkpoint.manifest import list_checkpoints
+from rlsup.jobs.state import State
+from rlsup.spec import loading
+
+STEPS = 3_000
+# The small job learns from step 200 in rounds of 2 gradient steps every 8 steps, and copies its target
+# every 100: pauses before learning, on its first step, inside a round's 8 steps, right after a round,
+# on a target copy and just after one.
+PAUSE_STEPS = (150, 200, 203, 208, 300, 301, 1_237)
+
+
+def trainer(total_steps: int = STEPS, *, overlap: bool = True) -> DqnTrainer:
+    spec = loading.loads(cartpole_text(total_steps=total_steps, seed=11, overlap=overlap))
+    return DqnTrainer(spec, torch.device("cpu"))
+
+
+def train_to(run: DqnTrainer, step: int) -> DqnTrainer:
+    while run.step < step:
+        run.iterate()
+    return run
+
+
+@pytest.fixture(scope="module")
+def straight() -> str:
+    run = train_to(trainer(), STEPS)
+    run.close()
+    return run.fingerprint()
+
+
+@pytest.mark.parametrize("pause_step", PAUSE_STEPS)
+def test_a_checkpoint_at_any_point_of_the_cycle_continues_bit_for_bit(straight: str, pause_step: int) -> None:
+    first = train_to(trainer(), pause_step)
+    state = first.state_dict()
+    resumed = trainer()
+    resumed.load_state_dict(state)
+    first.close()
+    assert resumed.fingerprint() == first.fingerprint()
+    train_to(resumed, STEPS).close()
+    assert resumed.fingerprint() == straight
+
+
+def test_overlap_is_its_own_run_that_learns_on_the_same_schedule(straight: str) -> None:
+    plain = train_to(trainer(overlap=False), STEPS)
+    plain.close()
+    overlapped = train_to(trainer(), STEPS)
+    overlapped.close()
+    # A one-round policy lag and batches drawn before the step: another run, with as many gradient steps.
+    assert plain.fingerprint() != straight
+    assert overlapped.learner.updates == plain.learner.updates == 2 * ((STEPS - 200) // 8 + 1)
+    assert overlapped.fingerprint() == straight  # and the same run each time, whatever the threads' timing
+
+
+def same_weights(first: torch.nn.Module, second: torch.nn.Module) -> bool:
+    return all(torch.equal(one, two) for one, two in zip(first.parameters(), second.parameters()))
+
+
+def test_the_envs_act_one_round_behind_and_the_thread_never_outlives_its_trainer() -> None:
+    run = trainer()
+    learner_threads = lambda: [thread for thread in threading.enumerate() if thread.name.startswith("rlsup-learner")]
+    # Step 300 copies the target, which closes the round opened at 296: the envs then act with its result.
+    train_to(run, 300)
+    assert run.learner_thread.round is None and run.round_losses == []
+    assert same_weights(run.learner.acting.module, run.learner.online)
+    assert same_weights(run.learner.target, run.learner.online)
+    # Step 304 opens the next round; when it has run the envs still act with the weights from before it.
+    train_to(run, 304)
+    assert len(learner_threads()) == 1
+    run._wait_round()
+    assert len(run.round_losses) == 2
+    assert not same_weights(run.learner.acting.module, run.learner.online)
+    run.close()
+    assert learner_threads() == []
+
+
+def test_a_failing_round_is_raised_by_its_step_and_leaves_no_thread(monkeypatch) -> None:
+    run = train_to(trainer(), 250)
+    # A real failure in the learner: a batch of the wrong width reaches the network.
+    original = run._sample
+    monkeypatch.setattr(run, "_sample", lambda step: original(step).__class__(
+        **{**original(step).__dict__, "observations": np.zeros((32, 3), np.float32)}))
+    with pytest.raises(RuntimeError):
+        train_to(run, 300)
+    assert run.learner_thread.round is None
+    run.close()
+
+
+# -- real processes ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def straight_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("overlap")
+    result = run_rlsup("run", cartpole_job(directory, total_steps=STEPS, seed=11, overlap=True,
+                                           checkpoint_every=500), "--run-dir", directory / "run")
+    assert result.returncode == 0, result.stderr
+    return directory / "run"
+
+
+def test_sigint_then_resume_is_bit_exact(tmp_path: Path, straight_run: Path) -> None:
+    job = cartpole_job(tmp_path, total_steps=STEPS, seed=11, overlap=True, checkpoint_every=500)
+    pause_then_resume(job, tmp_path / "run", train_step=1_250, total_steps=STEPS)
+    assert final_fingerprint(tmp_path / "run") == final_fingerprint(straight_run)
+
+
+def test_sigkill_then_resume_from_the_last_checkpoint_is_bit_exact(tmp_path: Path, straight_run: Path) -> None:
+    run_dir = tmp_path / "run"
+    process = start_rlsup("run", cartpole_job(tmp_path, total_steps=STEPS, seed=11, overlap=True,
+                                              checkpoint_every=500), "--run-dir", run_dir)
+    wait_for(lambda: any(entry.step >= 1_000 for entry in list_checkpoints(run_dir)) or process.poll() is not None,
+             what="a checkpoint at step 1000")
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    result = run_rlsup("run", "--resume", run_dir)
+    assert result.returncode == 0, result.stderr
+    assert final_fingerprint(run_dir) == final_fingerprint(straight_run)
+
+
+def test_raising_the_budget_of_a_finished_run_continues_it_exactly(tmp_path: Path, straight_run: Path) -> None:
+    short = tmp_path / "short"
+    result = run_rlsup("run", cartpole_job(tmp_path, name="short", total_steps=1_500, seed=11, overlap=True,
+                                           checkpoint_every=500), "--run-dir", short)
+    assert result.returncode == 0, result.stderr
+    edited = cartpole_job(tmp_path, name="edited", total_steps=STEPS, seed=11, overlap=True, checkpoint_every=500)
+    result = run_rlsup("run", "--resume", short, edited)
+    assert result.returncode == 0, result.stderr
+    assert final_fingerprint(short) == final_fingerprint(straight_run)
+
+
+def test_turning_overlap_off_is_an_identity_edit_refused_on_resume(tmp_path: Path, straight_run: Path) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(straight_run, run_dir)
+    edited = cartpole_job(tmp_path, name="edited", total_steps=2 * STEPS, seed=11, checkpoint_every=500)
+    result = run_rlsup("run", "--resume", run_dir, edited)
+    assert result.returncode != 0
+    assert "dqn.overlap" in result.stderr
+
+
+def test_a_fork_of_an_overlapped_run_continues_it_exactly(harness) -> None:
+    harness.start_daemon()
+    parent_file = harness.jobs_directory / "parent.toml"
+    parent_file.write_text(cartpole_text(total_steps=STEPS, seed=11, overlap=True, checkpoint_every=1_000))
+    parent = harness.submit(parent_file)
+    harness.wait_state(parent.id, State.DONE)
+    code, out, err = harness.cli("fork", str(parent.id), str(Path(parent.run_dir) / "job.toml"), "--checkpoint", "1000")
+    assert code == 0, err
+    child = harness.wait_state(int(out.strip()), State.DONE)
+    assert final_fingerprint(Path(child.run_dir)) == final_fingerprint(Path(parent.run_dir))
