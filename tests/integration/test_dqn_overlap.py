@@ -161,3 +161,23 @@ def test_a_fork_of_an_overlapped_run_continues_it_exactly(harness) -> None:
     assert code == 0, err
     child = harness.wait_state(int(out.strip()), State.DONE)
     assert final_fingerprint(Path(child.run_dir)) == final_fingerprint(Path(parent.run_dir))
+
+
+def test_the_foreground_run_is_the_in_process_run(straight: str, straight_run: Path) -> None:
+    assert final_fingerprint(straight_run) == straight
+
+
+def test_a_live_budget_edit_ends_the_running_job_exactly_there(harness) -> None:
+    harness.start_daemon()
+    spec = harness.jobs_directory / "live.toml"
+    original = cartpole_text(total_steps=1_000_000, seed=11, overlap=True, checkpoint_every=0)
+    spec.write_text(original)
+    job = harness.submit(spec)
+    # Room for the edit to reach the worker on a loaded machine (see test_daemon_edits.py).
+    budget = harness.wait_step(job.id, 300).step + 6_000
+    spec.write_text(original.replace("total_steps = 1000000", f"total_steps = {budget}"))
+    done = harness.wait_state(job.id, State.DONE, timeout=300)
+    assert done.step == budget
+    run = train_to(trainer(budget), budget)
+    run.close()
+    assert final_fingerprint(Path(done.run_dir)) == run.fingerprint()

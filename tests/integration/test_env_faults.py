@@ -68,10 +68,10 @@ def user_envs(tmp_path, monkeypatch):
 
 
 def faulty_run(directory: Path, fault: str, *, algo: str = "dqn", num_envs: int = 1,
-               vectoriser: str = "serial") -> tuple:
+               vectoriser: str = "serial", dqn_fields: str = DQN_FIELDS) -> tuple:
     job = directory / f"{algo}.toml"
     job.write_text(JOB.format(algo=algo, env_id=FAULTY_IDS[fault], package=PACKAGE, num_envs=num_envs,
-                              vectoriser=vectoriser, algo_fields=DQN_FIELDS if algo == "dqn" else VTRACE_FIELDS,
+                              vectoriser=vectoriser, algo_fields=dqn_fields if algo == "dqn" else VTRACE_FIELDS,
                               replay=DQN_REPLAY if algo == "dqn" else VTRACE_REPLAY))
     run_dir = directory / "run"
     return run_rlsup("run", job, "--run-dir", run_dir), run_dir
@@ -98,6 +98,14 @@ def test_a_faulty_env_ends_a_dqn_run_in_one_sentence_naming_it(fault, user_envs,
     if fault == "raise":  # the env's own frame, where a user looks for the bug
         log = (run_dir / "worker.log").read_text()
         assert "Traceback" in log and f"raise RuntimeError({FAULT_MESSAGE!r})" in log, log
+
+
+def test_a_fault_while_a_learner_round_runs_beside_the_envs_reads_the_same(user_envs, tmp_path):
+    # Learning from step 1, a round every step: the third step, where the env raises, runs beside a round.
+    overlapped = "batch_size = 1\nlearning_starts = 1\ntrain_every = 1\noverlap = true\nhidden_sizes = [16]"
+    result, run_dir = faulty_run(tmp_path, "raise", dqn_fields=overlapped)
+    assert_ended_with(result, run_dir, SENTENCES["raise"])
+    assert f"raise RuntimeError({FAULT_MESSAGE!r})" in (run_dir / "worker.log").read_text()
 
 
 @pytest.mark.parametrize("fault", ["raise", "nan"])
