@@ -1,4 +1,4 @@
-"""V-trace actor throughput on an Atari game: raw actor loops vs the actor/learner pipeline, and learner updates/s."""
+"""V-trace actor throughput on an Atari or MinAtar game: raw actor loops vs the actor/learner pipeline, and learner updates/s."""
 from __future__ import annotations
 
 import argparse
@@ -20,7 +20,10 @@ WARM_UP_ROUNDS = 2
 def bench_spec(arguments: argparse.Namespace) -> specs.JobSpec:
     spec = specs.JobSpec()
     spec = spec.replace("job", algo="vtrace", seed=1, device=arguments.device, threads=arguments.threads)
-    spec = spec.replace("env", id=arguments.game, preset="atari", clip_rewards=True, episodic_life=True)
+    if arguments.game.startswith("MinAtar/"):
+        spec = spec.replace("env", id=arguments.game)
+    else:
+        spec = spec.replace("env", id=arguments.game, preset="atari", clip_rewards=True, episodic_life=True)
     spec = spec.replace("vtrace", actors=arguments.actors, envs_per_actor=arguments.envs_per_actor,
                         unroll_length=arguments.unroll, batch_size=arguments.batch, serial=False)
     queue = specs.ReplaySection(kind="queue", capacity=arguments.batch, ratio=1.0)
@@ -71,8 +74,9 @@ def raw_rate(spec: specs.JobSpec, seconds: float) -> float:
 # ---- the pipeline: actor processes, shared slots, queues, replay, weight publishing ----------------------
 
 
-def pipeline_rates(spec: specs.JobSpec, seconds: float, *, train: bool) -> tuple[float, float]:
-    """(agent steps/s the actors delivered into the replay, learner updates/s) over `seconds`.
+def pipeline_rates(spec: specs.JobSpec, seconds: float, *, train: bool) -> tuple[float, float, float]:
+    """(agent steps/s the actors delivered into the replay, learner updates/s, the learner's seconds spent
+    waiting for actors per update) over `seconds`.
 
     train=False swaps the gradient step for nothing (batches are still sampled and weights still
     published), which isolates what the actor/learner machinery itself costs the actors.
@@ -84,12 +88,13 @@ def pipeline_rates(spec: specs.JobSpec, seconds: float, *, train: bool) -> tuple
         warm_up_unrolls = spec.vtrace.actors * spec.vtrace.envs_per_actor * WARM_UP_ROUNDS
         while trainer.unrolls < warm_up_unrolls or trainer.step == 0:
             trainer.iterate()
-        began, unrolls, steps = time.perf_counter(), trainer.unrolls, trainer.step
+        began, unrolls, steps, waited = time.perf_counter(), trainer.unrolls, trainer.step, trainer.waited_seconds
         while time.perf_counter() - began < seconds:
             trainer.iterate()
         elapsed = time.perf_counter() - began
         updates = (trainer.step - steps) / (spec.vtrace.unroll_length * spec.vtrace.batch_size)
-        return (trainer.unrolls - unrolls) * spec.vtrace.unroll_length / elapsed, updates / elapsed
+        idle = (trainer.waited_seconds - waited) / max(updates, 1)
+        return (trainer.unrolls - unrolls) * spec.vtrace.unroll_length / elapsed, updates / elapsed, idle
     finally:
         trainer.close()
 
@@ -108,8 +113,8 @@ def main() -> int:
     torch.set_num_threads(arguments.threads)
     spec = bench_spec(arguments)
     raw = raw_rate(spec, arguments.seconds)
-    machinery, idle_updates = pipeline_rates(spec, arguments.seconds, train=False)
-    full, updates = pipeline_rates(spec, arguments.seconds, train=True)
+    machinery, idle_updates, _ = pipeline_rates(spec, arguments.seconds, train=False)
+    full, updates, idle = pipeline_rates(spec, arguments.seconds, train=True)
     print(f"{arguments.game}, {arguments.actors} actors x {arguments.envs_per_actor} envs, unroll "
           f"{arguments.unroll}, batch {arguments.batch}, learner on {arguments.device} with "
           f"{arguments.threads} thread(s), {arguments.seconds:g} s per measurement")
@@ -117,6 +122,8 @@ def main() -> int:
     print(f"{'raw actor loops (no learner)':38}{raw:>14.0f}{1.0:>8.2f}{'':>11}")
     print(f"{'pipeline, no gradient step':38}{machinery:>14.0f}{machinery / raw:>8.2f}{idle_updates:>11.2f}")
     print(f"{'V-trace (pipeline + learner)':38}{full:>14.0f}{full / raw:>8.2f}{updates:>11.2f}")
+    print(f"the learner waited for the actors {1000 * idle:.1f} ms per update, of {1000 / updates:.1f} ms "
+          f"({100 * idle * updates:.0f}% idle)")
     print("budget: pipeline / raw >= 0.80 (an agent step is 4 emulator frames); with a CPU learner the "
           "last row also measures the learner taking cores from the actors")
     return 0

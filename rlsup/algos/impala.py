@@ -1,6 +1,7 @@
 """IMPALA: a V-trace learner fed by actors (processes, or inline in serial mode) through replays mixed by ratio."""
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import Callable
 
@@ -156,6 +157,7 @@ class VtraceTrainer(LearnerTrainer):
         actors = SerialActors if settings.serial else ActorProcesses  # where the two modes differ
         self.actors: Actors = actors(spec, self.layout, self.learner.network)
         self.actors_started = False
+        self.waited_seconds = 0.0  # in receive: how long the learner waited for the actors (not checkpointed)
 
     # -- training ----------------------------------------------------------------------------
 
@@ -166,7 +168,10 @@ class VtraceTrainer(LearnerTrainer):
         # nothing, since an actor whose groups are all held here cannot deliver (serial: none is held).
         self._insert_pending()
         wait = 0.0 if self.replays.ready() else RECEIVE_WAIT_S
-        records = [record for delivery in actors.receive(wait) for record in self._accept(delivery)]
+        began = time.perf_counter()
+        deliveries = actors.receive(wait)
+        self.waited_seconds += time.perf_counter() - began  # the learner idle, for bench/vtrace_throughput.py
+        records = [record for delivery in deliveries for record in self._accept(delivery)]
         self._insert_pending()
         if self.replays.ready():
             self._update()
