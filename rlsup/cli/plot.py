@@ -16,6 +16,8 @@ from rlsup.jobs.store import Job
 PICTURE_SUFFIXES = (".png", ".svg", ".pdf")
 GROUP_BY = ("variant", "experiment", "all")
 FIGURE_INCHES = (8.0, 4.5)
+PANEL_INCHES = (4.5, 3.2)  # each panel's, with --panels
+PANEL_COLUMNS = 3
 BAND_ALPHA = 0.2
 INSTALL_PLOT = "pip install 'rlsup[plot]'"
 
@@ -36,6 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     plot.add_argument("--group-by", choices=GROUP_BY,
                       help="draw runs of one sweep variant (the default for an experiment named as a RUN), of one "
                            "experiment, or all runs as their mean with a min-max band")
+    plot.add_argument("--panels", action="store_true",
+                      help="one panel per line, each with its own scale (a sweep over games, say)")
     plot.set_defaults(handler=command_plot)
 
 
@@ -46,10 +50,11 @@ def command_plot(args: argparse.Namespace) -> int:
         raise CliError(f"--out {args.out}: the picture's name must end in {', '.join(PICTURE_SUFFIXES)}")
     lines = read_lines(resolve_groups(args.runs, args.group_by), args.metric, weight)
     title = f"{plotting.METRIC_TITLES.get(args.metric, args.metric)} · {plotting.smoothing_label(weight)}"
+    panels = [[line] for line in lines] if args.panels else [lines]
     if out is None:
-        draw_in_terminal(lines, title)
+        draw_in_terminal(panels, title)
     else:
-        write_picture(lines, title, out)
+        write_picture(panels, title, out)
         print(out)
     return 0
 
@@ -157,7 +162,13 @@ def read_lines(groups: list[RunGroup], metric: str, weight: float) -> list[plott
 # Drawing
 
 
-def write_picture(lines: list[plotting.Line], title: str, out: Path) -> None:
+def panel_grid(count: int) -> tuple[int, int]:
+    """Rows and columns for this many panels: up to three side by side."""
+    columns = min(count, PANEL_COLUMNS)
+    return -(-count // columns), columns
+
+
+def write_picture(panels: list[list[plotting.Line]], title: str, out: Path) -> None:
     try:
         import matplotlib  # noqa: F401 (the optional extra: say how to install it before anything else)
     except ImportError:
@@ -165,18 +176,13 @@ def write_picture(lines: list[plotting.Line], title: str, out: Path) -> None:
     from matplotlib import rc_context
     from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global figure state
 
-    figure = Figure(figsize=FIGURE_INCHES, layout="constrained")
-    axes = figure.add_subplot()
-    for line in lines:
-        if isinstance(line, plotting.GroupSeries):
-            (drawn,) = axes.plot(line.steps, line.mean, label=line.label)
-            axes.fill_between(line.steps, line.low, line.high, color=drawn.get_color(), alpha=BAND_ALPHA,
-                              linewidth=0)
-        else:
-            axes.plot(line.steps, line.values, label=line.label)
-    axes.set(title=title, xlabel="step")
-    axes.grid(alpha=0.3)
-    axes.legend()
+    rows, columns = panel_grid(len(panels))
+    width, height = FIGURE_INCHES if len(panels) == 1 else PANEL_INCHES
+    figure = Figure(figsize=(width * columns, height * rows), layout="constrained")
+    for number, lines in enumerate(panels, start=1):
+        draw_panel(figure.add_subplot(rows, columns, number), lines, title if len(panels) == 1 else None)
+    if len(panels) > 1:
+        figure.suptitle(title)
     try:
         # Text stays text in an SVG: a paper's editor can restyle it, and it can be searched.
         with rc_context({"svg.fonttype": "none"}):
@@ -185,16 +191,35 @@ def write_picture(lines: list[plotting.Line], title: str, out: Path) -> None:
         raise CliError(f"cannot write {out}: {error.strerror or error}") from None
 
 
-def draw_in_terminal(lines: list[plotting.Line], title: str) -> None:
+def draw_panel(axes, lines: list[plotting.Line], title: str | None) -> None:
+    """Lines on one axes; a panel of one line is titled with its label instead of a legend."""
+    for line in lines:
+        if isinstance(line, plotting.GroupSeries):
+            (drawn,) = axes.plot(line.steps, line.mean, label=line.label)
+            axes.fill_between(line.steps, line.low, line.high, color=drawn.get_color(), alpha=BAND_ALPHA,
+                              linewidth=0)
+        else:
+            axes.plot(line.steps, line.values, label=line.label)
+    axes.set(title=title or lines[0].label, xlabel="step")
+    axes.grid(alpha=0.3)
+    if title is not None:
+        axes.legend()
+
+
+def draw_in_terminal(panels: list[list[plotting.Line]], title: str) -> None:
     import plotext  # the TUI's plotting library, without Textual
 
     columns, rows = shutil.get_terminal_size()
     plotext.clear_figure()
+    grid_rows, grid_columns = panel_grid(len(panels))
+    plotext.subplots(grid_rows, grid_columns)
     plotext.plotsize(columns, max(10, rows - 2))
-    for steps, values, label, colour, marker in plotting.terminal_lines(lines):
-        plotext.plot(steps, values, label=label, color=colour, marker=marker)
-    plotext.title(title)
-    plotext.xlabel("step")
+    for number, lines in enumerate(panels):
+        plotext.subplot(number // grid_columns + 1, number % grid_columns + 1)
+        for steps, values, label, colour, marker in plotting.terminal_lines(lines):
+            plotext.plot(steps, values, label=label if len(panels) == 1 else None, color=colour, marker=marker)
+        plotext.title(title if len(panels) == 1 else lines[0].label)
+        plotext.xlabel("step")
     drawn = plotext.build()
     # Into a file or a pipe: the characters without colour codes.
     print(drawn if sys.stdout.isatty() else plotext.uncolorize(drawn))

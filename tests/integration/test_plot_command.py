@@ -53,6 +53,20 @@ def test_a_group_is_one_legend_entry_with_a_band(runs, tmp_path):
     assert "Evaluation return · smoothing off" in text  # evaluations are not smoothed unless asked
 
 
+def test_panels_give_each_line_its_own_axes_and_scale(runs, tmp_path):
+    # Games of one sweep score on scales a hundred times apart: side by side, one would flatten the others.
+    out = tmp_path / "panels.svg"
+    result = run_rlsup("plot", *runs, "--panels", "--out", out)
+    assert result.returncode == 0, result.stderr
+    text = out.read_text()
+    assert 'id="axes_1"' in text and 'id="axes_2"' in text and 'id="axes_3"' not in text
+    assert "run-1" in text and "run-2" in text and 'id="legend_1"' not in text  # each panel is titled instead
+    drawn = subprocess.run(rlsup_command("plot", *runs, "--panels"), capture_output=True, text=True,
+                           env={**os.environ, "COLUMNS": "120", "LINES": "30"}, timeout=120)
+    assert drawn.returncode == 0, drawn.stderr
+    assert "run-1" in drawn.stdout and "run-2" in drawn.stdout and len(drawn.stdout.splitlines()) <= 30
+
+
 def test_without_out_the_curves_are_drawn_in_the_terminal(runs):
     result = subprocess.run(rlsup_command("plot", *runs, "--smooth", "0.6"), capture_output=True, text=True,
                             env={**os.environ, "COLUMNS": "100", "LINES": "30"}, timeout=120)
