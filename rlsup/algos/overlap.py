@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import sys
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -45,6 +46,9 @@ class LearnerThread:
         self.executor: ThreadPoolExecutor | None = None
         self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
         self.round: Future | None = None
+        # Wall seconds the rounds ran, and that the caller waited in collect(): bench/dqn_overlap.py reads them.
+        self.round_seconds = 0.0
+        self.waited_seconds = 0.0
 
     def start(self, work: Callable[[], Any]) -> None:
         if self.round is not None:
@@ -55,17 +59,25 @@ class LearnerThread:
         self.round = self.executor.submit(self._run, work)
 
     def _run(self, work: Callable[[], Any]) -> Any:
-        if self.stream is None:
-            return work()
-        with torch.cuda.stream(self.stream):
-            return work()
+        began = time.perf_counter()
+        try:
+            if self.stream is None:
+                return work()
+            with torch.cuda.stream(self.stream):
+                return work()
+        finally:
+            self.round_seconds += time.perf_counter() - began
 
     def collect(self) -> Any:
         """Wait for the running round (None if none) and return its result; its exception is raised here."""
         if self.round is None:
             return None
         round_, self.round = self.round, None
-        result = round_.result()
+        began = time.perf_counter()
+        try:
+            result = round_.result()
+        finally:
+            self.waited_seconds += time.perf_counter() - began
         if self.stream is not None:
             torch.cuda.current_stream(self.device).wait_stream(self.stream)
         return result

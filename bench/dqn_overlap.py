@@ -1,0 +1,69 @@
+"""DQN with and without `[dqn] overlap`, in one process: steps/s, and who waits for whom per gradient step.
+
+Both runs build the job's trainer and train it past learning_starts untimed (filling the replay is not
+what overlap changes), then time the same number of steps. For the overlapped run it prints how long
+the learner thread's rounds ran per gradient step, how long the envs then waited for them, and how long
+the learner thread sat idle: with a learner that is never idle, the envs' side is what is left to hide.
+
+    python bench/dqn_overlap.py jobs/minatar-breakout-dqn.toml --steps 10000
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import torch
+
+from rlsup.algos.device import configure_torch
+from rlsup.algos.dqn import DqnTrainer
+from rlsup.spec import loading
+
+
+def timed_run(spec, steps: int) -> dict[str, float]:
+    trainer = DqnTrainer(spec, torch.device(spec.job.device))
+    try:
+        while trainer.step < spec.dqn.learning_starts + spec.env.num_envs:
+            trainer.iterate()
+        thread = trainer.learner_thread
+        began, first_step, first_updates = time.perf_counter(), trainer.step, trainer.learner.updates
+        round_before, waited_before = thread.round_seconds, thread.waited_seconds
+        while trainer.step < first_step + steps:
+            trainer.iterate()
+        trainer.fingerprint()  # waits for a round still running: its gradient steps are counted
+        elapsed = time.perf_counter() - began
+        updates = max(1, trainer.learner.updates - first_updates)
+        return {"steps_per_second": (trainer.step - first_step) / elapsed, "ms_per_update": 1000 * elapsed / updates,
+                "round_ms": 1000 * (thread.round_seconds - round_before) / updates,
+                "waited_ms": 1000 * (thread.waited_seconds - waited_before) / updates}
+    finally:
+        trainer.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("job")
+    parser.add_argument("--steps", type=int, default=10_000, help="timed steps after learning starts")
+    parser.add_argument("--learning-starts", type=int, default=None, help="overrides the job's")
+    arguments = parser.parse_args()
+    spec = loading.load(arguments.job)
+    if arguments.learning_starts is not None:
+        spec = spec.replace("dqn", learning_starts=arguments.learning_starts)
+    configure_torch(spec)
+    plain = timed_run(spec.replace("dqn", overlap=False), arguments.steps)
+    overlapped = timed_run(spec.replace("dqn", overlap=True), arguments.steps)
+    print(f"{spec.env.id}, {spec.env.num_envs} env(s), a round of {spec.dqn.gradient_steps} gradient step(s) "
+          f"every {spec.dqn.train_every} steps, batch {spec.dqn.batch_size}, {spec.job.threads} torch thread(s), "
+          f"device {spec.job.device}; {arguments.steps} steps timed after learning starts")
+    print(f"{'':10}{'steps/s':>9}{'ms/update':>11}{'learner busy':>14}{'envs waited':>13}{'learner idle':>14}")
+    print(f"{'plain':10}{plain['steps_per_second']:>9.0f}{plain['ms_per_update']:>11.2f}")
+    idle = overlapped["ms_per_update"] - overlapped["round_ms"]
+    print(f"{'overlap':10}{overlapped['steps_per_second']:>9.0f}{overlapped['ms_per_update']:>11.2f}"
+          f"{overlapped['round_ms']:>14.2f}{overlapped['waited_ms']:>13.2f}{idle:>14.2f}")
+    print(f"overlap / plain: {overlapped['steps_per_second'] / plain['steps_per_second']:.2f}x the steps/s "
+          "(learner busy, envs waited and learner idle are ms per gradient step)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
