@@ -15,13 +15,13 @@ import time
 
 import torch
 
-from rlsup.algos.device import configure_torch
+from rlsup.algos.device import configure_torch, select_device
 from rlsup.algos.dqn import DqnTrainer
 from rlsup.spec import loading
 
 
 def timed_run(spec, steps: int) -> dict[str, float]:
-    trainer = DqnTrainer(spec, torch.device(spec.job.device))
+    trainer = DqnTrainer(spec, select_device(spec.job.device))
     try:
         while trainer.step < spec.dqn.learning_starts + spec.env.num_envs:
             trainer.iterate()
