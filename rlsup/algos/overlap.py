@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import copy
-import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
@@ -10,17 +9,12 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-# Python hands the GIL between threads every 5 ms by default, so a learner thread that comes back from
-# a torch kernel waits up to that long while the env side runs Python: at MinAtar's ~2 ms per step the
-# two sides would take turns. Handed over every 0.2 ms they interleave (measured in bench/dqn_throughput.py).
-SWITCH_INTERVAL_S = 0.00005
-
 
 class ActingNetwork:
     """A copy of the online network that chooses actions while the online one takes gradient steps.
 
-    It holds the learner's parameters as of the last sync: the round before. The trainer syncs it at
-    the end of every step, so between steps (checkpoints, evaluation) it equals the online network.
+    It holds the learner's parameters as of the last sync, which the trainer makes where its schedule
+    closes a round: until then the envs act with the network from before the round.
     """
 
     def __init__(self, online: nn.Module) -> None:
@@ -38,7 +32,9 @@ class LearnerThread:
 
     Only one round runs at a time and the caller always waits for it before the next, so the order of
     updates, env steps and syncs is the schedule's, never the machine's. On CUDA the round runs on a
-    stream of its own, which the caller's stream waits for when the round is collected.
+    stream of its own, which the caller's stream waits for when the round is collected. The two threads
+    share Python's lock, released only inside torch's kernels: long kernels (a Nature CNN) overlap, while
+    a tiny network's dozens of short ones make both sides wait (bench/dqn_overlap.py measures which).
     """
 
     def __init__(self, device: torch.device) -> None:
@@ -54,7 +50,6 @@ class LearnerThread:
         if self.round is not None:
             raise RuntimeError("a learner round is still running: collect it before starting another")
         if self.executor is None:
-            sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
             self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlsup-learner")
         self.round = self.executor.submit(self._run, work)
 
