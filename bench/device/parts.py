@@ -69,17 +69,20 @@ def dqn(profile: dict, work: Path, budget_s: float) -> dict:
     import dqn_throughput
 
     settings = profile["dqn"]
-    arguments = argparse.Namespace(**{key: value for key, value in settings.items() if key != "envs"},
+    arguments = argparse.Namespace(**{"transitions_per_update": 4,
+                                      **{key: value for key, value in settings.items() if key != "envs"}},
                                    device=profile["device"])
     have_sb3 = module_available("stable_baselines3")
     by_num_envs = {}
     for num_envs in settings["envs"]:
         directory = Path(tempfile.mkdtemp(prefix=f"dqn-{num_envs}-", dir=work))
-        ours = dqn_throughput.rlsup_timing(arguments, num_envs, directory)
+        ours = dqn_throughput.rlsup_timing(arguments, num_envs, directory, overlap=False)
+        overlapped = dqn_throughput.rlsup_timing(arguments, num_envs, directory, overlap=True)
         theirs = dqn_throughput.sb3_timing(arguments, num_envs, directory) if have_sb3 else None
         by_num_envs[str(num_envs)] = {
             "rlsup_wall_s": ours.wall, "rlsup_cpu_s": ours.cpu, "rlsup_updates": ours.updates,
             "rlsup_steps_per_s": settings["steps"] / ours.wall,
+            "overlap_wall_s": overlapped.wall, "overlap_steps_per_s": settings["steps"] / overlapped.wall,
             "sb3_wall_s": theirs and theirs.wall, "sb3_cpu_s": theirs and theirs.cpu,
             "sb3_updates": theirs and theirs.updates, "sb3_steps_per_s": theirs and settings["steps"] / theirs.wall,
             "sb3_wall_over_rlsup": theirs and theirs.wall / ours.wall}
@@ -96,9 +99,9 @@ def vtrace(profile: dict, work: Path, budget_s: float) -> dict:
     arguments = argparse.Namespace(**settings, device=profile["device"])
     spec = vtrace_throughput.bench_spec(arguments)
     raw = vtrace_throughput.raw_rate(spec, settings["seconds"])
-    machinery, idle_updates = vtrace_throughput.pipeline_rates(spec, settings["seconds"], train=False)
-    full, updates = vtrace_throughput.pipeline_rates(spec, settings["seconds"], train=True)
-    return {**settings, "device": profile["device"], "raw_steps_per_s": raw,
+    machinery, idle_updates, _ = vtrace_throughput.pipeline_rates(spec, settings["seconds"], train=False)
+    full, updates, waited = vtrace_throughput.pipeline_rates(spec, settings["seconds"], train=True)
+    return {**settings, "device": profile["device"], "raw_steps_per_s": raw, "learner_waited_s_per_update": waited,
             "pipeline_no_update_steps_per_s": machinery, "pipeline_steps_per_s": full,
             "pipeline_over_raw": full / raw, "updates_per_s": updates, "updates_per_s_no_update": idle_updates}
 

@@ -20,9 +20,9 @@ from rlsup.spec import loading
 
 STEPS = 2_000
 # The small job learns from step 200 in rounds of 2 gradient steps every 8 steps, and copies its target
-# every 100: pauses before learning, inside a round's 8 steps, on a target copy (which closes a round),
-# and inside a round much later.
-PAUSE_STEPS = (150, 203, 300, 1_237)
+# every 100: pauses inside a round's 8 steps, on a target copy (which closes a round), and inside a round
+# much later. (A budget raised on resume is the live edit's test below, under the daemon.)
+PAUSE_STEPS = (203, 300, 1_237)
 
 
 def trainer(total_steps: int = STEPS, *, overlap: bool = True) -> DqnTrainer:
@@ -131,17 +131,6 @@ def test_sigkill_then_resume_from_the_last_checkpoint_is_bit_exact(tmp_path: Pat
     result = run_rlsup("run", "--resume", run_dir)
     assert result.returncode == 0, result.stderr
     assert final_fingerprint(run_dir) == final_fingerprint(straight_run)
-
-
-def test_raising_the_budget_of_a_finished_run_continues_it_exactly(tmp_path: Path, straight_run: Path) -> None:
-    short = tmp_path / "short"
-    result = run_rlsup("run", cartpole_job(tmp_path, name="short", total_steps=1_000, seed=11, overlap=True,
-                                           checkpoint_every=500), "--run-dir", short)
-    assert result.returncode == 0, result.stderr
-    edited = cartpole_job(tmp_path, name="edited", total_steps=STEPS, seed=11, overlap=True, checkpoint_every=500)
-    result = run_rlsup("run", "--resume", short, edited)
-    assert result.returncode == 0, result.stderr
-    assert final_fingerprint(short) == final_fingerprint(straight_run)
 
 
 def test_turning_overlap_off_is_an_identity_edit_refused_on_resume(tmp_path: Path, straight_run: Path) -> None:
