@@ -54,7 +54,7 @@ class DqnLearner:
         self.learning_rate = (LinearSchedule(settings.lr, settings.lr_end, settings.lr_end_step)
                               if settings.lr_end_step > 0 else LinearSchedule.constant(settings.lr))
         self.updates = 0
-        # With overlap a copy acts while the online net trains; between steps the two are equal.
+        # With overlap a copy acts while the online net trains; it catches up where the schedule closes a round.
         self.acting = ActingNetwork(self.online) if settings.overlap else None
 
     @property
