@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -201,3 +202,17 @@ def test_actors_ignore_ctrl_c_and_never_outlive_their_learner(tmp_path: Path) ->
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.communicate(timeout=30)
+
+
+def test_closed_actors_leave_no_queue_thread_to_race_the_exit(tmp_path: Path) -> None:
+    """A queue's feeder thread holds two of its semaphores: left running past close(), it dropped them at the
+    worker's os._exit, unlinked one and died before telling Python's resource tracker, which then printed a
+    "leaked semaphore" warning after the run's last sentence (CI, test_env_faults, 1 run in ~50)."""
+    from rlsup.spec import loading
+    spec = loading.loads(vtrace_job(tmp_path, total_steps=400, serial=False).read_text())
+    trainer = VtraceTrainer(spec, torch.device("cpu"))
+    while trainer.step < 200:
+        trainer.iterate()
+    trainer.close()
+    feeders = [thread for thread in threading.enumerate() if thread.name == "QueueFeederThread"]
+    assert feeders == []
