@@ -106,11 +106,19 @@ def stopwatch(seconds: float) -> str:
     return f"{hours}:{remainder // 60:02d}:{remainder % 60:02d}"
 
 
+GIB = 1 << 30  # a gibibyte: GPU memory is declared ([job] gpu_memory_gb) and shown in it
+
+
+def gibibytes(count: float) -> str:
+    """Bytes as GiB to one decimal, without a unit or a ".0", as a packing shows them side by side ("3.1/80")."""
+    return f"{count / GIB:.1f}".removesuffix(".0")
+
+
 def byte_size(count: float | None) -> str:
     """A size in binary units (KiB, MiB, GiB, TiB), as memory and files are measured."""
     if count is None:
         return MISSING
-    for limit, suffix in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+    for limit, suffix in ((1 << 40, "TiB"), (GIB, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
         if count >= limit:
             return f"{count / limit:.1f} {suffix}"
     return f"{count:.0f} B"

@@ -3,13 +3,20 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol
+from typing import Mapping, NamedTuple, Protocol
 
 import psutil
+
+from rlsup.formatting import GIB, whole
+
+
+FAKE_GPU_MEMORY_BYTES = 16 * GIB  # a fake GPU's memory unless RLSUP_FAKE_GPUS or the caller says otherwise
 
 
 @dataclass(frozen=True)
@@ -47,10 +54,42 @@ class Sample:
                    memory_total_bytes=data.get("memory_total_bytes", 0), gpus=gpus)
 
 
+@dataclass(frozen=True)
+class GpuMemory:
+    """What one worker holds on its GPU, by two counts; either may be missing."""
+
+    reserved_peak_bytes: int | None  # torch's caching allocator: the most it reserved since the worker started
+    process_bytes: int | None        # NVML's count for the worker's pid, CUDA context included, where it sees it
+
+    @property
+    def figure(self) -> int | None:
+        """The one number placement goes by: the larger count, since NVML's adds the CUDA context."""
+        counts = [count for count in (self.reserved_peak_bytes, self.process_bytes) if count is not None]
+        return max(counts) if counts else None
+
+    def to_json(self) -> dict:
+        return {"reserved_peak_bytes": self.reserved_peak_bytes, "process_bytes": self.process_bytes}
+
+    @classmethod
+    def from_json(cls, raw: object) -> GpuMemory | None:
+        """Read back checked (a stranger's file): None unless some count is a whole number of bytes."""
+        if not isinstance(raw, dict):
+            return None
+        memory = cls(byte_count(raw.get("reserved_peak_bytes")), byte_count(raw.get("process_bytes")))
+        return memory if memory.figure is not None else None
+
+
+def byte_count(value: object) -> int | None:
+    count = whole(value)
+    return count if count is not None and 0 <= count < 1 << 60 else None
+
+
 class Machine(Protocol):
     """What the daemon and the TUI read of a machine: Hardware, or FakeHardware in tests."""
 
     def gpu_indices(self) -> tuple[int, ...]: ...
+
+    def gpu_memory_totals(self) -> dict[int, int | None]: ...
 
     def sample(self) -> Sample: ...
 
@@ -60,13 +99,15 @@ class Machine(Protocol):
 class Hardware:
     """The real machine: psutil for CPU and memory, NVML for GPUs when it is there.
 
-    fake_gpus=K replaces NVML by K idle fake GPUs (placement on GPU-less machines); whoever builds
-    the machine decides, so no test switch is read here.
+    fake_gpus=K replaces NVML by K idle fake GPUs of fake_gpu_memory_bytes each (placement on GPU-less
+    machines); whoever builds the machine decides, so no test switch is read here.
     """
 
-    def __init__(self, *, fake_gpus: int | None = None):
+    def __init__(self, *, fake_gpus: int | None = None, fake_gpu_memory_bytes: int = FAKE_GPU_MEMORY_BYTES):
         self.fake_gpu_count = None if fake_gpus is None else max(0, int(fake_gpus))
+        self.fake_gpu_memory_bytes = fake_gpu_memory_bytes
         self._nvml = None if self.fake_gpu_count is not None else _Nvml.open()
+        self._totals: dict[int, int] = {}  # a GPU's total memory never changes: NVML is asked once per GPU
 
     def gpu_indices(self) -> tuple[int, ...]:
         """The GPUs jobs can be placed on: all NVML sees, or those of the daemon's own CUDA_VISIBLE_DEVICES."""
@@ -76,6 +117,15 @@ class Hardware:
         allowed = visible_device_indices()
         return found if allowed is None else tuple(index for index in found if index in allowed)
 
+    def gpu_memory_totals(self) -> dict[int, int | None]:
+        """Each placeable GPU's total memory in bytes; None where NVML cannot read it."""
+        if self.fake_gpu_count is not None:
+            return {index: self.fake_gpu_memory_bytes for index in self.gpu_indices()}
+        for index in self.gpu_indices():
+            if index not in self._totals and (total := self._nvml.memory_total(index)) is not None:
+                self._totals[index] = total
+        return {index: self._totals.get(index) for index in self.gpu_indices()}
+
     def sample(self) -> Sample:
         memory = psutil.virtual_memory()
         return Sample(time=time.time(), cpu_percent=tuple(psutil.cpu_percent(percpu=True)),
@@ -84,7 +134,7 @@ class Hardware:
 
     def _gpus(self) -> tuple[Gpu, ...]:
         if self.fake_gpu_count is not None:
-            return tuple(Gpu(index, "fake GPU", 0.0, 0, 16 << 30, None, None, fake=True)
+            return tuple(Gpu(index, "fake GPU", 0.0, 0, self.fake_gpu_memory_bytes, None, None, fake=True)
                          for index in range(self.fake_gpu_count))
         return self._nvml.read() if self._nvml else ()
 
@@ -99,15 +149,19 @@ class FakeHardware:
 
     def __init__(self, *, cores: int = 4, gpus: int = 0, cpu_percent: float = 12.5,
                  memory_used_bytes: int = 4 << 30, memory_total_bytes: int = 16 << 30,
-                 clock=lambda: 1_700_000_000.0):
+                 gpu_memory_bytes: int = FAKE_GPU_MEMORY_BYTES, clock=lambda: 1_700_000_000.0):
         self.cores, self.gpu_count, self.cpu_level = cores, gpus, cpu_percent
         self.memory_used, self.memory_total, self.clock = memory_used_bytes, memory_total_bytes, clock
+        self.gpu_memory = gpu_memory_bytes
 
     def gpu_indices(self) -> tuple[int, ...]:
         return tuple(range(self.gpu_count))
 
+    def gpu_memory_totals(self) -> dict[int, int | None]:
+        return {index: self.gpu_memory for index in self.gpu_indices()}
+
     def sample(self) -> Sample:
-        gpus = tuple(Gpu(index, "Fake GPU", 50.0, 2 << 30, 16 << 30, 60.0, 150.0, fake=True)
+        gpus = tuple(Gpu(index, "Fake GPU", 50.0, 2 << 30, self.gpu_memory, 60.0, 150.0, fake=True)
                      for index in range(self.gpu_count))
         return Sample(time=self.clock(), cpu_percent=(self.cpu_level,) * self.cores,
                       memory_used_bytes=self.memory_used, memory_total_bytes=self.memory_total, gpus=gpus)
@@ -121,21 +175,36 @@ class FakeHardware:
 FAKE_GPUS_VARIABLE = "RLSUP_FAKE_GPUS"
 
 
-def fake_gpu_count(environment: Mapping[str, str] = os.environ) -> int | None:
-    """RLSUP_FAKE_GPUS=K: pretend there are K GPUs (try placement on a GPU-less machine); None when unset."""
-    text = environment.get(FAKE_GPUS_VARIABLE, "").strip()
-    if not text:
+# K, or KxSIZE with SIZE in GiB ("2x80GiB", "4x40.5GiB"); ASCII digits only, so that no other script's
+# digits or a float's exponent ("1e400") slips through int() or float().
+_FAKE_GPUS_PATTERN = re.compile(r"(\d+)(?:\s*x\s*(\d+(?:\.\d+)?)\s*gib)?", re.ASCII | re.IGNORECASE)
+
+
+class FakeGpus(NamedTuple):
+    """What RLSUP_FAKE_GPUS asks for: how many fake GPUs, and the memory of each."""
+
+    count: int
+    memory_bytes: int
+
+
+def fake_gpus(environment: Mapping[str, str] = os.environ) -> FakeGpus | None:
+    """RLSUP_FAKE_GPUS=K or KxSIZE: pretend there are K GPUs (try placement on a GPU-less machine) of SIZE
+    (default 16 GiB); None when unset or not of that form."""
+    match = _FAKE_GPUS_PATTERN.fullmatch(environment.get(FAKE_GPUS_VARIABLE, "").strip())
+    if not match:
         return None
-    try:
-        return max(0, int(text))
-    except ValueError:
-        return None
+    if match[2] is None:
+        return FakeGpus(int(match[1]), FAKE_GPU_MEMORY_BYTES)
+    size = float(match[2]) * GIB
+    # Hundreds of digits overflow to inf, which int() refuses; less than a byte is no GPU.
+    memory_bytes = int(size) if size < math.inf else 0
+    return FakeGpus(int(match[1]), memory_bytes) if memory_bytes > 0 else None
 
 
 def machine_from_environment(environment: Mapping[str, str] = os.environ) -> Hardware | None:
     """A machine with fake GPUs when the switch is set; None leaves the real one to whoever builds it."""
-    count = fake_gpu_count(environment)
-    return None if count is None else Hardware(fake_gpus=count)
+    asked = fake_gpus(environment)
+    return None if asked is None else Hardware(fake_gpus=asked.count, fake_gpu_memory_bytes=asked.memory_bytes)
 
 
 def visible_device_indices() -> set[int] | None:
@@ -173,6 +242,21 @@ class _Nvml:
         except Exception:
             return ()
 
+    def memory_total(self, index: int) -> int | None:
+        handle = _try(lambda: self.module.nvmlDeviceGetHandleByIndex(index), None)
+        memory = _try(lambda: self.module.nvmlDeviceGetMemoryInfo(handle), None) if handle is not None else None
+        return int(memory.total) if memory else None
+
+    def process_memory(self, pid: int) -> int | None:
+        """What NVML counts for one process over every GPU; None where it lists the process on none."""
+        counts = []
+        for index in self.indices():
+            handle = _try(lambda: self.module.nvmlDeviceGetHandleByIndex(index), None)
+            listed = _try(lambda: self.module.nvmlDeviceGetComputeRunningProcesses(handle), []) if handle else []
+            counts += [int(entry.usedGpuMemory) for entry in listed
+                       if entry.pid == pid and isinstance(getattr(entry, "usedGpuMemory", None), int)]
+        return sum(counts) if counts else None
+
     def read(self) -> tuple[Gpu, ...]:
         return tuple(self._read_one(index) for index in self.indices())
 
@@ -199,6 +283,17 @@ class _Nvml:
             self.module.nvmlShutdown()
         except Exception:
             pass
+
+
+_worker_nvml: list[_Nvml | None] = []  # opened on a worker's first report, then kept: nvmlInit is not free
+
+
+def process_gpu_memory_bytes(pid: int) -> int | None:
+    """NVML's count of one process's GPU memory (CUDA context included); None without NVML, or where it does
+    not list the pid (a container's pid namespace hides it)."""
+    if not _worker_nvml:
+        _worker_nvml.append(_Nvml.open())
+    return _worker_nvml[0].process_memory(pid) if _worker_nvml[0] else None
 
 
 def _try(read, default):

@@ -367,3 +367,19 @@ def past_first_line(pid: int) -> bool:
         return bool(mask >> (number - 1) & 1)
 
     return has("SigBlk", signal.SIGINT) or has("SigCgt", signal.SIGTERM)
+
+
+PLUGINS = Path(__file__).parent / "plugins"
+
+
+def install_plugin(site: Path, package: str, entry_point: str = "") -> None:
+    """What `pip install` of a test plugin (tests/plugins/PACKAGE) leaves in site-packages, with its entry
+    point ("name = module:ALGORITHM") in rlsup's group when it declares one."""
+    from rlsup.spec.registry import ENTRY_POINT_GROUP
+
+    shutil.copytree(PLUGINS / package, site / package, ignore=shutil.ignore_patterns("__pycache__"))
+    dist_info = site / f"{package}-0.1.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package.replace('_', '-')}\nVersion: 0.1\n")
+    if entry_point:
+        (dist_info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\n{entry_point}\n")

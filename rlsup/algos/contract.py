@@ -69,6 +69,9 @@ class Trainer(Protocol):
         """Let go of processes, envs and shared memory."""
         ...
 
+    # Optional, not declared here so that a trainer without it still is one: gpu_memory_bytes() -> int | None,
+    # the GPU memory it holds (LearnerTrainer's reads torch's allocator), which packs jobs onto shared GPUs.
+
 
 class TrainerFactory(Protocol):
     """Builds a trainer at step 0 for a job on a device; a checkpoint is loaded into it afterwards."""
@@ -122,3 +125,12 @@ class LearnerTrainer:
 
     def fingerprint(self) -> str:
         return self.learner.fingerprint()
+
+    def gpu_memory_bytes(self) -> int | None:
+        """The most GPU memory torch's allocator reserved for this process; None off CUDA. Optional in the
+        contract: a trainer whose memory is not torch's (or a test's) may report its own count."""
+        if self.device.type != "cuda":
+            return None
+        import torch
+
+        return int(torch.cuda.max_memory_reserved(self.device))

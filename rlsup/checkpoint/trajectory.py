@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rlsup.formatting import number
+from rlsup.hardware import GpuMemory
 
 
 @dataclass
@@ -28,12 +29,15 @@ class Trajectory:
     tensorboard_events: dict | None = None
     evaluation_mean: float | None = None  # the evaluation that made a best checkpoint best; only in those
     best_evaluation_recorded: bool = field(default=True, compare=False)  # read only, never written
+    # What the worker held on its GPU when it wrote the checkpoint (run/status.py's GpuMemory); only on a GPU.
+    gpu_memory: GpuMemory | None = None
 
     def to_extra(self) -> dict:
         """The manifest's extra: the same keys, and the same ones left out, as every checkpoint so far."""
         extra = {"algo": self.algo, "best_evaluation": self.best_evaluation, "training_wall_s": self.training_wall_s}
         optional = {"evaluation_mean": self.evaluation_mean, "env_restarts": self.env_restarts,
-                    "tensorboard_events": self.tensorboard_events}
+                    "tensorboard_events": self.tensorboard_events,
+                    "gpu_memory": self.gpu_memory.to_json() if self.gpu_memory else None}
         return extra | {key: value for key, value in optional.items() if value is not None and value != []
                         and value != {}}
 
@@ -47,6 +51,7 @@ class Trajectory:
                    env_restarts=[str(sentence) for sentence in restarts] if isinstance(restarts, list) else [],
                    tensorboard_events=events if isinstance(events, dict) else None,
                    evaluation_mean=number(extra.get("evaluation_mean")),
+                   gpu_memory=GpuMemory.from_json(extra.get("gpu_memory")),
                    best_evaluation_recorded="best_evaluation" in extra)
 
     @classmethod

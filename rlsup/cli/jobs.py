@@ -9,7 +9,7 @@ from pathlib import Path
 from rlsup import client, formatting, paths, spec as specs
 from rlsup.views import colour
 from rlsup.spec import experiments
-from rlsup.views import groups
+from rlsup.views import gpus, groups
 from rlsup.jobs.record import jobs_following
 from rlsup.views import jobs as jobview
 from rlsup.jobs import store_file
@@ -183,16 +183,17 @@ def job_json(row: jobview.JobRow) -> dict:
             "foreground": row.foreground, "name": job.name, "algo": job.algo, "env": job.env, "state": job.state.value,
             "desired": job.desired.value, "step": row.step, "total_steps": job.total_steps,
             "steps_per_second": row.steps_per_second, "mean_return": row.mean_return,
-            "gpus": list(job.gpu_indices), "where": job.where, "pid": jobview.pid_of(job), "priority": job.priority, "restarts": job.restarts,
+            "gpus": list(job.gpu_indices), "gpu_memory_bytes": job.gpu_memory_need, "where": job.where,
+            "pid": jobview.pid_of(job), "priority": job.priority, "restarts": job.restarts,
             "reason": job.reason, "run_dir": job.run_dir, "spec_path": job.spec_path, "submitted": job.submitted}
 
 
 def command_list(args: argparse.Namespace) -> int:
     home = paths.home_path()
-    stored = []
+    stored, sample = [], None
     if store_file.exists(home):  # a read-only command makes no database where there is none
         with Store(home) as store:
-            stored = store.jobs()
+            stored, sample = store.jobs(), store.latest_hardware_sample()
     rows = [jobview.read_row(job) for job in stored + jobview.foreground_jobs(home, stored)]
     for pid, run_dir in jobview.unowned_workers(home, stored):
         print(f"rlsup: worker pid {pid} trains {run_dir}, which no job owns (its store was lost): `kill -INT {pid}` "
@@ -200,7 +201,10 @@ def command_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(listing_json(rows), indent=1))
         return 0
-    print_table(rows)
+    totals = gpus.gpu_totals(sample)
+    print_table(rows, totals)
+    for line in gpus.packing_lines(stored, totals):
+        print(line)
     waiting = [row for row in rows if not row.foreground and row.job.state not in RESTING]
     if waiting and not client.daemon_status(home).running:
         print("(the daemon is not running: `rlsup daemon start`)", file=sys.stderr)
@@ -210,7 +214,7 @@ def command_list(args: argparse.Namespace) -> int:
 COLUMNS = ("ID", "NAME", "ALGO", "ENV", "STATE", "STEP/TOTAL", "STEPS/S", "RETURN", "WHERE", "RUN DIR")
 
 
-def print_table(rows: list[jobview.JobRow]) -> None:
+def print_table(rows: list[jobview.JobRow], gpu_totals: dict[int, int | None]) -> None:
     """Lone jobs one line each; an experiment as a group line followed by its jobs, indented."""
     if not rows:
         print("no jobs; queue one with `rlsup submit JOB.toml`")
@@ -219,9 +223,9 @@ def print_table(rows: list[jobview.JobRow]) -> None:
     for entry in groups.grouped(rows):
         if isinstance(entry, groups.GroupRow):
             lines.append((printable_cells(group_views.group_cells(entry)), None))
-            lines.extend((indented(printable_cells(table_cells(row))), row.job.state) for row in entry.rows)
+            lines.extend((indented(printable_cells(table_cells(row, gpu_totals))), row.job.state) for row in entry.rows)
         else:
-            lines.append((printable_cells(table_cells(entry)), entry.job.state))
+            lines.append((printable_cells(table_cells(entry, gpu_totals)), entry.job.state))
     widths = [max(len(cells[index]) for cells, _ in lines) for index in range(len(COLUMNS) - 1)]
     painted = colour.wanted()
     state_column = COLUMNS.index("STATE")
@@ -242,9 +246,9 @@ def indented(cells: tuple[str, ...]) -> tuple[str, ...]:
     return cells[:name_column] + (group_views.INDENT + cells[name_column],) + cells[name_column + 1:]
 
 
-def table_cells(row: jobview.JobRow) -> tuple[str, ...]:
+def table_cells(row: jobview.JobRow, gpu_totals: dict[int, int | None]) -> tuple[str, ...]:
     job = row.job
     state = f"{job.state.value} (foreground)" if row.foreground else job.state.value + jobview.waiting_words(job)
     return (jobview.job_label(job), job.name, job.algo, job.env, state, f"{row.step:,}/{job.total_steps:,}",
             formatting.speed(row.steps_per_second, missing="-"), formatting.decimal(row.mean_return, 1, missing="-"),
-            jobview.where(job), job.run_dir)
+            jobview.where(job, gpu_totals=gpu_totals), job.run_dir)

@@ -21,8 +21,9 @@ from rlsup.daemon.supervisor import LocalRunner
 from rlsup.daemon.settings_file import load_settings
 from rlsup.daemon.store_watch import StoreWatch
 from rlsup.daemon.watcher import SpecWatcher
+from rlsup.daemon.worker_reports import WorkerReports
 from rlsup.jobs.state import ACTIVE, Desired, Exit, State
-from rlsup.run.status import WorkerStatus, read_worker_status
+from rlsup.run.status import read_worker_status
 from rlsup.jobs.store import Job, JobChanges, Process, SentSignal, SignalKind, Store, StoreBusy
 from rlsup.jobs.record import EventKind, row_section, section_columns
 
@@ -58,8 +59,7 @@ class Daemon(EditHandling):
         self.unsettled: list[tuple[WorkerHandle, Exit]] = []  # exits reaped while the store was busy
         self.known_jobs: set[int] = set()       # jobs whose file has been checked since start-up
         self.resumed: set[int] = set()          # paused jobs resumed, not yet started: they take back a slot
-        # (job, worker pid, sentence) of each status.json notice already recorded as an event
-        self.notices_seen: set[tuple[int, int, str]] = set()
+        self.reports = WorkerReports(self.store)  # what status.json tells besides the step
         self.last_version: int | None = None
         self.dirty = False   # our own writes that need a reconcile (data_version ignores them)
         self.reload_settings = False
@@ -287,9 +287,9 @@ class Daemon(EditHandling):
         plan = scheduler.place(
             [candidate(job) for job in queued if not job.cluster],
             # What running jobs hold, not what they want: an edit of gpus applies at the next start.
-            active_gpu_sets=[job.gpu_indices for job in active if job.gpus],
-            active_cpu_jobs=sum(1 for job in active if not job.gpus),
-            gpu_indices=self.machine.gpu_indices(), settings=self.settings, now=time.time())
+            active_gpu_jobs=[scheduler.GpuHolding(job.gpu_indices, job.gpu_memory_need) for job in active if job.gpus],
+            active_cpu_jobs=sum(1 for job in active if not job.gpus), gpu_indices=self.machine.gpu_indices(),
+            gpu_memory_totals=self.machine.gpu_memory_totals(), settings=self.settings, now=time.time())
         by_id = {job.id: job for job in queued}
         for placement in plan.start + on_clusters.start:
             self.contain(placement.job_id, lambda: self.start(by_id[placement.job_id], placement.gpus))
@@ -365,7 +365,7 @@ class Daemon(EditHandling):
             return
         if (worker.pid, worker.node or None) != (job.pid, job.process.node):  # a cluster worker's, learnt since
             self.record_worker(worker, job.gpu_indices)
-        self.record_notices(job.id, worker.pid, status)
+        self.reports.record(job, worker.pid, status)
         step, total = status.step or 0, status.total_steps or job.total_steps
         if job.state is State.STARTING:
             self.store.transition(job.id, State.RUNNING, f"worker pid {worker.pid} reports", step=step)
@@ -377,16 +377,6 @@ class Daemon(EditHandling):
         elif step != job.step:
             # Only the step: the budget is job.toml's, which the worker applies at its next reload.
             self.store.update(job.id, step=step)
-
-    def record_notices(self, job_id: int, pid: int, status: WorkerStatus) -> None:
-        """What a worker tells in status.json becomes an event, once per worker: what its start made of the
-        checkpoints (newer ones skipped, and why), and each requested feature it switched off, when it did."""
-        told = [(EventKind.CHECKPOINT, status.notice)] if status.notice else []
-        told += [(EventKind.FEATURE_OFF, sentence) for sentence in status.switched_off]
-        for kind, sentence in told:
-            if (job_id, pid, sentence) not in self.notices_seen:
-                self.notices_seen.add((job_id, pid, sentence))
-                self.store.add_event(job_id, kind, sentence)
 
     def reload(self, job_id: int) -> None:
         if self.runner.signal(job_id, Signal.RELOAD):
@@ -415,6 +405,9 @@ class Daemon(EditHandling):
         reason = outcome.reason
         if outcome.desired is not None:
             changes["desired"] = outcome.desired
+        if ended.held and job.gpu_indices:  # out of GPU memory beside other jobs: from now on it runs alone
+            totals = self.machine.gpu_memory_totals()
+            changes["gpu_memory_bytes"] = max((totals.get(index) or 0 for index in job.gpu_indices), default=0) or None
         if outcome.restart:
             delay = jobstate.restart_backoff(job.restarts, self.settings.restart_backoff_s)
             changes.update(restarts=job.restarts + 1, not_before=time.time() + delay)
@@ -439,4 +432,4 @@ def process_of(worker: WorkerHandle, gpus: tuple[int, ...]) -> Process:
 
 
 def candidate(job: Job) -> scheduler.Candidate:
-    return scheduler.Candidate(job.id, job.priority, job.gpus_wanted, job.not_before)
+    return scheduler.Candidate(job.id, job.priority, job.gpus_wanted, job.not_before, job.gpu_memory_need)

@@ -1,11 +1,13 @@
-"""Placement of queued jobs on CPU slots and GPUs: priority, then submission order (pure)."""
+"""Placement of queued jobs on CPU slots and GPUs (packed by memory): priority, then submission order (pure)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 
 from rlsup.daemon.clusters import Cluster, ClusterError, clusters_from_tables
+from rlsup.formatting import GIB, gibibytes
 
 
 def _default_cpu_jobs() -> int:
@@ -18,7 +20,12 @@ class Settings:
 
     cpu_jobs: int = field(default_factory=_default_cpu_jobs,
                           metadata={"doc": "CPU-only jobs run at once (0 holds them all queued).", "minimum": 0})
-    jobs_per_gpu: int = field(default=1, metadata={"doc": "Jobs sharing one GPU.", "minimum": 1})
+    jobs_per_gpu: int = field(default=8, metadata={
+        "doc": "Cap on jobs sharing one GPU, memory permitting (one of unknown memory takes a whole GPU).",
+        "minimum": 1})
+    gpu_memory_margin_gib: float = field(default=1.0, metadata={
+        "doc": "GPU memory kept free on each GPU beyond the jobs' figures (CUDA contexts, fragmentation).",
+        "minimum": 0})
     restart_backoff_s: float = field(default=2.0, metadata={
         "doc": "Wait before the first crash restart; doubles with each further restart.", "minimum": 0})
     tick_s: float = field(default=0.1, metadata={
@@ -68,12 +75,19 @@ def _checked(source: str, setting: dataclasses.Field, value):
             raise SettingsError(f"{source}: {setting.name}: must be a string (a shell command)")
         return value
     wanted = int if setting.type in ("int", int) else float
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-            wanted is int and not isinstance(value, int)):
-        raise SettingsError(f"{source}: {setting.name}: must be {'an integer' if wanted is int else 'a number'}")
+    if not _is_a(wanted, value):
+        raise SettingsError(f"{source}: {setting.name}: must be {'an integer' if wanted is int else 'a finite number'}")
     if value < setting.metadata["minimum"]:
         raise SettingsError(f"{source}: {setting.name}: must be at least {setting.metadata['minimum']}")
     return wanted(value)
+
+
+def _is_a(wanted: type, value) -> bool:
+    """Whether a TOML value is an integer (for int) or a number (for float); never a bool, nan or inf."""
+    if isinstance(value, bool) or not isinstance(value, wanted if wanted is int else (int, float)):
+        return False
+    # TOML has inf and nan, which no setting means: nan passes every minimum, and either breaks arithmetic.
+    return not isinstance(value, float) or math.isfinite(value)
 
 
 @dataclass(frozen=True)
@@ -84,6 +98,7 @@ class Candidate:
     priority: int = 0
     gpus_wanted: int = 0
     not_before: float = 0.0
+    gpu_memory_bytes: int | None = None  # per GPU: the larger of measured and declared; None: neither yet
 
 
 @dataclass(frozen=True)
@@ -134,52 +149,148 @@ def slots_to_reclaim(resumed: list[Candidate], running: list[Candidate], free: i
     return reclaimed
 
 
-def place(candidates: list[Candidate], *, active_gpu_sets: list[tuple[int, ...]], active_cpu_jobs: int,
-          gpu_indices: tuple[int, ...], settings: Settings, now: float) -> Schedule:
+@dataclass(frozen=True)
+class GpuHolding:
+    """What a running job holds: its GPUs, and its memory on each (None: never measured nor declared)."""
+
+    gpus: tuple[int, ...]
+    gpu_memory_bytes: int | None = None
+
+
+@dataclass
+class GpuLoad:
+    """One GPU as packing counts it: its jobs and the sum of their memory figures."""
+
+    index: int
+    total_bytes: int | None
+    jobs: int = 0
+    used_bytes: int = 0
+    unmeasured: bool = False  # it holds a job of unknown memory, which takes the whole GPU
+
+    def add(self, memory_bytes: int | None) -> None:
+        self.jobs += 1
+        if memory_bytes is None:
+            self.unmeasured = True
+        else:
+            self.used_bytes += memory_bytes
+
+    @property
+    def free_bytes(self) -> int | None:
+        return None if self.total_bytes is None else self.total_bytes - self.used_bytes
+
+    def shareable(self, cap: int) -> bool:
+        """Whether a second job may join by memory: below the cap, every figure known, and a known total.
+
+        A job of unknown memory takes a whole GPU until its first report. A GPU of unknown total cannot be
+        packed either: with no size to check the figures against, it holds one job, as if each took it whole.
+        """
+        return 0 < self.jobs < cap and not self.unmeasured and self.total_bytes is not None
+
+    def takes(self, memory_bytes: int | None, *, cap: int, margin_bytes: int) -> bool:
+        """Whether a job of this memory per GPU (None: unknown) may go on this GPU now."""
+        if self.jobs == 0:
+            # Alone, a job has the whole GPU as before packing; the margin is kept between jobs that share
+            # one, so that a job measured close to the total (its own CUDA context included) still restarts.
+            return memory_bytes is None or self.total_bytes is None or memory_bytes <= self.total_bytes
+        return (memory_bytes is not None and self.shareable(cap)
+                and self.used_bytes + memory_bytes + margin_bytes <= self.total_bytes)
+
+    def order_key(self) -> tuple:
+        """Least loaded first: fewest jobs, then the most free memory (unknown last), then the lowest index."""
+        free = self.free_bytes
+        return self.jobs, free is None, -(free or 0), self.index
+
+
+class Packing:
+    """The GPUs to place on, what running jobs hold on them, and the rules of sharing one."""
+
+    def __init__(self, holdings: list[GpuHolding], *, gpu_indices: tuple[int, ...],
+                 totals: dict[int, int | None], cap: int, margin_bytes: int):
+        self.cap, self.margin_bytes = cap, margin_bytes
+        self.loads = {index: GpuLoad(index, totals.get(index)) for index in gpu_indices}
+        for holding in holdings:
+            for index in holding.gpus:
+                if index in self.loads:  # a GPU no longer offered is not placed on, so its load is moot
+                    self.loads[index].add(holding.gpu_memory_bytes)
+
+    def take(self, memory_bytes: int | None, wanted: int) -> tuple[int, ...] | None:
+        """The wanted least loaded GPUs that take the job, now counted as holding it; None if too few."""
+        fitting = sorted((load for load in self.loads.values()
+                          if load.takes(memory_bytes, cap=self.cap, margin_bytes=self.margin_bytes)),
+                         key=GpuLoad.order_key)
+        if len(fitting) < wanted:
+            return None
+        for load in fitting[:wanted]:
+            load.add(memory_bytes)
+        return tuple(sorted(load.index for load in fitting[:wanted]))
+
+    def too_large(self, memory_bytes: int | None, wanted: int) -> str | None:
+        """Why a job never fits here (fewer GPUs as large as its memory than it wants), or None.
+
+        Such a job waits without holding up the jobs behind it, as one wanting more GPUs than exist does."""
+        if memory_bytes is None:
+            return None
+        large = [load for load in self.loads.values() if load.total_bytes is None or load.total_bytes >= memory_bytes]
+        if len(large) >= wanted:
+            return None
+        largest = max(load.total_bytes for load in self.loads.values() if load.total_bytes is not None)
+        return (f"needs {wanted} GPU{'s' if wanted != 1 else ''} with {gibibytes(memory_bytes)} GiB; this machine "
+                f"has {len(large)} that large (largest: {gibibytes(largest)} GiB)")
+
+    def why_waiting(self, memory_bytes: int | None, wanted: int) -> str:
+        """Why a job that take() refused waits: a whole GPU for an unknown figure, else free memory or GPUs."""
+        if memory_bytes is None:
+            whole = "a whole free GPU" if wanted == 1 else f"{wanted} whole free GPUs"
+            return f"waiting for {whole} (its memory is not measured yet)"
+        short = [load for load in self.loads.values() if load.shareable(self.cap)
+                 and not load.takes(memory_bytes, cap=self.cap, margin_bytes=self.margin_bytes)]
+        if not short:  # full by count, or held whole: memory is not what it waits for
+            full = sum(1 for load in self.loads.values() if load.jobs >= self.cap)
+            cap_reached = f" (jobs_per_gpu = {self.cap} reached on {full} of {len(self.loads)})" if full else ""
+            return f"waiting for {wanted} free GPU(s){cap_reached}"
+        roomiest = min(short, key=lambda load: (-load.free_bytes, load.index))
+        return (f"waiting for {wanted} GPU{'s' if wanted != 1 else ''} with "
+                f"{gibibytes(memory_bytes + self.margin_bytes)} GiB free (most free: "
+                f"{gibibytes(max(0, roomiest.free_bytes))} of {gibibytes(roomiest.total_bytes)} GiB "
+                f"on GPU {roomiest.index})")
+
+
+def place(candidates: list[Candidate], *, active_gpu_jobs: list[GpuHolding], active_cpu_jobs: int,
+          gpu_indices: tuple[int, ...], gpu_memory_totals: dict[int, int | None], settings: Settings,
+          now: float) -> Schedule:
     """Decide which queued jobs start now.
 
-    CPU-only jobs take the free CPU slots. A GPU job takes the least loaded GPUs that still have
-    room; when it cannot be placed, lower GPU jobs wait behind it so it is not starved.
+    CPU-only jobs take the free CPU slots. A GPU job takes the least loaded GPUs that its memory fits
+    (Packing); when it cannot be placed, lower GPU jobs wait behind it so it is not starved.
     """
     cpu_free = settings.cpu_jobs - active_cpu_jobs
-    load = {index: 0 for index in gpu_indices}
-    for gpus in active_gpu_sets:
-        for index in gpus:
-            load[index] = load.get(index, 0) + 1
+    packing = Packing(active_gpu_jobs, gpu_indices=gpu_indices, totals=gpu_memory_totals,
+                      cap=settings.jobs_per_gpu, margin_bytes=int(settings.gpu_memory_margin_gib * GIB))
     start: list[Placement] = []
     waiting: dict[int, str] = {}
     blocked_by: int | None = None
     for candidate in order(candidates):
+        memory, wanted = candidate.gpu_memory_bytes, candidate.gpus_wanted
         if candidate.not_before > now:
             waiting[candidate.job_id] = f"restart backoff: {candidate.not_before - now:.1f} s left"
-        elif candidate.gpus_wanted == 0:
+        elif wanted == 0:
             if cpu_free > 0:
                 cpu_free -= 1
                 start.append(Placement(candidate.job_id))
             else:
                 waiting[candidate.job_id] = f"{CPU_WAIT} ({settings.cpu_jobs} in use)"
-        elif candidate.gpus_wanted > len(gpu_indices):
-            waiting[candidate.job_id] = gpu_shortage(candidate.gpus_wanted, len(gpu_indices))
+        elif wanted > len(gpu_indices):
+            waiting[candidate.job_id] = gpu_shortage(wanted, len(gpu_indices))
+        elif shortage := packing.too_large(memory, wanted):
+            waiting[candidate.job_id] = shortage
         elif blocked_by is not None:
             waiting[candidate.job_id] = f"waiting behind job {blocked_by} for GPUs"
-        else:
-            chosen = _free_gpus(load, candidate.gpus_wanted, settings.jobs_per_gpu)
-            if chosen is None:
-                blocked_by = candidate.job_id
-                waiting[candidate.job_id] = f"waiting for {candidate.gpus_wanted} free GPU(s)"
-                continue
-            for index in chosen:
-                load[index] += 1
+        elif chosen := packing.take(memory, wanted):
             start.append(Placement(candidate.job_id, chosen))
+        else:
+            blocked_by = candidate.job_id
+            waiting[candidate.job_id] = packing.why_waiting(memory, wanted)
     return Schedule(tuple(start), waiting)
-
-
-def _free_gpus(load: dict[int, int], wanted: int, jobs_per_gpu: int) -> tuple[int, ...] | None:
-    """The wanted least loaded GPUs with room left (lowest index on ties), or None."""
-    free = sorted((count, index) for index, count in load.items() if count < jobs_per_gpu)
-    if len(free) < wanted:
-        return None
-    return tuple(sorted(index for _, index in free[:wanted]))
 
 
 def gpu_shortage(wanted: int, available: int) -> str:

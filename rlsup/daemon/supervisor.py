@@ -185,10 +185,10 @@ class LocalRunner:
             if code is None:
                 return None
             record = exit_record(worker)
-            step, reason = (record.step, record.reason) if record else (None, None)
+            step, reason, held = (record.step, record.reason, record.held) if record else (None, None, False)
             if code < 0:
                 return Exit(signal=-code, step=step)
-            return Exit(code=code, step=step, reason=reason)
+            return Exit(code=code, step=step, reason=reason, held=held)
         if same_process_alive(worker.pid, worker.start_time):
             return None
         return self.exit_of_lost(worker)  # not our child: exit.json is the only word on how it ended
@@ -224,4 +224,4 @@ def exit_from_record(worker: WorkerHandle) -> Exit | None:
     record = exit_record(worker)
     if record is None:
         return None
-    return Exit(code=record.code, step=record.step, reason=record.reason)
+    return Exit(code=record.code, step=record.step, reason=record.reason, held=record.held)

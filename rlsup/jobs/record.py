@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, TypedDict
 
+from rlsup.formatting import GIB
 from rlsup.jobs.state import ACTIVE, Desired, State
 from rlsup.spec import JobSection, JobSpec
 
@@ -105,6 +106,15 @@ class Job:
     experiment: str = ""  # the experiment (seeds and variants submitted together) it belongs to; "" alone
     cluster: str = ""     # the [[cluster]] it runs on ([job] cluster); "" for this machine
     moved_from: str | None = None  # the run directory a move left behind, until the daemon deletes it
+    gpu_memory_gb: float = 0.0     # [job] gpu_memory_gb: GiB declared per GPU (0: none)
+    gpu_memory_bytes: int | None = None  # what its worker last reported per GPU, kept while it is paused
+
+    @property
+    def gpu_memory_need(self) -> int | None:
+        """Bytes per GPU to place it by: the larger of its declared and measured figures; None while it has
+        neither, which takes a whole GPU. The larger, since a declaration may know of growth to come."""
+        figures = [figure for figure in (self.gpu_memory_bytes, int(self.gpu_memory_gb * GIB) or None) if figure]
+        return max(figures) if figures else None
 
     @property
     def where(self) -> str:
@@ -172,6 +182,8 @@ class JobChanges(TypedDict, total=False):
     total_steps: int
     max_restarts: int
     cluster: str
+    gpu_memory_gb: float
+    gpu_memory_bytes: int | None
 
 
 CHANGE_KEYS = frozenset(JobChanges.__annotations__)
@@ -212,7 +224,8 @@ def job_from_row(values: dict) -> Job:
 
 # The columns of a job's row that copy its run's [job] section, each with the field it copies.
 JOB_COLUMNS = {"name": "name", "algo": "algo", "priority": "priority", "gpus_wanted": "gpus",
-               "total_steps": "total_steps", "max_restarts": "max_restarts", "cluster": "cluster"}
+               "total_steps": "total_steps", "max_restarts": "max_restarts", "cluster": "cluster",
+               "gpu_memory_gb": "gpu_memory_gb"}
 
 
 def section_columns(section: JobSection, columns: Iterable[str] = tuple(JOB_COLUMNS)) -> dict:

@@ -92,6 +92,7 @@ class Exit:
     signal: int | None = None
     step: int | None = None
     reason: str | None = None  # the worker's own sentence, from exit.json
+    held: bool = False         # exit.json's: a pause the worker decided, held until a client resumes it
 
     def describe(self) -> str:
         if self.signal is not None:
@@ -121,6 +122,9 @@ def exit_outcome(ended: Exit, *, desired: Desired, total_steps: int, restarts: i
         return Outcome(State.KILLED, "killed on request")
     if ended.code == EXIT_NO_SPACE:
         return Outcome(State.PAUSED, f"{ended.reason or 'no space left on device'}; free some space, then resume",
+                       desired=Desired.PAUSED)
+    if ended.code == EXIT_PAUSED and ended.held:
+        return Outcome(State.PAUSED, f"{ended.reason or 'paused by its worker'}; held until a client resumes it",
                        desired=Desired.PAUSED)
     if ended.code == EXIT_WALL_TIME:
         return Outcome(State.PAUSED, ended.reason or "paused: [job] max_wall_s used up", desired=Desired.PAUSED)

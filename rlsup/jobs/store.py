@@ -97,6 +97,12 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE jobs ADD COLUMN moved_from TEXT;
     """,
+    # GPU memory per GPU: what [job] gpu_memory_gb declares (0: nothing), and what the job's worker last
+    # reported (bytes; NULL before its first report on a GPU), kept across pauses for placement by memory.
+    """
+    ALTER TABLE jobs ADD COLUMN gpu_memory_gb REAL NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN gpu_memory_bytes INTEGER;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -271,17 +277,17 @@ class Store:
     def submit(self, *, name: str, spec_path: Path, run_dir: Path, algo: str = "", env: str = "",
                priority: int = 0, gpus_wanted: int = 0, total_steps: int = 0, max_restarts: int = 3,
                spec_seen: str | None = None, overrides: dict | None = None, experiment: str = "",
-               cluster: str = "") -> Job:
+               cluster: str = "", gpu_memory_gb: float = 0.0) -> Job:
         """Queue a job whose run directory is already prepared (one of an experiment's, when experiment is named)."""
         now = time.time()
         with self._write():
             cursor = self.connection.execute(
                 "INSERT INTO jobs (name, spec_path, spec_seen, overrides, run_dir, algo, env, state, desired,"
-                " priority, gpus_wanted, total_steps, max_restarts, submitted, updated, experiment, cluster)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " priority, gpus_wanted, total_steps, max_restarts, submitted, updated, experiment, cluster,"
+                " gpu_memory_gb) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (name, str(spec_path), spec_seen, json.dumps(overrides or {}), str(run_dir), algo, env,
                  State.QUEUED.value, Desired.RUNNING.value, priority, gpus_wanted, total_steps,
-                 max_restarts, now, now, experiment, cluster))
+                 max_restarts, now, now, experiment, cluster, gpu_memory_gb))
             job_id = cursor.lastrowid
             self._event(job_id, EventKind.STATE, None, State.QUEUED, f"submitted {spec_path}", now)
         return self.job(job_id)

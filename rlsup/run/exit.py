@@ -29,19 +29,22 @@ class ExitRecord:
     reason: str | None
     step: int | None
     checkpoint: str | None = None  # the newest checkpoint of the run's trajectory, None before the first
+    # A pause (exit 75) the worker decided, which holds until a client resumes the job rather than one the
+    # daemon would resume at once: a CUDA out of memory, which another start on the same GPU would repeat.
+    held: bool = False
     pid: int | None = field(default_factory=os.getpid)  # which worker wrote it: an earlier one's is stale
     time: float | None = field(default_factory=time.time)
 
     def to_json(self) -> dict:
         return {"code": self.code, "reason": self.reason, "step": self.step, "checkpoint": self.checkpoint,
-                "pid": self.pid, "time": self.time}
+                "held": self.held, "pid": self.pid, "time": self.time}
 
     @classmethod
     def from_json(cls, raw: dict) -> ExitRecord:
         reason, checkpoint = raw.get("reason"), raw.get("checkpoint")
         return cls(code=whole(raw.get("code")), reason=reason if isinstance(reason, str) else None,
                    step=whole(raw.get("step")), checkpoint=checkpoint if isinstance(checkpoint, str) else None,
-                   pid=whole(raw.get("pid")), time=number(raw.get("time")))
+                   held=raw.get("held") is True, pid=whole(raw.get("pid")), time=number(raw.get("time")))
 
 
 def read_exit(run_dir: str | Path) -> ExitRecord | None:

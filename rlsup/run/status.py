@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rlsup import atomic, paths
 from rlsup.formatting import number, whole
+from rlsup.hardware import GpuMemory
 from rlsup.own_files import read_json
 
 
@@ -42,13 +43,15 @@ class WorkerStatus:
     device: str | None = None
     notice: str | None = None  # what a user must hear about the resume; the daemon makes it an event
     switched_off: tuple[str, ...] = ()  # each requested feature the worker had to switch off, in a sentence
+    gpu_memory: GpuMemory | None = None  # on a GPU: what it holds there (placement packs jobs by it)
 
     def to_json(self) -> dict:
         return {"pid": self.pid, "phase": self.phase.value if self.phase else None, "time": self.time,
                 "step": self.step, "total_steps": self.total_steps, "steps_per_second": self.steps_per_second,
                 "episodes": self.episodes, "mean_return": self.mean_return,
                 "last_checkpoint_step": self.last_checkpoint_step, "device": self.device, "notice": self.notice,
-                "switched_off": list(self.switched_off)}
+                "switched_off": list(self.switched_off),
+                "gpu_memory": self.gpu_memory.to_json() if self.gpu_memory else None}
 
     @classmethod
     def from_json(cls, raw: dict) -> WorkerStatus:
@@ -61,7 +64,8 @@ class WorkerStatus:
                    last_checkpoint_step=whole(raw.get("last_checkpoint_step")),
                    device=device if isinstance(device, str) else None, notice=str(notice) if notice else None,
                    switched_off=tuple(str(sentence) for sentence in switched_off or () if sentence)
-                   if isinstance(switched_off, list) else ())
+                   if isinstance(switched_off, list) else (),
+                   gpu_memory=GpuMemory.from_json(raw.get("gpu_memory")))
 
 
 PHASES = frozenset(phase.value for phase in Phase)

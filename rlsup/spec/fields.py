@@ -52,6 +52,10 @@ class JobSection:
         "auto", "Where the learner runs: auto picks cuda when a GPU is visible.", RESUME)
     gpus: int = setting(0, "GPUs the daemon reserves for this job (CUDA_VISIBLE_DEVICES).", RESUME,
                         minimum=0, maximum=1024)
+    gpu_memory_gb: float = setting(0.0, "GPU memory in GiB the job needs on each of its GPUs, for packing jobs onto "
+                                        "shared GPUs (0: undeclared; the daemon then goes by what the worker "
+                                        "reports, and gives it a whole GPU until its first report).", RESUME,
+                                   minimum=0, maximum=1_000_000)
     threads: int = setting(1, "Torch CPU threads of the worker; results are bit-exact for a fixed count.",
                            RESUME, minimum=1, maximum=4096)
     priority: int = setting(0, "Higher runs first; ties go by submission order.", LIVE, minimum=-(2 ** 31),

@@ -11,17 +11,20 @@ from rlsup.run import metrics
 from rlsup.jobs.state import ACTIVE, State
 from rlsup.formatting import number
 from rlsup.run.status import WorkerStatus
+from rlsup.views.gpus import memory_share
 from rlsup.views.jobs import is_live
 from rlsup.jobs.store import Job
 
 
 def gpu_holders(jobs: list[Job]) -> dict[int, str]:
-    """GPU index -> the active jobs placed on it, as "3 pong"."""
+    """GPU index -> the active jobs placed on it, each with the memory it is packed by: "3 pong 3.1 GiB"."""
     holders: dict[int, list[str]] = {}
     for job in jobs:
         if job.state in ACTIVE:
+            need = job.gpu_memory_need
+            label = f"{job.id} {job.name}" + (f" {memory_share(need, None)}" if need is not None else "")
             for index in job.gpu_indices:
-                holders.setdefault(index, []).append(f"{job.id} {job.name}")
+                holders.setdefault(index, []).append(label)
     return {index: ", ".join(names) for index, names in holders.items()}
 
 

@@ -13,6 +13,7 @@ from rlsup.run import foreground
 from rlsup.run.status import Phase, WorkerStatus, read_worker_status
 from rlsup.jobs.state import ACTIVE, Desired, State
 from rlsup.jobs.store import Job, Process
+from rlsup.views.gpus import job_gpus
 
 # ---------------------------------------------------------------------------------------------
 # status.json (run/status.py)
@@ -128,11 +129,15 @@ def pid_of(job: Job) -> int | None:
     return -job.id if is_foreground(job) else job.pid
 
 
-def where(job: Job, *, gpu_label: str = "gpu ", separator: str = ",", blank: str = "-") -> str:
+def where(job: Job, *, gpu_label: str = "gpu ", separator: str = ",", blank: str = "-",
+          gpu_totals: dict[int, int | None] | None = None) -> str:
     """The WHERE cell: GPUs of a local job ("gpu 0,1", blank for none), or its cluster and node ("lab:10.0.0.7");
-    the TUI's narrow column drops the label and spaces the GPUs ("0 1")."""
+    the TUI's narrow column drops the label and spaces the GPUs ("0 1"). With the GPUs' totals, the job's memory
+    beside its GPU's: "gpu 0 (3.1/80 GiB)" (views/gpus.py)."""
     if job.cluster:
         return job.where
+    if job.gpus and gpu_totals is not None:
+        return job_gpus(job, gpu_totals)
     return f"{gpu_label}{job.gpus.replace(',', separator)}" if job.gpus else blank
 
 

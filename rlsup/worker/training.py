@@ -10,11 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from rlsup import formatting, locks, own_files, paths
-from rlsup.run import fault_stacks
-from rlsup.run import foreground
-from rlsup.run import import_trust
-from rlsup.run import metrics
+from rlsup.run import foreground, import_trust, metrics
+from rlsup.run.log import setup_logging
 from rlsup.run import files as runfiles
+from rlsup.worker import gpu_memory
 from rlsup.worker import tensorboard as tensorboard_log
 from rlsup import spec as specs
 from rlsup.spec import registry
@@ -74,6 +73,7 @@ class TrainingRun:
         self.notice: str | None = None  # what a user must hear about the resume (status.json carries it)
         # Each requested feature this worker had to switch off, in a sentence: the daemon makes each an event.
         self.switched_off: list[str] = []
+        self.held = False  # a pause that waits for a client (a CUDA out of memory), not for the daemon
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -118,7 +118,7 @@ class TrainingRun:
                 return EXIT_NO_SPACE, f"no space left on device: cannot write {error.filename or self.run_dir}"
             return self._crashed(error)
         except Exception as error:
-            return self._crashed(error)
+            return self._out_of_memory() if gpu_memory.is_out_of_memory(error) else self._crashed(error)
 
     def _use_imports(self) -> None:
         """The run's import paths, by the trust rule (run/import_trust.py), here and in the processes it starts."""
@@ -128,6 +128,14 @@ class TrainingRun:
             log.warning("%s", left_out)
         if import_trust.leave_run(self.run_dir):
             log.info("working in %s, not in the run: its children would import from their cwd", os.getcwd())
+
+    def _out_of_memory(self) -> tuple[int, str]:
+        """A CUDA out of memory: a pause held until a client resumes, since another start beside the same jobs
+        would hit it again. Not a checkpoint of this state, which may be half an update: the newest one stays."""
+        log.exception("CUDA out of memory", extra=FILE_ONLY)
+        self.held = True
+        sentence = gpu_memory.out_of_memory_sentence(self.trainer, self.trainer and self.trainer.device)
+        return EXIT_PAUSED, f"{sentence}; it resumes from its checkpoint at step {self.last_checkpoint_step or 0:,}"
 
     def _crashed(self, error: Exception) -> tuple[int, str]:
         """A crash: logged with its traceback; the daemon restarts from the newest checkpoint."""
@@ -206,7 +214,8 @@ class TrainingRun:
             if self.signals.abort_requested and code != EXIT_ABORTED:
                 code, reason = EXIT_ABORTED, f"{reason}; then a second interrupt: stopped at once"
                 tell_outcome(code, reason, self.run_dir, foreground=self.foreground)
-            write_exit(self.run_dir, ExitRecord(code=code, reason=reason, step=step, checkpoint=self.last_checkpoint))
+            write_exit(self.run_dir, ExitRecord(code=code, reason=reason, step=step, checkpoint=self.last_checkpoint,
+                                                held=self.held and code == EXIT_PAUSED))
         except OSError as error:  # a full disk: the exit code still tells the daemon
             log.error("cannot record the exit in %s: %s", self.run_dir, error)
         self._close()
@@ -317,7 +326,8 @@ class TrainingRun:
         state = {"trainer": trainer.state_dict(include_replay=spec.checkpoint.replay and not best),
                  "rng": global_rng_state()}
         extra = replace(self.trajectory, algo=spec.job.algo, training_wall_s=round(self.training_time.total(), 3),
-                        tensorboard_events=events, evaluation_mean=evaluation_mean if best else None).to_extra()
+                        tensorboard_events=events, evaluation_mean=evaluation_mean if best else None,
+                        gpu_memory=gpu_memory.measure(trainer)).to_extra()
         with self.signals.held():
             entry = write_checkpoint(self.run_dir, state, step=trainer.step, episodes=trainer.episodes,
                                      reason=reason, fingerprint=fingerprint, spec_sha256=spec.sha256(),
@@ -362,7 +372,7 @@ class TrainingRun:
             steps_per_second=clock.rate if clock else None, episodes=trainer.episodes if trainer else 0,
             mean_return=trainer.mean_return() if trainer else None, last_checkpoint_step=self.last_checkpoint_step,
             device=str(trainer.device) if trainer else None, notice=self.notice,
-            switched_off=tuple(self.switched_off)))
+            switched_off=tuple(self.switched_off), gpu_memory=gpu_memory.measure(trainer) if trainer else None))
 
 
 def busy_message(run_dir: Path, error: Exception) -> str:
@@ -372,44 +382,6 @@ def busy_message(run_dir: Path, error: Exception) -> str:
     if isinstance(error, own_files.NotOwnFile):
         return str(error)
     return f"cannot lock {run_dir / paths.WORKER_LOCK}: {error}"
-
-
-def setup_logging(run_dir: Path, foreground: bool) -> None:
-    # A log line that cannot be written (a full disk) must not print a traceback on the terminal.
-    logging.raiseExceptions = False
-    logger = logging.getLogger("rlsup")
-    logger.setLevel(logging.INFO)
-    for handler in list(logger.handlers):
-        logger.removeHandler(handler)
-        handler.close()
-    # A worker.log that is refused (a link) must not leave records to logging's last resort, stderr.
-    logger.propagate = False
-    logger.addHandler(logging.NullHandler())
-    file_handler = OwnFileHandler(run_dir / paths.LOG_FILE)
-    file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    logger.addHandler(file_handler)
-    fault_stacks.record_to(run_dir / paths.LOG_FILE)  # a user's native env that segfaults leaves its stack
-    if foreground:
-        stream = logging.StreamHandler(sys.stderr)
-        stream.setFormatter(TerminalFormatter("\r\033[K%(message)s" if sys.stderr.isatty() else "%(message)s"))
-        stream.addFilter(lambda record: getattr(record, "terminal", True))
-        logger.addHandler(stream)
-
-
-class OwnFileHandler(logging.FileHandler):
-    """worker.log opened as own_files opens a run's files: 0600, and never through a link out of the run."""
-
-    def _open(self):
-        return own_files.append_text(Path(self.baseFilename))
-
-
-class TerminalFormatter(logging.Formatter):
-    """A log record on a foreground run's terminal: its message alone. Tracebacks go to worker.log only:
-    no user sees one, and the sentence that ends the run says where it is."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        record.message = record.getMessage()
-        return self.formatMessage(record)
 
 
 def run(run_dir: Path, *, foreground: bool = False, from_scratch: bool = False, trust_imports: bool = False) -> int:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,10 +13,8 @@ import pytest
 from rlsup.run import files as runfiles
 from rlsup.run.exit import read_exit
 from rlsup.run.status import read_worker_status
-from rlsup.spec.registry import ENTRY_POINT_GROUP
-from rlsup_testing import final_fingerprint, metric_steps, pause_then_resume, run_rlsup
+from rlsup_testing import final_fingerprint, install_plugin, metric_steps, pause_then_resume, run_rlsup
 
-PLUGIN = Path(__file__).parent.parent / "plugins" / "tiny_algorithm"
 STEPS = 3_000
 
 TINY_JOB = """
@@ -44,20 +41,11 @@ episodes = 2
 """
 
 
-def install_plugin(site: Path) -> None:
-    """What `pip install` of a package declaring the entry point leaves in site-packages."""
-    shutil.copytree(PLUGIN, site / PLUGIN.name, ignore=shutil.ignore_patterns("__pycache__"))
-    dist_info = site / "tiny_algorithm-0.1.dist-info"
-    dist_info.mkdir()
-    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: tiny-algorithm\nVersion: 0.1\n")
-    (dist_info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\ntiny = tiny_algorithm:ALGORITHM\n")
-
-
 @pytest.fixture(scope="module", autouse=True)
 def installed_plugin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The plugin on the PYTHONPATH of every process this module starts (rlsup, its worker, probes)."""
     site = tmp_path_factory.mktemp("site-packages")
-    install_plugin(site)
+    install_plugin(site, "tiny_algorithm", "tiny = tiny_algorithm:ALGORITHM")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
         yield site

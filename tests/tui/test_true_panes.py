@@ -1,21 +1,31 @@
 """Panes that stay true over time: the log follows its file, waits say why, a refused edit stays marked."""
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
+from rich.console import Console
 from rlsup_testing import cartpole_job, run_rlsup
 
 from rlsup import paths
 from rlsup import client
 from rlsup.client import DaemonStatus
+from rlsup.formatting import GIB
 from rlsup.hardware import FakeHardware
-from rlsup.jobs.store import Store
+from rlsup.jobs.state import State
+from rlsup.jobs.store import Process, Store
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.logtail import LogTail
 from rlsup.tui.jobstable import JobsTable
-from rlsup.tui.widgets import EventsLog
+from rlsup.tui.widgets import EventsLog, HardwareStrip
 
 SIZE = (160, 48)
+
+
+def plain(renderable) -> str:
+    console = Console(width=SIZE[0], file=io.StringIO(), record=True)
+    console.print(renderable)
+    return console.export_text()
 
 
 def visible_lines(log: LogTail) -> list[str]:
@@ -108,3 +118,29 @@ async def test_a_refused_edit_stays_marked_until_file_and_run_agree(daemon_home,
         path.write_text(original)
         await wait_until(pilot, lambda: state_cell(app, job.id) == "running", what="the marker gone",
                          report=lambda: state_cell(app, job.id))
+
+
+async def test_the_hardware_pane_shows_each_job_on_its_gpu_with_the_memory_it_is_packed_by(rlsup_home, wait_until):
+    with Store(rlsup_home) as store:
+        job = store.submit(name="pong", spec_path=rlsup_home / "pong.toml", run_dir=rlsup_home / "runs" / "pong",
+                           algo="dqn", env="ALE/Pong-v5", total_steps=10_000, gpus_wanted=1, gpu_memory_gb=2.5)
+        store.transition(job.id, State.STARTING, "started", process=Process(gpus=(0,), pid=4242))
+    app = RlsupApp(rlsup_home, hardware=FakeHardware(gpus=1, gpu_memory_bytes=80 * GIB), poll_interval_s=None,
+                   daemon_status=lambda home: DaemonStatus(True, 1, home))
+    async with app.run_test(size=SIZE) as pilot:
+        app.poller.hardware_every_s = 0.0  # a sample at every poll, so that each change shows at the next one
+        strip = app.screen.query_one(HardwareStrip)
+        gpu_line = lambda: next(line for line in plain(strip.content).splitlines() if line.startswith("GPU0"))
+        # Declared: packed by its 2.5 GiB until its worker reports more.
+        await wait_until(pilot, lambda: "→ 1 pong 2.5 GiB" in gpu_line(), what="the declared figure",
+                         report=gpu_line)
+        assert "mem 2.0 GiB / 80.0 GiB" in gpu_line()  # the GPU's own, as NVML (here the fake) counts it
+        with Store(rlsup_home) as store:
+            store.update(job.id, gpu_memory_bytes=int(3.1 * GIB))
+        app.poll_now()
+        await wait_until(pilot, lambda: "→ 1 pong 3.1 GiB" in gpu_line(), what="the reported figure", report=gpu_line)
+        with Store(rlsup_home) as store:
+            store.transition(job.id, State.PAUSING, "pause requested")
+            store.transition(job.id, State.PAUSED, "paused")
+        app.poll_now()
+        await wait_until(pilot, lambda: gpu_line().endswith("→ free"), what="the GPU freed", report=gpu_line)

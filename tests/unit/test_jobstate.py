@@ -113,6 +113,14 @@ def test_exit_paused_follows_the_intent():
     assert outcome(Exit(code=EXIT_PAUSED, step=10), Desired.RUNNING).state is Q
 
 
+def test_a_pause_the_worker_holds_waits_for_a_client_and_is_never_resumed_by_the_daemon():
+    ended = Exit(code=EXIT_PAUSED, step=500, reason="CUDA out of memory at 2 GiB on GPU 0", held=True)
+    result = outcome(ended, Desired.RUNNING)
+    assert (result.state, result.desired, result.restart) == (P, Desired.PAUSED, False)
+    assert result.reason == "CUDA out of memory at 2 GiB on GPU 0; held until a client resumes it"
+    assert outcome(ended, Desired.KILLED).state is K
+
+
 def test_a_worker_that_died_of_our_pause_signal_counts_as_paused():
     result = outcome(Exit(signal=signal.SIGKILL), Desired.PAUSED, stopped=True)
     assert result.state is P and not result.restart

@@ -5,13 +5,18 @@ import pytest
 from hypothesis import given, settings as hypothesis_settings, strategies as st
 
 from rlsup.daemon import scheduler
-from rlsup.daemon.scheduler import Candidate, Settings
+from rlsup.daemon.scheduler import Candidate, GpuHolding, Settings
+from rlsup.formatting import GIB
 
 
-def plan(candidates, *, active_gpu_sets=(), active_cpu=0, gpus=(), cpu_jobs=2, jobs_per_gpu=1, now=100.0):
-    return scheduler.place(list(candidates), active_gpu_sets=list(active_gpu_sets), active_cpu_jobs=active_cpu,
-                           gpu_indices=tuple(gpus), settings=Settings(cpu_jobs=cpu_jobs, jobs_per_gpu=jobs_per_gpu),
-                           now=now)
+def plan(candidates, *, active_gpu_sets=(), active_cpu=0, gpus=(), cpu_jobs=2, jobs_per_gpu=1, now=100.0,
+         gpu_memory=None, total=80 * GIB):
+    """Place on GPUs of `total` bytes each; running jobs hold `gpu_memory` (None: unmeasured) per GPU."""
+    return scheduler.place(list(candidates), active_gpu_jobs=[GpuHolding(tuple(held), gpu_memory)
+                                                              for held in active_gpu_sets],
+                           active_cpu_jobs=active_cpu, gpu_indices=tuple(gpus),
+                           gpu_memory_totals={index: total for index in gpus},
+                           settings=Settings(cpu_jobs=cpu_jobs, jobs_per_gpu=jobs_per_gpu), now=now)
 
 
 def started(result) -> list[int]:
@@ -48,8 +53,8 @@ def test_gpus_in_use_are_not_given_again():
 
 
 def test_jobs_per_gpu_lets_jobs_share_the_least_loaded():
-    result = plan([Candidate(job, gpus_wanted=1) for job in (1, 2, 3, 4)],
-                  active_gpu_sets=[(0,)], gpus=(0, 1), jobs_per_gpu=2)
+    result = plan([Candidate(job, gpus_wanted=1, gpu_memory_bytes=10 * GIB) for job in (1, 2, 3, 4)],
+                  active_gpu_sets=[(0,)], gpus=(0, 1), jobs_per_gpu=2, gpu_memory=10 * GIB)
     assert [placement.gpus for placement in result.start] == [(1,), (0,), (1,)]
     assert 4 in result.waiting
 
@@ -105,7 +110,8 @@ def test_placements_never_overfill(requests, gpu_count, jobs_per_gpu, cpu_jobs):
 
 
 def test_settings_defaults_and_values():
-    assert scheduler.settings_from_mapping({}).jobs_per_gpu == 1
+    assert scheduler.settings_from_mapping({}).jobs_per_gpu == 8
+    assert scheduler.settings_from_mapping({"gpu_memory_margin_gib": 2}).gpu_memory_margin_gib == 2.0
     parsed = scheduler.settings_from_mapping({"cpu_jobs": 3, "restart_backoff_s": 1})
     assert parsed.cpu_jobs == 3 and parsed.restart_backoff_s == 1.0
     assert scheduler.settings_from_mapping({"daemon": {"jobs_per_gpu": 2}}).jobs_per_gpu == 2
@@ -122,6 +128,10 @@ def test_settings_defaults_and_values():
     ({"on_done": 5}, "on_done: must be a string"),
     ({"on_finish": "true"}, "on_finish: unknown setting"),
     ({"hook_timeout_s": 0}, "hook_timeout_s: must be at least 0.1"),
+    ({"gpu_memory_margin_gib": -0.5}, "gpu_memory_margin_gib: must be at least 0"),
+    ({"gpu_memory_margin_gib": "1 GiB"}, "gpu_memory_margin_gib: must be a finite number"),
+    ({"gpu_memory_margin_gib": float("nan")}, "gpu_memory_margin_gib: must be a finite number"),
+    ({"gpu_memory_margin_gib": float("inf")}, "gpu_memory_margin_gib: must be a finite number"),
 ])
 def test_bad_settings_are_named(data, words):
     with pytest.raises(scheduler.SettingsError, match=words):
@@ -158,8 +168,8 @@ def test_the_demo_switch_is_read_by_entry_points_only():
     from rlsup import hardware
 
     assert hardware.machine_from_environment({}) is None
-    assert hardware.fake_gpu_count({"RLSUP_FAKE_GPUS": " 2 "}) == 2
-    assert hardware.fake_gpu_count({"RLSUP_FAKE_GPUS": "x"}) is None
+    assert hardware.fake_gpus({"RLSUP_FAKE_GPUS": " 2 "}) == (2, 16 * GIB)
+    assert hardware.fake_gpus({"RLSUP_FAKE_GPUS": "x"}) is None
     machine = hardware.machine_from_environment({"RLSUP_FAKE_GPUS": "2"})
     assert machine.gpu_indices() == (0, 1)
     machine.close()

@@ -181,13 +181,13 @@ def test_the_row_mirrors_its_spec_through_one_function(store):
     """submit and every accepted edit write the row's copy of job.toml by spec_columns; a row read back gives
     the [job] section it copies (the daemon's fallback when job.toml does not read)."""
     spec = specs.loads('[job]\nname = "mirror"\nalgo = "vtrace"\npriority = 4\ntotal_steps = 7000\n'
-                       'max_restarts = 1\n[env]\nid = "Acrobot-v1"\n', file="mirror.toml")
+                       'max_restarts = 1\ngpu_memory_gb = 2.5\n[env]\nid = "Acrobot-v1"\n', file="mirror.toml")
     columns = spec_columns(spec)
     assert set(columns) == {"name", "algo", "env", "priority", "gpus_wanted", "total_steps", "max_restarts",
-                            "cluster"} <= CHANGE_KEYS
+                            "cluster", "gpu_memory_gb"} <= CHANGE_KEYS
     job = store.submit(**columns, spec_path=store.home / "mirror.toml", run_dir=store.home / "runs" / "mirror-1")
-    assert (job.name, job.algo, job.env, job.priority, job.total_steps, job.max_restarts) == \
-        ("mirror", "vtrace", "Acrobot-v1", 4, 7000, 1)
+    assert (job.name, job.algo, job.env, job.priority, job.total_steps, job.max_restarts, job.gpu_memory_gb) == \
+        ("mirror", "vtrace", "Acrobot-v1", 4, 7000, 1, 2.5)
     section = row_section(job)
     assert (section.total_steps, section.max_restarts, section.priority, section.name) == (7000, 1, 4, "mirror")
     edited = spec.replace("job", total_steps=9000, priority=-2)

@@ -34,4 +34,4 @@ def test_a_queued_job_says_why_it_waits_in_the_same_words_in_list_and_the_tui(tm
                            total_steps=100)
         job = store.update(job.id, reason="needs 1 GPU; this machine has 0 (set [job] gpus = 0 to run it on the CPU)")
     row = JobRow(job=job, step=0, steps_per_second=None, mean_return=None, eta_s=None)
-    assert table_cells(row)[4] == state_cell(row).plain == "queued: needs 1 GPU"
+    assert table_cells(row, {})[4] == state_cell(row).plain == "queued: needs 1 GPU"
