@@ -22,7 +22,15 @@ SLOW_TEST_TIMEOUT_S = 900
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Slow tests get a longer hang guard (sorting them first was tried: xdist's loadfile does not follow it)."""
+    """Slow tests get a longer hang guard, and their files run first.
+
+    Longest first is what keeps two workers busy to the end: xdist hands out files in collection order (with
+    --no-loadscope-reorder; by default it puts the files with fewest tests last, which are the learning tests,
+    minutes each, so one worker trained them alone while the other had nothing left)."""
+    slow_files = set()
     for item in items:
-        if item.get_closest_marker("slow") is not None and item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_S))
+        if item.get_closest_marker("slow") is not None:
+            slow_files.add(item.path)
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_S))
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: each file keeps its order
