@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import os
 import re
@@ -207,15 +208,17 @@ def machine_from_environment(environment: Mapping[str, str] = os.environ) -> Har
     return None if asked is None else Hardware(fake_gpus=asked.count, fake_gpu_memory_bytes=asked.memory_bytes)
 
 
-def visible_device_indices() -> set[int] | None:
-    """Numeric CUDA_VISIBLE_DEVICES of this process (None when unset or given as UUIDs)."""
+def visible_device_indices() -> tuple[int, ...] | None:
+    """Numeric CUDA_VISIBLE_DEVICES of this process in its order, which is cuda:0's, cuda:1's...
+
+    None when unset or given as UUIDs."""
     text = os.environ.get("CUDA_VISIBLE_DEVICES")
     if text is None:
         return None
     parts = [part.strip() for part in text.split(",") if part.strip()]
     if not all(part.isdigit() for part in parts):
         return None
-    return {int(part) for part in parts}
+    return tuple(int(part) for part in parts)
 
 
 class _Nvml:
@@ -285,15 +288,17 @@ class _Nvml:
             pass
 
 
-_worker_nvml: list[_Nvml | None] = []  # opened on a worker's first report, then kept: nvmlInit is not free
+@functools.cache
+def _worker_nvml() -> _Nvml | None:
+    """NVML for a worker's reports, opened on the first and then kept: nvmlInit is not free."""
+    return _Nvml.open()
 
 
 def process_gpu_memory_bytes(pid: int) -> int | None:
     """NVML's count of one process's GPU memory (CUDA context included); None without NVML, or where it does
     not list the pid (a container's pid namespace hides it)."""
-    if not _worker_nvml:
-        _worker_nvml.append(_Nvml.open())
-    return _worker_nvml[0].process_memory(pid) if _worker_nvml[0] else None
+    nvml = _worker_nvml()
+    return nvml.process_memory(pid) if nvml else None
 
 
 def _try(read, default):

@@ -3,12 +3,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import logging
 import os
 import queue
-import signal
-import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -19,13 +16,13 @@ import torch
 from torch import nn
 
 from rlsup.algos.actors import Actor, Delivery, actor_seed
+from rlsup.algos.children import become_child, spawn_context, stop_signals_blocked
 from rlsup.algos.device import UsageError
 from rlsup.algos.envs.sources import EnvError
 from rlsup.algos.shared_memory import UnrollArrays, UnrollGroups, UnrollLayout, WeightsBuffer
-from rlsup.run.fault_stacks import child_ended, record_where_the_worker_does
+from rlsup.run.fault_stacks import child_ended
 from rlsup.formatting import one_line
 from rlsup.run.log import FILE_ONLY
-from rlsup.run.signals import STOP_SIGNALS  # an actor ignores a pause's signals: the learner decides
 from rlsup.spec import JobSpec
 
 # Unroll groups per actor: one being written while the learner copies the previous one out.
@@ -33,7 +30,6 @@ GROUPS_PER_ACTOR = 2
 # How often a waiting actor, or a learner waiting on actors, looks up from its queue.
 POLL_S = 0.2
 JOIN_TIMEOUT_S = 10.0
-PR_SET_NAME, PR_SET_PDEATHSIG = 15, 1
 PROCESS_NAME = "rlsup-actor-{index}"
 
 log = logging.getLogger("rlsup.impala")
@@ -98,15 +94,9 @@ class ActorProcesses:
     def start(self, generation: int) -> None:
         self._make_processes(generation)
         self.started = True
-        # Children start with SIGINT and SIGTERM blocked (the mask survives fork and exec), so a Ctrl-C
-        # that reaches the whole process group while they import cannot kill them before they ignore it.
-        # Blocked, not ignored, here: a pause requested meanwhile is delivered to the learner afterwards.
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-        try:
+        with stop_signals_blocked():
             for process in self.processes:
                 process.start()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         # Whatever way the learner leaves (an exception past its own close, say), the actors must be
         # stopped first: multiprocessing's exit handler would only SIGTERM them, which they ignore, and
         # then wait for them for ever. Registered after multiprocessing's, so it runs before it.
@@ -116,8 +106,7 @@ class ActorProcesses:
 
     def _make_processes(self, generation: int) -> None:
         """The shared slots and weights, the queues, and one process per actor, not yet started."""
-        # spawn, never fork: the learner holds torch's thread pools, which do not survive a fork.
-        self.context = torch.multiprocessing.get_context("spawn")
+        self.context = spawn_context()
         spec, count = self.spec, self.spec.vtrace.actors
         self.weights = WeightsBuffer(self.network, lock=self.context.Lock(), shared=True)
         self.groups = UnrollGroups(self.layout, count * GROUPS_PER_ACTOR, shared=True)
@@ -226,13 +215,7 @@ class ActorProcesses:
 
 def run_actor_process(context: ActorContext) -> None:
     """An actor process: rounds until the learner says stop or is gone, whichever comes first."""
-    # The learner decides when a pause happens: a terminal's Ctrl-C (sent to the whole foreground
-    # group) or a SIGTERM must not kill actors under it, which it would take for a crash.
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, signal.SIG_IGN)  # also drops one that arrived while blocked
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    watch_parent(context.index)
-    record_where_the_worker_does()
+    become_child(PROCESS_NAME.format(index=context.index))
     torch.set_num_threads(1)
     actor = None
     try:
@@ -273,15 +256,3 @@ def take_free_group(context: ActorContext) -> int | None:
 def learner_alive(learner_pid: int) -> bool:
     # A dead parent's children are re-parented (to init or a subreaper), so the parent pid changes.
     return os.getppid() == learner_pid
-
-
-def watch_parent(index: int) -> None:
-    """Name the process for ps/psutil and, on Linux, have the kernel kill it when the learner dies."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_NAME, PROCESS_NAME.format(index=index).encode()[:15], 0, 0, 0)
-        # The learner thread that spawned us is the worker's main thread, so this fires when the
-        # process dies, even by SIGKILL, with no chance for it to clean up.
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

@@ -15,7 +15,7 @@ from rlsup.algos.episodes import EpisodeReturns
 from rlsup.algos.loss_sums import LossSums
 from rlsup.algos.nets import build_q_network, fingerprint, gradient_step, greedy_actions_module, numpy_policy
 from rlsup.algos.optimizers import FusedAdam
-from rlsup.algos.overlap import ActingNetwork, LearnerThread
+from rlsup.algos.overlap import ActingNetwork, learner_rounds
 from rlsup.algos.schedules import LinearSchedule, crossed
 from rlsup.algos.envs.vector import VectorEnv, VectorStep
 from rlsup.algos.envs.vectorise import env_seeds, make_vector_env
@@ -194,7 +194,7 @@ class DqnTrainer(LearnerTrainer):
         self.loss_sums = LossSums(LOSS_NAMES)
         self.observations = self.envs.reset()
         self.first = [True] * self.envs.num_envs
-        self.learner_thread = LearnerThread(device)
+        self.learner_rounds = learner_rounds(self.learner, device)
         self.round_losses: list[dict] = []  # of a round that ended but that the schedule has not closed yet
 
     @property
@@ -227,13 +227,16 @@ class DqnTrainer(LearnerTrainer):
         learning = step >= settings.learning_starts
         due = self._gradient_steps_due(previous_step, step) if learning else 0
         if due:
-            self._close_round()
+            if self.scored:
+                self._close_round()  # a scored replay draws by the acting net's features, which closing updates
+            # Otherwise the draw needs nothing of the running round, so it runs beside it: the same batches.
             batches = [self._sample(step) for _ in range(due)]
-            self.learner_thread.start(lambda: [self.learner.update(batch, step) for batch in batches])
+            self._close_round()
+            self.learner_rounds.start(batches, step)
         try:
             records = self._act_and_store()
         except BaseException:
-            self.learner_thread.close()  # a failed step leaves no round running
+            self.learner_rounds.close()  # a failed step leaves no round running
             raise
         self.step = step
         if learning and crossed(previous_step, step, settings.target_update_every):
@@ -243,7 +246,7 @@ class DqnTrainer(LearnerTrainer):
 
     def _wait_round(self) -> None:
         """Let the running round finish (a checkpoint, metrics line or fingerprint reads its result)."""
-        losses = self.learner_thread.collect()
+        losses = self.learner_rounds.collect()
         if losses is not None:
             self.round_losses = losses
 
@@ -375,7 +378,7 @@ class DqnTrainer(LearnerTrainer):
         self.env_restarts = tuple(restart.reason for restart in restarts)
 
     def close(self) -> None:
-        self.learner_thread.close()
+        self.learner_rounds.close()
         self.envs.close()
 
 

@@ -49,6 +49,13 @@ class EagerOptimizer:
     def initial_state(self, parameter: nn.Parameter) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
+    def materialize_state(self) -> None:
+        """Every parameter's state now, not at its first step (to share it with a learner process first):
+        the same zeros a first step would make, so the steps that follow are the same."""
+        for parameter in self.parameters:
+            if parameter not in self.state:
+                self.state[parameter] = self.initial_state(parameter)
+
     def state_dict(self) -> dict:
         group = {key: value for key, value in self.hyperparameters.items() if key != "params"}
         group["params"] = list(range(len(self.parameters)))

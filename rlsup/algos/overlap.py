@@ -4,10 +4,11 @@ from __future__ import annotations
 import copy
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable
 
 import torch
 from torch import nn
+
+from rlsup.algos.learner_process import LearnerProcess
 
 
 class ActingNetwork:
@@ -37,7 +38,8 @@ class LearnerThread:
     a tiny network's dozens of short ones make both sides wait (bench/dqn_overlap.py measures which).
     """
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, learner, device: torch.device) -> None:
+        self.learner = learner
         self.device = device
         self.executor: ThreadPoolExecutor | None = None
         self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
@@ -46,25 +48,26 @@ class LearnerThread:
         self.round_seconds = 0.0
         self.waited_seconds = 0.0
 
-    def start(self, work: Callable[[], Any]) -> None:
+    def start(self, batches: list, step: int) -> None:
+        """A round: one gradient step per batch, all at the learning rate of env step `step`."""
         if self.round is not None:
             raise RuntimeError("a learner round is still running: collect it before starting another")
         if self.executor is None:
             self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlsup-learner")
-        self.round = self.executor.submit(self._run, work)
+        self.round = self.executor.submit(self._run, batches, step)
 
-    def _run(self, work: Callable[[], Any]) -> Any:
+    def _run(self, batches: list, step: int) -> list[dict]:
         began = time.perf_counter()
         try:
             if self.stream is None:
-                return work()
+                return [self.learner.update(batch, step) for batch in batches]
             with torch.cuda.stream(self.stream):
-                return work()
+                return [self.learner.update(batch, step) for batch in batches]
         finally:
             self.round_seconds += time.perf_counter() - began
 
-    def collect(self) -> Any:
-        """Wait for the running round (None if none) and return its result; its exception is raised here."""
+    def collect(self) -> list[dict] | None:
+        """Wait for the running round (None if none) and return its losses; its exception is raised here."""
         if self.round is None:
             return None
         round_, self.round = self.round, None
@@ -85,3 +88,12 @@ class LearnerThread:
         if self.executor is not None:
             self.executor.shutdown(wait=True)
             self.executor = None
+
+
+def learner_rounds(learner, device: torch.device) -> LearnerThread | LearnerProcess:
+    """Where an overlapped learner's rounds run: a process of its own for a CPU learner, whose small
+    kernels would hold Python's lock against the envs on a thread, and a thread for a GPU's, whose kernels
+    run without it (bench/dqn_overlap.py measures both)."""
+    if device.type == "cpu":
+        return LearnerProcess(learner)
+    return LearnerThread(learner, device)

@@ -157,8 +157,9 @@ class DqnSection:
                                  minimum=0.0, maximum=1.0)
     epsilon_end_step: int = setting(1_000_000, "Absolute step at which epsilon reaches epsilon_end.",
                                     IDENTITY, minimum=1, maximum=STEPS_MAX)
-    overlap: bool = setting(False, "Run each round of gradient steps on a thread while the envs step, acting "
-                                   "with the network as it was before the round (a one-round policy lag).",
+    overlap: bool = setting(False, "Run each round of gradient steps beside the env steps (in a process of its "
+                                   "own on the CPU, on a thread on a GPU), acting with the network as it was "
+                                   "before the round (a one-round policy lag).",
                             IDENTITY)
 
 

@@ -8,24 +8,23 @@ from pathlib import Path
 from rlsup import client, paths
 from rlsup.run import files as runfiles
 from rlsup.run import metrics
-from rlsup.jobs.state import ACTIVE, State
+from rlsup.jobs.state import State
 from rlsup.formatting import number
 from rlsup.run.status import WorkerStatus
-from rlsup.views.gpus import memory_share
+from rlsup.views.gpus import jobs_by_gpu, memory_share
 from rlsup.views.jobs import is_live
 from rlsup.jobs.store import Job
 
 
 def gpu_holders(jobs: list[Job]) -> dict[int, str]:
     """GPU index -> the active jobs placed on it, each with the memory it is packed by: "3 pong 3.1 GiB"."""
-    holders: dict[int, list[str]] = {}
-    for job in jobs:
-        if job.state in ACTIVE:
-            need = job.gpu_memory_need
-            label = f"{job.id} {job.name}" + (f" {memory_share(need, None)}" if need is not None else "")
-            for index in job.gpu_indices:
-                holders.setdefault(index, []).append(label)
-    return {index: ", ".join(names) for index, names in holders.items()}
+    return {index: ", ".join(holder_label(job) for job in holders) for index, holders in jobs_by_gpu(jobs).items()}
+
+
+def holder_label(job: Job) -> str:
+    """"3 pong 3.1 GiB": a job on a GPU, with its memory figure once one is known."""
+    need = job.gpu_memory_need
+    return f"{job.id} {job.name}" + (f" {memory_share(need, None)}" if need is not None else "")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -33,13 +33,19 @@ def job_gpus(job: Job, totals: dict[int, int | None]) -> str:
     return f"gpu {indices} ({memory_share(need, totals.get(job.gpu_indices[0]))})"
 
 
-def packing_lines(jobs: Iterable[Job], totals: dict[int, int | None]) -> list[str]:
-    """One line per GPU that active jobs hold: "gpu 0: 2 jobs, 6.1/80 GiB" (a job not yet measured says so)."""
+def jobs_by_gpu(jobs: Iterable[Job]) -> dict[int, list[Job]]:
+    """Each local GPU's index -> the active jobs placed on it, in the order given (a cluster's GPUs are Ray's)."""
     held: dict[int, list[Job]] = {}
     for job in jobs:
         if job.state in ACTIVE and not job.cluster:
             for index in job.gpu_indices:
                 held.setdefault(index, []).append(job)
+    return held
+
+
+def packing_lines(jobs: Iterable[Job], totals: dict[int, int | None]) -> list[str]:
+    """One line per GPU that active jobs hold: "gpu 0: 2 jobs, 6.1/80 GiB" (a job not yet measured says so)."""
+    held = jobs_by_gpu(jobs)
     lines = []
     for index in sorted(held):
         holders = held[index]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 from rlsup.formatting import gibibytes
-from rlsup.hardware import GpuMemory
+from rlsup.hardware import GpuMemory, visible_device_indices
 
 
 def measure(trainer) -> GpuMemory | None:
@@ -38,7 +38,7 @@ def out_of_memory_sentence(trainer, device) -> str:
 
 def gpu_name(device) -> str:
     """The worker's GPU as the machine numbers it: CUDA_VISIBLE_DEVICES maps the process's cuda:0 to it."""
-    visible = [part.strip() for part in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if part.strip()]
+    visible = visible_device_indices() or ()
     local = getattr(device, "index", None) or 0
     if local < len(visible):
         return f"GPU {visible[local]}"

@@ -29,7 +29,8 @@ def test_three_cuda_jobs_share_the_gpu_by_their_reported_memory(harness) -> None
     # torch's peak reserved always; NVML's count for the pid where the GPU's driver lists it (not in every
     # container): the figure placement goes by is the larger.
     assert status.gpu_memory.reserved_peak_bytes > 0, status.gpu_memory
-    assert figure == status.gpu_memory.figure or figure > status.gpu_memory.figure
+    # The daemon keeps the largest figure reported, so it is at least the one in this status file.
+    assert figure >= status.gpu_memory.figure, (figure, status.gpu_memory)
     others = [harness.submit(cuda_job(harness, name, declared_gib=1.0)) for name in ("second", "third")]
     for job in others:
         assert harness.wait_state(job.id, *ACTIVE, timeout=120).gpus == "0"

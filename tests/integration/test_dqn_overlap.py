@@ -1,21 +1,26 @@
 """Overlapped DQN (`[dqn] overlap`): the learner's round beside the env step, and still one run however it is cut."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
-import threading
+import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import torch
-from rlsup_testing import (cartpole_job, cartpole_text, final_fingerprint, pause_then_resume, run_rlsup, start_rlsup,
-                            wait_for)
+from rlsup_testing import (cartpole_job, cartpole_text, final_fingerprint, group_killed_on_exit, metric_steps,
+                           run_rlsup, start_in_own_session, start_rlsup, wait_for)
 
 from rlsup.algos.dqn import DqnTrainer
+from rlsup.algos.learner_process import PROCESS_NAME as LEARNER_PROCESS, LearnerProcess
+from rlsup.algos.overlap import LearnerThread
 from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup.jobs.state import State
+from rlsup.run.exit import EXIT_PAUSED
 from rlsup.spec import loading
 
 STEPS = 2_000
@@ -72,33 +77,67 @@ def same_weights(first: torch.nn.Module, second: torch.nn.Module) -> bool:
     return all(torch.equal(one, two) for one, two in zip(first.parameters(), second.parameters()))
 
 
-def test_the_envs_act_one_round_behind_and_the_thread_never_outlives_its_trainer() -> None:
+def learner_processes() -> list[psutil.Process]:
+    return [child for child in psutil.Process().children() if child.name() == LEARNER_PROCESS]
+
+
+def test_the_envs_act_one_round_behind_and_the_process_never_outlives_its_trainer() -> None:
     run = trainer()
-    learner_threads = lambda: [thread for thread in threading.enumerate() if thread.name.startswith("rlsup-learner")]
     # Step 300 copies the target, which closes the round opened at 296: the envs then act with its result.
     train_to(run, 300)
-    assert run.learner_thread.round is None and run.round_losses == []
+    assert not run.learner_rounds.round and run.round_losses == []
     assert same_weights(run.learner.acting.module, run.learner.online)
     assert same_weights(run.learner.target, run.learner.online)
     # Step 304 opens the next round; when it has run the envs still act with the weights from before it.
     train_to(run, 304)
-    assert len(learner_threads()) == 1
+    assert len(learner_processes()) == 1
     run._wait_round()
     assert len(run.round_losses) == 2
     assert not same_weights(run.learner.acting.module, run.learner.online)
     run.close()
-    assert learner_threads() == []
+    assert learner_processes() == []
 
 
-def test_a_failing_round_is_raised_by_its_step_and_leaves_no_thread(monkeypatch) -> None:
+def test_a_learner_thread_and_a_learner_process_make_the_same_run(straight_trainer: DqnTrainer) -> None:
+    # The process runs the thread's update on the same tensors, shared: where rounds run is not the run.
+    assert isinstance(straight_trainer.learner_rounds, LearnerProcess)
+    run = trainer()
+    run.learner_rounds = LearnerThread(run.learner, torch.device("cpu"))
+    train_to(run, STEPS).close()
+    assert run.fingerprint() == straight_trainer.fingerprint()
+    assert run.loss_sums.totals() == straight_trainer.loss_sums.totals()
+
+
+def test_a_restore_hands_the_learner_process_the_restored_optimizer(straight: str) -> None:
+    # Two resumes into one trainer: the second replaces the optimizer state the process was started on.
+    first = train_to(trainer(), 700)
+    resumed = train_to(trainer(), 400)
+    resumed.load_state_dict(first.state_dict())
+    first.close()
+    train_to(resumed, STEPS).close()
+    assert resumed.fingerprint() == straight
+
+
+def test_a_failing_round_is_raised_by_its_step_and_leaves_no_process(monkeypatch) -> None:
     run = train_to(trainer(), 250)
     # A real failure in the learner: a batch of the wrong width reaches the network.
     original = run._sample
     monkeypatch.setattr(run, "_sample", lambda step: original(step).__class__(
         **{**original(step).__dict__, "observations": np.zeros((32, 3), np.float32)}))
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match=r"the DQN learner process \(pid \d+\) failed: RuntimeError: "):
         train_to(run, 300)
-    assert run.learner_thread.round is None
+    assert not run.learner_rounds.round
+    run.close()
+    assert learner_processes() == []
+
+
+def test_a_learner_process_killed_mid_run_is_named_by_the_next_step() -> None:
+    run = train_to(trainer(), 250)
+    (process,) = learner_processes()
+    process.kill()
+    run.learner_rounds.process.join(timeout=30)  # the worker's own reaping, as a real death is seen
+    with pytest.raises(RuntimeError, match=r"the DQN learner process \(pid \d+\) was killed by signal 9 \(SIGKILL\)"):
+        train_to(run, 400)
     run.close()
 
 
@@ -114,10 +153,23 @@ def straight_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory / "run"
 
 
-def test_sigint_then_resume_is_bit_exact(tmp_path: Path, straight_run: Path) -> None:
+def test_a_ctrl_c_to_the_whole_group_twice_pauses_and_resumes_bit_exact(tmp_path: Path, straight_run: Path) -> None:
+    # A terminal's Ctrl-C reaches the learner process too, which ignores it: the worker pauses, once.
+    run_dir = tmp_path / "run"
     job = cartpole_job(tmp_path, total_steps=STEPS, seed=11, overlap=True, checkpoint_every=500)
-    pause_then_resume(job, tmp_path / "run", train_step=700, total_steps=STEPS)
-    assert final_fingerprint(tmp_path / "run") == final_fingerprint(straight_run)
+    process = start_in_own_session("run", job, "--run-dir", run_dir)
+    with group_killed_on_exit(process):
+        wait_for(lambda: any(step >= 700 for step in metric_steps(run_dir, "train")) or process.poll() is not None,
+                 what="a train record past step 700")
+        os.killpg(process.pid, signal.SIGINT)
+        time.sleep(0.2)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == EXIT_PAUSED, stderr
+    result = run_rlsup("run", "--resume", run_dir)
+    assert result.returncode == 0, result.stderr
+    assert final_fingerprint(run_dir) == final_fingerprint(straight_run)
 
 
 def test_sigkill_then_resume_from_the_last_checkpoint_is_bit_exact(tmp_path: Path, straight_run: Path) -> None:
@@ -126,8 +178,12 @@ def test_sigkill_then_resume_from_the_last_checkpoint_is_bit_exact(tmp_path: Pat
                                               checkpoint_every=500), "--run-dir", run_dir)
     wait_for(lambda: any(entry.step >= 500 for entry in list_checkpoints(run_dir)) or process.poll() is not None,
              what="a checkpoint at step 500")
+    (learner,) = [child for child in psutil.Process(process.pid).children() if child.name() == LEARNER_PROCESS]
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
+    # The kernel kills the learner process with its worker: nothing trains on unseen.
+    wait_for(lambda: not learner.is_running() or learner.status() == psutil.STATUS_ZOMBIE,
+             what="the learner process to die with its worker")
     result = run_rlsup("run", "--resume", run_dir)
     assert result.returncode == 0, result.stderr
     assert final_fingerprint(run_dir) == final_fingerprint(straight_run)

@@ -46,3 +46,17 @@ def test_a_checkpoint_records_gpu_memory_only_on_a_gpu() -> None:
     assert on_gpu["gpu_memory"] == {"reserved_peak_bytes": 4 * GIB, "process_bytes": None}
     assert Trajectory.from_extra(on_gpu).gpu_memory.figure == 4 * GIB
     assert Trajectory.from_extra({"gpu_memory": {"process_bytes": "lots"}}).gpu_memory is None
+
+
+@pytest.mark.parametrize("visible, local, named", [("3,1", 1, "GPU 1"), ("3,1", 0, "GPU 3"), (" 2 ", 0, "GPU 2"),
+                                                   (None, 1, "GPU 1"), ("GPU-5f2c", 0, "GPU 0")])
+def test_an_out_of_memory_names_the_gpu_as_the_machine_numbers_it(monkeypatch, visible, local, named) -> None:
+    import torch
+
+    from rlsup.worker.gpu_memory import gpu_name
+
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert gpu_name(torch.device("cuda", local)) == named
