@@ -108,8 +108,6 @@ class FrameRings:
     # -- planning transitions ----------------------------------------------------------------
 
     def plan(self, indices: np.ndarray, n_step: int, gamma: float) -> TransitionPlan:
-        if n_step < 1:
-            raise ValueError(f"n_step must be at least 1, not {n_step}")
         layout = self.layout(indices, n_step)
         returns, discounts = layout.window.returns(gamma, self.flat["rewards"])
         return TransitionPlan(layout.envs, layout.offsets, layout.starts, layout.window.lengths, returns,
@@ -121,6 +119,8 @@ class FrameRings:
         A sampler checks its draws and gather builds the same ones right after, so the layout of the
         last check is kept until the next write.
         """
+        if n_step < 1:
+            raise ValueError(f"n_step must be at least 1, not {n_step}")
         key = (indices.tobytes(), n_step, self.writes)
         if self.last_layout is not None and self.last_layout[0] == key:
             return self.last_layout[1]
@@ -173,8 +173,6 @@ class FrameRings:
 
     def is_valid(self, indices: np.ndarray, n_step: int) -> np.ndarray:
         """Whether each global index is a transition gather can build now."""
-        if n_step < 1:
-            raise ValueError(f"n_step must be at least 1, not {n_step}")
         return self.layout(np.asarray(indices, np.int64).reshape(-1), n_step).valid
 
     def valid_indices(self, n_step: int = 1) -> np.ndarray:

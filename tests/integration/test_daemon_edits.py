@@ -19,6 +19,9 @@ def refused_after(harness, job_id: int, count: int) -> str:
     return events[count].message
 
 
+DECLARED_GPU_MEMORY = "gpu_memory_gb = 1.5"  # a resume-class field that changes nothing of a CPU job's run
+
+
 def test_edits_on_disk_apply_live_restart_refuse_and_requeue(harness) -> None:
     harness.start_daemon()
     spec = harness.job_file("edited", total_steps=1_000_000, checkpoint_every=0)
@@ -42,23 +45,24 @@ def test_edits_on_disk_apply_live_restart_refuse_and_requeue(harness) -> None:
     assert (job_now.state, job_now.pid) == (State.RUNNING, first_pid)
     assert "lr = 0.001" in (Path(job.run_dir) / "job.toml").read_text()
 
-    # Resume-class field: pause, then resume with it; the job never rests paused.
-    spec.write_text(original.replace("threads = 1", "threads = 2"))
+    # Resume-class field: pause, then resume with it; the job never rests paused. (Not threads: two torch
+    # threads spinning on two loaded cores made the 6,000 steps below take 127 s in one suite run.)
+    resumed_with = original.replace("threads = 1", f"threads = 1\n{DECLARED_GPU_MEMORY}")
+    spec.write_text(resumed_with)
     harness.wait_for(lambda: harness.job(job.id).pid not in (None, first_pid), timeout=60,
                      what="a restarted worker", report=lambda: harness.report(job.id))
     second = harness.wait_state(job.id, State.RUNNING, timeout=60)
     assert ("running", "pausing") in harness.transitions(job.id)
     assert ("pausing", "queued") in harness.transitions(job.id)
-    assert "threads = 2" in (Path(job.run_dir) / "job.toml").read_text()
+    assert "gpu_memory_gb = 1.5" in (Path(job.run_dir) / "job.toml").read_text()
     assert harness.newest_checkpoint(job.run_dir).reason == "pause"
 
     # Live field: total_steps reaches the running worker by SIGHUP; it ends there, same pid.
     step = harness.wait_step(job.id, 1).step
     # Room for the edit to reach the worker: under a loaded CI machine it trained 2,206 steps after this read
-    # before the SIGHUP landed, so a budget of step + 2,000 was already behind it. Not much more: with
-    # threads = 2 on two loaded cores, torch's spinning threads made 20,000 steps outlast a 120 s wait.
+    # before the SIGHUP landed, so a budget of step + 2,000 was already behind it.
     budget = step + 6_000
-    edited = original.replace("threads = 1", "threads = 2").replace("total_steps = 1000000", f"total_steps = {budget}")
+    edited = resumed_with.replace("total_steps = 1000000", f"total_steps = {budget}")
     spec.write_text(edited)
     done = harness.wait_state(job.id, State.DONE, timeout=300)
     exit_record = read_exit(Path(job.run_dir))

@@ -33,7 +33,7 @@ def modules_under(relative: str = "") -> list[str]:
 ROOT_LEAVES = ("atomic", "paths", "locks", "own_files", "formatting", "hardware", "stopping", "frames")
 # Packages (and root modules) that stay light for every module in them, a new one included: the CLI lists
 # jobs, and the TUI draws them, from these without paying for a deep-learning import (DESIGN.md section 2).
-LIGHT = ("spec", "jobs", "run", "views", *ROOT_LEAVES)
+LIGHT = ("spec", "decisions", "jobs", "run", "views", *ROOT_LEAVES)
 # Modules of heavier packages that light ones and clients import: the registry (spec/ checks an algo name
 # with it), the trainer contract, the checkpoint listing, and the worker's progress and TensorBoard files,
 # which the env processes and a resume read without the trainer.
@@ -88,7 +88,7 @@ def test_cli_parser_with_every_command_stays_light() -> None:
 # too (algos.envs sits below algos); a module at the root that no floor names fails the test until placed.
 FLOORS = (("rlsup.cli", "rlsup.tui"), ("rlsup.client",), ("rlsup.worker", "rlsup.enjoy"), ("rlsup.views",),
           ("rlsup.daemon",), ("rlsup.algos",), ("rlsup.algos.envs",), ("rlsup.jobs",), ("rlsup.run",),
-          ("rlsup.checkpoint",), ("rlsup.replay",), ("rlsup.spec",),
+          ("rlsup.checkpoint",), ("rlsup.replay",), ("rlsup.spec", "rlsup.decisions"),
           ("rlsup", *(f"rlsup.{leaf}" for leaf in ROOT_LEAVES)))
 # Upward imports made on purpose, (importer, imported), each with why. Keep it short: each is a fact in the
 # wrong floor.

@@ -1,0 +1,1 @@
+"""Experiments that decide (ASHA, PBT): pure functions from members' reports to decisions, nothing else."""

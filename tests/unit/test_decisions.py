@@ -1,0 +1,156 @@
+"""ASHA and PBT as pure functions: reports in, decisions out, the same ones however the reports arrive."""
+from __future__ import annotations
+
+import math
+
+from hypothesis import given, settings, strategies as st
+
+from rlsup.decisions import asha, pbt
+from rlsup.decisions.ranking import Report, kept_count
+
+RUNGS = (20_000, 60_000, 180_000)
+ASHA = asha.AshaSettings(rungs=RUNGS, keep=0.34)
+
+values = st.one_of(st.floats(-1e6, 1e6, allow_nan=False), st.just(math.nan), st.sampled_from([1.0, 2.0]))
+populations = st.lists(values, min_size=1, max_size=12)
+
+
+def first_rung(scores: list[float]) -> list[Report]:
+    return [Report(member, RUNGS[0], value) for member, value in enumerate(scores, 1)]
+
+
+def run_asha(members, reports, gone=()) -> dict[tuple[int, int], asha.Verdict]:
+    """Reports arriving one at a time, as members reach their rungs, with decisions taken after each."""
+    decided: dict[tuple[int, int], bool] = {}
+    verdicts = {}
+    seen = []
+    for report in reports:
+        seen.append(report)
+        for verdict in asha.decide(ASHA, members, seen, decided, gone):
+            assert (verdict.member, verdict.rung) not in decided, "a member decided twice for one rung"
+            decided[(verdict.member, verdict.rung)] = verdict.promoted
+            verdicts[(verdict.member, verdict.rung)] = verdict
+    return verdicts
+
+
+@given(populations)
+def test_a_rung_reported_at_once_promotes_exactly_the_top_fraction(scores) -> None:
+    members = list(range(1, len(scores) + 1))
+    verdicts = asha.decide(ASHA, members, first_rung(scores), {})
+    promoted = [verdict.member for verdict in verdicts if verdict.promoted]
+    assert len(verdicts) == len(members)  # the rung is complete: every member is decided, once
+    assert len(promoted) == max(1, kept_count(len(members), ASHA.keep))
+    worst_promoted = min(scores[member - 1] for member in promoted)
+    for verdict in verdicts:
+        if not verdict.promoted and not math.isnan(worst_promoted):
+            assert math.isnan(scores[verdict.member - 1]) or scores[verdict.member - 1] <= worst_promoted
+            assert verdict.reason.startswith("stopped by ASHA at rung 1: eval_return ")
+
+
+@given(populations, st.randoms(use_true_random=False))
+def test_promotions_arrive_as_reports_do_and_are_never_taken_back(scores, shuffler) -> None:
+    members = list(range(1, len(scores) + 1))
+    reports = first_rung(scores)
+    shuffler.shuffle(reports)
+    verdicts = run_asha(members, reports)
+    at_once = {(verdict.member, verdict.rung): verdict for verdict in asha.decide(ASHA, members, reports, {})}
+    assert set(verdicts) == set(at_once)  # every member decided once the rung is complete
+    # The members promoted at once are promoted however the reports arrived; early arrivals may add more.
+    assert {key for key, verdict in at_once.items() if verdict.promoted} <= {
+        key for key, verdict in verdicts.items() if verdict.promoted}
+
+
+@given(populations, st.randoms(use_true_random=False))
+def test_the_same_reports_give_the_same_decisions_in_any_order(scores, shuffler) -> None:
+    members = list(range(1, len(scores) + 1))
+    reports = first_rung(scores)
+    shuffled = list(reports)
+    shuffler.shuffle(shuffled)
+    assert asha.decide(ASHA, members, reports, {}) == asha.decide(ASHA, members, shuffled, {})
+
+
+def test_a_member_is_stopped_only_once_its_rung_is_complete_with_its_standing() -> None:
+    members = [1, 2, 3, 4, 5, 6]
+    early = [Report(1, RUNGS[0], 10.0), Report(2, RUNGS[0], 5.0), Report(3, RUNGS[0], 7.0)]
+    verdicts = asha.decide(ASHA, members, early, {})
+    # One of three reported is the top 34%: member 1 goes on; the other two wait, neither kept nor stopped.
+    assert [(verdict.member, verdict.promoted) for verdict in verdicts] == [(1, True)]
+    assert verdicts[0].reason == "promoted by ASHA at rung 1: eval_return 10 ranks 1 of 3 (kept: top 1)"
+    decided = {(1, 0): True}
+    # Member 6 is gone (killed): the rung completes with five reports.
+    late = early + [Report(4, RUNGS[0], 143.0), Report(5, RUNGS[0], 1.0)]
+    verdicts = asha.decide(ASHA, members, late, decided, gone={6})
+    assert {verdict.member: verdict.promoted for verdict in verdicts} == {4: True, 3: False, 2: False, 5: False}
+    stopped = next(verdict for verdict in verdicts if verdict.member == 2)
+    assert stopped.reason == "stopped by ASHA at rung 1: eval_return 5 ranks 4 of 5 (kept: top 1)"
+
+
+def test_the_next_rung_waits_for_the_promoted_only_and_cascades_in_one_call() -> None:
+    members = [1, 2, 3]
+    reports = [Report(1, RUNGS[0], 3.0), Report(2, RUNGS[0], 2.0), Report(3, RUNGS[0], 1.0),
+               Report(1, RUNGS[1], 9.0)]
+    verdicts = asha.decide(ASHA, members, reports, {})
+    # Rung 1 keeps member 1 alone, so rung 2 is complete with its one report: it goes on to rung 3.
+    assert [(verdict.member, verdict.rung, verdict.promoted) for verdict in verdicts] == [
+        (1, 0, True), (2, 0, False), (3, 0, False), (1, 1, True)]
+    # A stopped member's later report (a resume by hand) decides nothing more.
+    assert asha.decide(ASHA, members, reports + [Report(2, RUNGS[1], 99.0)],
+                       {(verdict.member, verdict.rung): verdict.promoted for verdict in verdicts}) == []
+
+
+PBT = pbt.PbtSettings(interval=20_000, quantile=0.25,
+                      perturb={"dqn.lr": (0.8, 1.25), "dqn.exploration_final": (0.8, 1.25)})
+
+
+def best_first(report: Report) -> tuple:
+    """The ranking written out again, independently of rlsup's: NaN last, then by value, then by member."""
+    missing = math.isnan(report.value)
+    return (missing, 0.0 if missing else -report.value, report.member)
+
+
+def generation(scores: list[float], step: int = 40_000) -> tuple[list[Report], dict]:
+    reports = [Report(member, step, value) for member, value in enumerate(scores, 1)]
+    values = {member: {"dqn.lr": 3e-4 * member, "dqn.exploration_final": 0.01}
+              for member in range(1, len(scores) + 1)}
+    return reports, values
+
+
+@settings(max_examples=60)
+@given(populations, st.integers(0, 2**32), st.randoms(use_true_random=False))
+def test_pbt_forks_the_bottom_quantile_from_the_top_the_same_way_every_time(scores, seed, shuffler) -> None:
+    reports, values = generation(scores)
+    forks = pbt.decide(PBT, seed, reports, values)
+    shuffled = list(reports)
+    shuffler.shuffle(shuffled)
+    assert pbt.decide(PBT, seed, shuffled, values) == forks  # re-derived after a crash: the same draws
+    count = kept_count(len(scores), PBT.quantile)
+    assert len(forks) == count and len({fork.member for fork in forks}) == count
+    order = [report.member for report in sorted(reports, key=best_first)]
+    top, bottom = set(order[:count]), set(order[len(order) - count:])
+    for fork in forks:
+        assert fork.member in bottom and fork.parent in top and fork.member != fork.parent
+        for name, value in fork.values.items():
+            assert any(math.isclose(value, values[fork.parent][name] * factor) for factor in PBT.perturb[name])
+
+
+def test_a_pbt_decision_says_who_forks_whom_with_what() -> None:
+    reports, values = generation([412.0, 300.0, 200.0, 88.0])
+    (fork,) = pbt.decide(PBT, 7, reports, values)
+    assert (fork.member, fork.parent, fork.step) == (4, 1, 40_000)
+    assert fork.reason.startswith("pbt: member 4 (eval_return 88) forks member 1 (eval_return 412) at step 40,000 "
+                                  "with dqn.exploration_final 0.01 -> ")
+    assert "dqn.lr 0.0003 -> " in fork.reason
+    # Another seed or generation draws its own factors; the experiment's own seed always the same ones.
+    draws = {tuple(pbt.decide(PBT, seed, reports, values)[0].values.values()) for seed in range(40)}
+    assert len(draws) == 4
+
+
+def test_reports_from_two_steps_are_not_one_generation() -> None:
+    reports = [Report(1, 40_000, 1.0), Report(2, 20_000, 2.0)]
+    try:
+        pbt.decide(PBT, 1, reports, {})
+    except ValueError as error:
+        assert "one multiple of 20000 steps" in str(error)
+    else:
+        raise AssertionError("reports from two steps were taken for one generation")
+
