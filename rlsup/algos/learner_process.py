@@ -66,7 +66,10 @@ class LearnerProcess:
             raise RuntimeError("a learner round is still running: collect it before starting another")
         if self.process is None or not self._state_still_shared():
             self._start_process()
-        self.connection.send(("round", batches, step))
+        try:
+            self.connection.send(("round", batches, step))
+        except OSError:  # it died between rounds: a broken pipe, said as the death it is
+            raise self._ended("when a round was sent to it") from None
         self.running = True
 
     def collect(self) -> list[dict] | None:
@@ -79,9 +82,7 @@ class LearnerProcess:
             spin_until_readable(self.connection)
             reply = self.connection.recv()
         except (EOFError, OSError):
-            self.process.join(timeout=JOIN_TIMEOUT_S)
-            raise child_ended(f"the DQN learner process (pid {self.process.pid})", self.process.exitcode,
-                              "during a round") from None
+            raise self._ended("during a round") from None
         finally:
             self.waited_seconds += time.perf_counter() - began
         kind, *payload = reply
@@ -95,6 +96,10 @@ class LearnerProcess:
         self.learner.updates += len(losses)
         return [{name: torch.tensor(value, dtype=torch.float32) for name, value in update.items()}
                 for update in losses]
+
+    def _ended(self, when: str) -> RuntimeError:
+        self.process.join(timeout=JOIN_TIMEOUT_S)
+        return child_ended(f"the DQN learner process (pid {self.process.pid})", self.process.exitcode, when)
 
     def _state_still_shared(self) -> bool:
         """False once a restore has put new tensors in the optimizer's state: the process must have those."""

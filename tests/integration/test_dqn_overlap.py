@@ -131,8 +131,11 @@ def test_a_failing_round_is_raised_by_its_step_and_leaves_no_process(monkeypatch
     assert learner_processes() == []
 
 
-def test_a_learner_process_killed_mid_run_is_named_by_the_next_step() -> None:
-    run = train_to(trainer(), 250)
+@pytest.mark.parametrize("kill_step", [250, 300])
+def test_a_learner_process_killed_mid_run_is_named_by_the_next_step(kill_step: int) -> None:
+    # At 250 a round is out (opened at 248); at 300 the target copy has just closed it: the next one is sent.
+    run = train_to(trainer(), kill_step)
+    assert bool(run.learner_rounds.round) == (kill_step == 250)
     (process,) = learner_processes()
     process.kill()
     run.learner_rounds.process.join(timeout=30)  # the worker's own reaping, as a real death is seen
