@@ -47,10 +47,14 @@ class SeedRun:
     wall_s: float
 
 
-def train(job: Path, game: str, seed: int, steps: int, directory: Path, evaluate: bool) -> SeedRun:
+def train(job: Path, game: str, seed: int, steps: int, directory: Path, evaluate: bool,
+          linked: dict | None = None) -> SeedRun:
     """Every training episode and evaluation of one seed of one game, and its wall time."""
     spec = specs.load(job).replace("job", seed=seed, total_steps=steps)
     spec = spec.replace("env", id=f"MinAtar/{game}-v1")
+    for name, value in (linked or {}).items():
+        section, field = name.split(".", 1)
+        spec = spec.replace(section, **{field: value})
     if not evaluate:
         spec = spec.replace("eval", every_steps=0)
     copy = directory / f"{game.lower()}-seed-{seed}.toml"
@@ -140,6 +144,16 @@ def parse_games(text_value: str | None, job: Path) -> list[str]:
     return games
 
 
+def game_values(job: Path, game: str, settings: list[str]) -> dict:
+    """What the job's [sweep] sets beside this game (a linked entropy cost, say), as `rlsup submit` would;
+    a --set of the same field wins."""
+    given = {setting.partition("=")[0] for setting in settings}
+    for variant in specs.sweep_of(job.read_text(), file=str(job)).variants():
+        if variant.get("env.id") == f"MinAtar/{game}-v1":
+            return {name: value for name, value in variant.items() if name != "env.id" and name not in given}
+    return {}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("job", nargs="?", type=Path, default=DEFAULT_JOB)
@@ -167,14 +181,15 @@ def main() -> None:
         job = changed_job(arguments.job, None, arguments.set, Path(directory))
         print(f"{arguments.job.name} {' '.join(arguments.set)}: seeds {arguments.seeds}, {steps:,} frames each")
         for game in games:
+            linked = game_values(arguments.job, game, arguments.set)
             with ThreadPoolExecutor(arguments.parallel) as pool:
                 results = list(pool.map(lambda seed: train(job, game, seed, steps, Path(directory),
-                                                           arguments.eval), seeds))
+                                                           arguments.eval, linked), seeds))
             rows = table(game, results, steps, peers.get(game))
             print_table(game, rows, results, peers.get(game))
             if arguments.eval:
                 print_evaluations(results)
-            output["games"][game] = {"rows": rows, "wall_s": [result.wall_s for result in results]}
+            output["games"][game] = {"rows": rows, "sweep": linked, "wall_s": [result.wall_s for result in results]}
             if arguments.json:
                 arguments.json.write_text(json.dumps(output, indent=1))
 

@@ -82,7 +82,7 @@ def loaded(path: str) -> specs.JobSpec:
     spec = specs.load(path)
     sweep = specs.sweep_of(Path(path).read_text(), file=path)
     if sweep.fields:
-        own = " ".join(f"{name}={experiments.compact(spec_value(spec, name))}" for name, _ in sweep.fields)
+        own = " ".join(f"{name}={experiments.compact(spec_value(spec, name))}" for name in sweep.names)
         print(f"rlsup: {path} has a [sweep] of {len(sweep.variants())} variants: rlsup run trains only the file's "
               f"own values ({own}); `rlsup submit {path}` queues every variant", file=sys.stderr)
     return spec

@@ -58,7 +58,8 @@ def plan(sweep: specs.Sweep, seeds: tuple[int, ...] | None, experiment: str) -> 
     for variant in sweep.variants():
         for seed in seeds or (None,):
             values = dict(variant) if seed is None else {**variant, "job.seed": seed}
-            parts = [f"{labels[name]}{compact(value)}" for name, value in variant.items()]
+            # A linked field's value follows from its leader's, which the name already holds.
+            parts = [f"{labels[name]}{compact(value)}" for name, value in variant.items() if name in labels]
             parts += [f"s{seed}"] if seed is not None else []
             planned.append(PlannedJob(specs.sanitize_name("-".join([experiment, *parts])), values))
     return unique_names(planned)

@@ -8,7 +8,7 @@ from typing import Any, Literal
 import tomli_w
 
 from rlsup.spec.fields import ARRAY_TABLES, TABLES, JobSpec
-from rlsup.spec.sweep import SWEEP_TABLE, sweepable
+from rlsup.spec.sweep import LEADER, SWEEP_TABLE, VALUES, sweepable
 
 
 def render_toml(spec: JobSpec) -> str:
@@ -46,10 +46,17 @@ def json_schema() -> dict:
     properties[SWEEP_TABLE] = {
         "type": "object", "additionalProperties": False,
         "description": "Identity fields, each with the values an experiment runs (rlsup submit queues every variant).",
-        "properties": {name: {"type": "array", "minItems": 1, "items": _type_schema(hint)}
-                       for name, hint in sweepable()}}
+        "properties": {name: _swept_schema(hint) for name, hint in sweepable()}}
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "rlsup job file",
             "type": "object", "additionalProperties": False, "properties": properties}
+
+
+def _swept_schema(hint) -> dict:
+    """A swept field: a list of values, or a link { follows = "env.id", values = [...] } (spec/sweep.py)."""
+    values = {"type": "array", "minItems": 1, "items": _type_schema(hint)}
+    link = {"type": "object", "additionalProperties": False, "required": [LEADER, VALUES],
+            "properties": {LEADER: {"type": "string"}, VALUES: values}}
+    return {"oneOf": [values, link]}
 
 
 def _section_schema(cls: type) -> dict:

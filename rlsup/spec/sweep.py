@@ -13,6 +13,8 @@ from rlsup.spec.fields import ARRAY_TABLES, IDENTITY, TABLES, section_field
 from rlsup.spec.locating import Located, Problem
 
 SWEEP_TABLE = "sweep"
+# A linked field's inline table: the crossed field it follows, and its value for each of the leader's.
+LEADER, VALUES = "follows", "values"
 # A typo such as --seeds 1-10000, or a sweep of three lists of 1,000, is refused rather than queued as that many
 # jobs. A sweep is refused on its count alone: building 10^6 variants took 10 s and 630 MB, 10^9 never ended.
 MAX_JOBS = 1000
@@ -22,19 +24,36 @@ NOT_SWEPT = {"job.seed": "seeds are given by `rlsup submit --seeds 1-5`, which c
 
 @dataclass(frozen=True)
 class Sweep:
-    """Swept fields ("dqn.lr") in file order, each with its values; empty for a file without [sweep]."""
+    """Swept fields ("dqn.lr") in file order, each with its values; empty for a file without [sweep].
+
+    A linked field (`"vtrace.entropy_cost" = { follows = "env.id", values = [...] }`) is not crossed: it
+    takes the value at the position of its leader's value, so each game of a sweep over games can have
+    its own. It adds no variants and no part to a variant's name."""
 
     fields: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    linked: tuple[tuple[str, str, tuple[Any, ...]], ...] = ()   # (field, the swept field it follows, values)
 
     def count(self) -> int:
         """How many variants there are, without making them (1 without a sweep)."""
         return math.prod(len(values) for _, values in self.fields)
 
     def variants(self) -> list[dict[str, Any]]:
-        """Every combination of the values (the first field varies slowest); one empty variant without a sweep."""
+        """Every combination of the values (the first field varies slowest), each linked field beside its
+        leader's value; one empty variant without a sweep."""
         names = [name for name, _ in self.fields]
-        return [dict(zip(names, combination)) for combination in itertools.product(*(values for _, values in
-                                                                                       self.fields))]
+        positions = [range(len(values)) for _, values in self.fields]
+        variants = []
+        for combination in itertools.product(*positions):
+            at = dict(zip(names, combination))
+            variant = {name: values[at[name]] for name, values in self.fields}
+            variant.update({name: values[at[leader]] for name, leader, values in self.linked})
+            variants.append(variant)
+        return variants
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every field a variant sets: the crossed ones, then the linked ones."""
+        return tuple(name for name, _ in self.fields) + tuple(name for name, _, _ in self.linked)
 
 
 def sweepable() -> list[tuple[str, Any]]:
@@ -49,15 +68,28 @@ def read_sweep(table: Any, located: Located) -> tuple[Sweep, list[Problem]]:
     if not isinstance(table, dict):
         example = '"dqn.lr" = [1e-4, 3e-4]'
         return Sweep(), [located.problem((SWEEP_TABLE,), f"must be a table [sweep] of lists, e.g. {example}")]
-    fields, problems = [], []
+    fields, links, problems = [], [], []
     for name, values in _flatten(table):
         where = _key_path(name, located)
-        problem = _field_problem(name) or _values_problem(name, values)
+        linked = isinstance(values, dict)
+        leader, values = (values.get(LEADER), values.get(VALUES)) if linked else (None, values)
+        problem = (_field_problem(name) or (linked and _link_problem(values, leader))
+                   or _values_problem(name, values, distinct=not linked))
+        if problem:
+            problems.append(Problem(located.file, located.line(where), f"{SWEEP_TABLE}.{name}", problem))
+        elif linked:
+            links.append((where, name, leader, tuple(_converted(name, value) for value in values)))
+        else:
+            fields.append((name, tuple(_converted(name, value) for value in values)))
+    crossed = dict(fields)
+    linked_fields = []
+    for where, name, leader, values in links:
+        problem = _leader_problem(leader, values, crossed)
         if problem:
             problems.append(Problem(located.file, located.line(where), f"{SWEEP_TABLE}.{name}", problem))
         else:
-            fields.append((name, tuple(_converted(name, value) for value in values)))
-    sweep = Sweep(tuple(fields))
+            linked_fields.append((name, leader, values))
+    sweep = Sweep(tuple(fields), tuple(linked_fields))
     if sweep.count() > MAX_JOBS:
         sizes = " x ".join(f"{len(values):,}" for _, values in sweep.fields)
         problems.append(located.problem((SWEEP_TABLE,), f"its lists ({sizes} values) make {sweep.count():,} "
@@ -66,12 +98,32 @@ def read_sweep(table: Any, located: Located) -> tuple[Sweep, list[Problem]]:
 
 
 def _flatten(table: dict, prefix: str = "") -> list[tuple[str, Any]]:
-    """'"dqn.lr" = [..]' and 'dqn.lr = [..]' (a nested table to TOML) both as ("dqn.lr", [..])."""
+    """'"dqn.lr" = [..]' and 'dqn.lr = [..]' (a nested table to TOML) both as ("dqn.lr", [..]); a link's
+    inline table ({ follows = .., values = .. }) stays whole."""
     flat = []
     for key, value in table.items():
         name = f"{prefix}{key}"
-        flat.extend(_flatten(value, name + ".") if isinstance(value, dict) else [(name, value)])
+        nested = isinstance(value, dict) and not (LEADER in value or VALUES in value)
+        flat.extend(_flatten(value, name + ".") if nested else [(name, value)])
     return flat
+
+
+def _link_problem(values: Any, leader: Any) -> str | None:
+    example = f'{{ {LEADER} = "env.id", {VALUES} = [0.01, 0.03] }}'
+    if not isinstance(leader, str) or values is None:
+        return f"a linked field is an inline table {example}"
+    return None
+
+
+def _leader_problem(leader: str, values: tuple, crossed: dict[str, tuple]) -> str | None:
+    """A link must follow a crossed field of this [sweep], with one value for each of the leader's."""
+    if leader not in crossed:
+        known = ", ".join(f'"{name}"' for name in crossed) or "none"
+        return f"follows {leader!r}, which is not a crossed field of this [sweep] (those are: {known})"
+    if len(values) != len(crossed[leader]):
+        return (f"lists {len(values)} values for the {len(crossed[leader])} of {leader!r}: one each, "
+                "in the same order")
+    return None
 
 
 def _key_path(name: str, located: Located) -> tuple:
@@ -95,7 +147,7 @@ def _field_problem(name: str) -> str | None:
     return None
 
 
-def _values_problem(name: str, values: Any) -> str | None:
+def _values_problem(name: str, values: Any, *, distinct: bool = True) -> str | None:
     if not isinstance(values, list):
         return f"must be a list of values, e.g. [{values!r}], not a single value"
     if not values:
@@ -108,6 +160,8 @@ def _values_problem(name: str, values: Any) -> str | None:
         error = check_value(value, typing.get_type_hints(cls)[field], section_field(cls, field).metadata)
         if error:
             return f"value {value!r} {error}"
+    if not distinct:
+        return None  # a linked field may give two games one value
     repeated = [value for index, value in enumerate(values) if value in values[:index]]
     return f"lists {repeated[0]!r} twice" if repeated else None
 

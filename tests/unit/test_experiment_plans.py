@@ -50,6 +50,24 @@ def test_a_sweep_expands_to_variants_times_seeds_named_readably() -> None:
     assert (spec.dqn.lr, spec.dqn.gamma, spec.job.seed) == (3e-4, 0.99, 2)
 
 
+def test_a_linked_field_takes_its_leaders_position_and_adds_no_variant_and_no_name() -> None:
+    # Each game its own entropy cost: the link follows the games, two of which share a value.
+    games = '"env.id" = ["MinAtar/Asterix-v1", "MinAtar/Breakout-v1", "MinAtar/Freeway-v1"]'
+    text = (BASE.replace("dqn", "vtrace").replace('name = "cp"', 'name = "cp"\nalgo = "vtrace"') + "[sweep]\n"
+            + '"vtrace.entropy_cost" = { follows = "env.id", values = [0.01, 0.03, 0.01] }\n' + games
+            + '\n"vtrace.lr" = [1e-3, 6e-4]\n')
+    sweep = specs.sweep_of(text, file="games.toml")
+    assert sweep.count() == 6 and sweep.names == ("env.id", "vtrace.lr", "vtrace.entropy_cost")
+    planned = experiments.plan(sweep, (1,), "m")
+    assert [(job.values["env.id"], job.values["vtrace.lr"], job.values["vtrace.entropy_cost"]) for job in planned] == [
+        ("MinAtar/Asterix-v1", 1e-3, 0.01), ("MinAtar/Asterix-v1", 6e-4, 0.01),
+        ("MinAtar/Breakout-v1", 1e-3, 0.03), ("MinAtar/Breakout-v1", 6e-4, 0.03),
+        ("MinAtar/Freeway-v1", 1e-3, 0.01), ("MinAtar/Freeway-v1", 6e-4, 0.01)]
+    assert planned[2].name == "m-idMinAtar-Breakout-v1-lr0.001-s1"
+    spec = experiments.variant_spec(specs.loads(text, file="games.toml"), planned[4])
+    assert (spec.env.id, spec.vtrace.entropy_cost) == ("MinAtar/Freeway-v1", 0.01)
+
+
 def test_without_seeds_each_variant_keeps_the_files_seed_and_without_a_sweep_there_is_one_job() -> None:
     assert [job.name for job in experiments.plan(specs.sweep_of(BASE + '[sweep]\n"dqn.lr" = [1e-4]\n'), None,
                                                  "cp")] == ["cp-lr0.0001"]
@@ -85,6 +103,17 @@ def test_every_number_of_a_sweep_is_named_in_one_format_that_sorts_by_value() ->
     ('"job.total_steps" = [100]', "sweep.job.total_steps: is a live field, and only identity fields are swept"),
     ('"job.seed" = [1, 2]', "sweep.job.seed: seeds are given by `rlsup submit --seeds 1-5`"),
     ('"replay.capacity" = [100]', "sweep.replay.capacity: fields of [[replay]] cannot be swept"),
+    ('"dqn.gamma" = { follows = "dqn.lr", values = [0.9, 0.99] }\n"dqn.lr" = [1e-4]',
+     "sweep.dqn.gamma: lists 2 values for the 1 of 'dqn.lr': one each, in the same order"),
+    ('"dqn.gamma" = { follows = "env.id", values = [0.9] }\n"dqn.lr" = [1e-4]',
+     "sweep.dqn.gamma: follows 'env.id', which is not a crossed field of this [sweep] (those are: \"dqn.lr\")"),
+    ('"dqn.gamma" = { follows = "dqn.batch_size", values = [0.9] }\n"dqn.batch_size" = { follows = "dqn.lr", '
+     'values = [32] }\n"dqn.lr" = [1e-4]', "sweep.dqn.gamma: follows 'dqn.batch_size', which is not a crossed"),
+    ('"dqn.gamma" = { values = [0.9] }', 'sweep.dqn.gamma: a linked field is an inline table { follows = "env.id"'),
+    ('"dqn.gamma" = { follows = "dqn.lr", values = ["x"] }\n"dqn.lr" = [1e-4]',
+     "sweep.dqn.gamma: value 'x' must be a number"),
+    ('"job.total_steps" = { follows = "dqn.lr", values = [1] }\n"dqn.lr" = [1e-4]',
+     "sweep.job.total_steps: is a live field"),
 ])
 def test_a_bad_sweep_names_file_line_and_field(sweep: str, fragment: str) -> None:
     with pytest.raises(specs.SpecError) as raised:
@@ -182,6 +211,9 @@ def test_the_json_schema_takes_a_sweep_of_identity_fields_only() -> None:
     assert not validator.is_valid({"sweep": {"dqn.lr": []}})
     assert not validator.is_valid({"sweep": {"job.total_steps": [100]}})
     assert not validator.is_valid({"sweep": {"job.seed": [1, 2]}})
+    validator.validate({"sweep": {"env.id": ["A", "B"], "dqn.lr": {"follows": "env.id", "values": [1e-4, 1e-4]}}})
+    assert not validator.is_valid({"sweep": {"dqn.lr": {"values": [1e-4]}}})
+    assert not validator.is_valid({"sweep": {"dqn.lr": {"follows": "env.id", "values": ["fast"]}}})
 
 
 def test_an_experiments_eta_counts_its_queued_jobs() -> None:
