@@ -72,8 +72,10 @@ def read_sweep(table: Any, located: Located) -> tuple[Sweep, list[Problem]]:
     for name, values in _flatten(table):
         where = _key_path(name, located)
         linked = isinstance(values, dict)
-        leader, values = (values.get(LEADER), values.get(VALUES)) if linked else (None, values)
-        problem = (_field_problem(name) or (linked and _link_problem(values, leader))
+        link = values if linked else None
+        if linked:
+            leader, values = link.get(LEADER), link.get(VALUES)
+        problem = (_field_problem(name) or (linked and _link_problem(link))
                    or _values_problem(name, values, distinct=not linked))
         if problem:
             problems.append(Problem(located.file, located.line(where), f"{SWEEP_TABLE}.{name}", problem))
@@ -108,9 +110,12 @@ def _flatten(table: dict, prefix: str = "") -> list[tuple[str, Any]]:
     return flat
 
 
-def _link_problem(values: Any, leader: Any) -> str | None:
+def _link_problem(link: dict) -> str | None:
     example = f'{{ {LEADER} = "env.id", {VALUES} = [0.01, 0.03] }}'
-    if not isinstance(leader, str) or values is None:
+    unknown = sorted(set(link) - {LEADER, VALUES})
+    if unknown:
+        return f"a linked field has no key {unknown[0]!r}: it is an inline table {example}"
+    if not isinstance(link.get(LEADER), str) or VALUES not in link:
         return f"a linked field is an inline table {example}"
     return None
 

@@ -110,6 +110,9 @@ def test_every_number_of_a_sweep_is_named_in_one_format_that_sorts_by_value() ->
     ('"dqn.gamma" = { follows = "dqn.batch_size", values = [0.9] }\n"dqn.batch_size" = { follows = "dqn.lr", '
      'values = [32] }\n"dqn.lr" = [1e-4]', "sweep.dqn.gamma: follows 'dqn.batch_size', which is not a crossed"),
     ('"dqn.gamma" = { values = [0.9] }', 'sweep.dqn.gamma: a linked field is an inline table { follows = "env.id"'),
+    ('"dqn.gamma" = { follows = 3, values = [0.9] }', "sweep.dqn.gamma: a linked field is an inline table"),
+    ('"dqn.gamma" = { follows = "dqn.lr", values = [0.9], by = 1 }\n"dqn.lr" = [1e-4]',
+     "sweep.dqn.gamma: a linked field has no key 'by'"),
     ('"dqn.gamma" = { follows = "dqn.lr", values = ["x"] }\n"dqn.lr" = [1e-4]',
      "sweep.dqn.gamma: value 'x' must be a number"),
     ('"job.total_steps" = { follows = "dqn.lr", values = [1] }\n"dqn.lr" = [1e-4]',
