@@ -14,6 +14,7 @@ from rlsup import atomic, locks, paths, spec as specs
 from rlsup.spec import experiments
 from rlsup.run import foreground
 from rlsup.run import import_trust
+from rlsup.run.holds import write_hold
 from rlsup.jobs import state as jobstate
 from rlsup.run import files as runfiles
 from rlsup.jobs import store_file
@@ -91,10 +92,12 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     # An example is submitted by copy: `e` in the TUI, a newcomer's first edit, changed a file git tracks.
     copy = copy or paths.is_example(path)
     loaded = specs.load(path)
-    if specs.sweep_of(path.read_text(encoding="utf-8"), file=str(path)).fields:
+    text = path.read_text(encoding="utf-8")
+    if specs.sweep_of(text, file=str(path)).fields:
         return submit_experiment(path, experiment=name, priority=priority, cluster=cluster, home=home,
                                  start_daemon=start_daemon,
                                  copy=copy)[0]
+    scheduler_of(path, text, loaded, members=1)  # a [scheduler] alone, without seeds or a sweep: refused
     # The env is made once now, so a space rlsup cannot train is refused here, not when the worker starts.
     loaded = check_env_file(loaded, path).spec
     data = path.read_bytes()
@@ -147,6 +150,7 @@ def submit_experiment(spec_path: str | Path, *, seeds: tuple[int, ...] | None = 
     name = specs.sanitize_name(experiment or loaded.job.name)
     planned = experiments.plan(specs.sweep_of(text, file=str(path)), seeds, name)
     experiments.check_variants(loaded, planned, str(path), text)
+    settings = scheduler_of(path, text, loaded, members=len(planned))
     home = home or paths.rlsup_home()
     with Store(home) as store:
         check_experiment_room(path, name, planned, store.jobs(), copy or experiment is not None)
@@ -163,7 +167,25 @@ def submit_experiment(spec_path: str | Path, *, seeds: tuple[int, ...] | None = 
         overrides = {**specs.make_overrides(loaded, priority=priority, cluster=cluster),
                      **specs.pin_overrides(loaded, {**job.values, "job.name": job.name})}
         prepared.append((job, overrides, specs.apply_overrides(checked, overrides)))
-    return queue_experiment(path, data, name, prepared, home, copy, start_daemon)
+    return queue_experiment(path, data, name, prepared, home, copy, start_daemon,
+                            decides=(settings, loaded.job.seed) if settings else None)
+
+
+def scheduler_of(path: Path, text: str, loaded: specs.JobSpec, *, members: int) -> specs.SchedulerSettings | None:
+    """The file's [scheduler], checked against the job and the fork rules; None without one. Raises SpecError
+    at its line for a table that cannot decide here: one member, or PBT (not carried out by the daemon yet)."""
+    from rlsup.run.lineage import perturb_refused
+
+    settings = specs.scheduler_of(text, loaded, file=str(path),
+                                  fork_refuses=lambda name: perturb_refused(loaded, name))
+    located = specs.Located(str(path), text)
+    if settings is not None and members < 2:
+        raise specs.SpecError([located.problem(("scheduler",), "decides among an experiment's members: give the "
+                                                               "file a [sweep], or submit it with --seeds 1-4")])
+    if isinstance(settings, specs.PbtSettings):
+        raise specs.SpecError([located.problem(("scheduler", "kind"), '"pbt" is validated but not carried out by '
+                                                                      'this daemon yet; use "asha"')])
+    return settings
 
 
 def check_experiment_room(path: Path, name: str, planned: list, jobs: list[Job], meant: bool) -> None:
@@ -178,9 +200,12 @@ def check_experiment_room(path: Path, name: str, planned: list, jobs: list[Job],
 
 
 def queue_experiment(path: Path, data: bytes, name: str, prepared: list, home: Path, copy: bool,
-                     start_daemon: bool) -> list[Job]:
-    """Make the run directories and queue every job in one transaction: all of them, or none."""
+                     start_daemon: bool, decides: tuple | None = None) -> list[Job]:
+    """Make the run directories and queue every job in one transaction: all of them, or none; with decides
+    (its scheduler and seed), each run holds at the first rung and the store keeps the scheduler."""
     from rlsup.algos.envs.check import import_roots
+    from rlsup.daemon.deciding import first_hold
+    from rlsup.jobs.standings import save_scheduler
 
     run_dirs: list[Path] = []
     try:
@@ -188,11 +213,15 @@ def queue_experiment(path: Path, data: bytes, name: str, prepared: list, home: P
             run_dirs.append(paths.new_run_dir(job.name, home, runs_root(effective, home)))
             runfiles.write_run_spec(run_dirs[-1], effective)
             import_trust.write_import_paths(run_dirs[-1], import_roots(effective.env))
+            if decides:
+                write_hold(run_dirs[-1], first_hold(decides[0]))
         followed = snapshot(data, run_dirs[0]) if copy else path  # one copy drives the whole experiment
         with Store(home) as store, store.transaction():
             queued = [store.submit(**spec_columns(effective), spec_path=followed, run_dir=run_dir,
                                    spec_seen=specs.file_digest(data), overrides=overrides, experiment=name)
                       for (_, overrides, effective), run_dir in zip(prepared, run_dirs)]
+            if decides:
+                save_scheduler(store, name, *decides)
     except BaseException:
         for run_dir in run_dirs:
             shutil.rmtree(run_dir, ignore_errors=True)

@@ -20,6 +20,7 @@ KILL_MARKER = "kill-requested"  # a stop signal that finds it aborts the worker:
 SOURCE_COPY = "source.toml"     # `submit --copy`: the job file's snapshot that this job alone follows
 TENSORBOARD = "tensorboard"     # [log] tensorboard: event files kept equal to metrics.jsonl (worker/tensorboard.py)
 IMPORT_PATHS = "import-paths.json"  # where submit found the env's modules, for workers started without them
+HOLD_FILE = "hold.json"         # a step where the experiment's scheduler compares members: the worker pauses there
 
 # Files of RLSUP_HOME.
 # rlsup's own example job files, in its source tree (a clone, as the README's first command uses).

@@ -7,7 +7,8 @@ from rlsup.views import groups
 from rlsup.views import jobs as jobview
 from rlsup.views.groups import GroupRow
 from rlsup.jobs.state import Desired
-from rlsup.jobs.store import Job
+from rlsup.jobs.store import Job, Store
+from rlsup.views.decisions import read_scheduler_lines
 
 INDENT = "  "  # an experiment's jobs under its group row
 
@@ -63,3 +64,9 @@ def print_experiment_status(name: str, jobs: list[Job]) -> None:
     print("\nevaluations (mean ± std over seeds):")
     for line in cells:
         print(INDENT + "  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+    with Store() as store:
+        decided = read_scheduler_lines(store, name, jobs)
+    if decided:
+        print("\nscheduler:")
+        for line in decided:
+            print(INDENT + line)

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from rlsup import spec as specs
+from rlsup import client, spec as specs
 from rlsup.spec import experiments
 from rlsup.cli.program import ENV_CHECK_IMPORTS, import_quietly
 from rlsup.spec.schedule_effects import unused
@@ -31,6 +31,8 @@ def command_validate(args: argparse.Namespace) -> int:
     spec = checked.spec
     network = f", network {checked.network}" if checked.network else ""
     variants = check_sweep(loaded, Path(args.job))
+    # The members are counted at submit (--seeds): here the table is checked as if there were several.
+    client.scheduler_of(Path(args.job), Path(args.job).read_text(encoding="utf-8"), loaded, members=2)
     print(f"{args.job}: ok ({spec.job.algo} on {spec.env.id}: {checked.observation} observations, "
           f"{checked.num_actions} actions{network}; {spec.job.total_steps:,} steps)"
           + (f"; [sweep]: {variants} variants checked" if variants else ""))

@@ -13,7 +13,7 @@ from typing import Callable
 from rlsup import hardware as hardware_module, spec as specs
 from rlsup.jobs import state as jobstate
 from rlsup.run import files as runfiles
-from rlsup.daemon import hooks, moves, scheduler
+from rlsup.daemon import deciding, hooks, moves, scheduler
 from rlsup.daemon.edit_queue import EditHandling, EditQueue
 from rlsup.daemon.runner import JobRunner, RunnerUnavailable, Signal, WorkerHandle
 from rlsup.daemon.runners import Runners
@@ -226,6 +226,7 @@ class Daemon(EditHandling):
                 self.contain(job.id, lambda: self.drive_active(job))
             else:
                 self.contain(job.id, lambda: self.settle_intent(job))
+        deciding.decide(self.store)  # before schedule(): a member promoted now starts in this round
         self.schedule()
         self.watch_files(jobs)
 
@@ -415,7 +416,9 @@ class Daemon(EditHandling):
             tail = self.runner.log_tail(Path(job.run_dir), LOG_TAIL_LINES)
             reason += ("\nlast lines of worker.log:\n" + "\n".join(tail)) if tail else ""
         log.info("job %s: worker pid %s ended (%s) -> %s", job.id, worker.pid, ended.describe(), outcome.state)
-        self.store.transition(job.id, outcome.state, reason, **changes)
+        with self.store.transaction():  # a standing is recorded with the pause it was measured at, or not at all
+            deciding.record_standing(self.store, job, ended.code)
+            self.store.transition(job.id, outcome.state, reason, **changes)
 
     def sample_hardware(self) -> None:
         try:

@@ -42,6 +42,7 @@ class EventKind(str, enum.Enum):
     MOVED = "moved"              # the run now under the cluster's run_root
     DELETED = "deleted"          # the old run of a move deleted
     KEPT = "kept"                # the old run of a move not (or only partly) deleted, and why
+    DECISION = "decision"        # an experiment's scheduler promoted, stopped or forked a member, and why
 
     def __str__(self) -> str:
         return self.value

@@ -4,7 +4,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from rlsup.run.exit import EXIT_DONE, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC, EXIT_WALL_TIME, NOT_RETRIED_AGAIN
+from rlsup.run.exit import (EXIT_DONE, EXIT_HELD, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC, EXIT_WALL_TIME,
+                            NOT_RETRIED_AGAIN)
 from rlsup.run.fault_stacks import signal_name, stack_note
 
 
@@ -128,6 +129,9 @@ def exit_outcome(ended: Exit, *, desired: Desired, total_steps: int, restarts: i
                        desired=Desired.PAUSED)
     if ended.code == EXIT_WALL_TIME:
         return Outcome(State.PAUSED, ended.reason or "paused: [job] max_wall_s used up", desired=Desired.PAUSED)
+    if ended.code == EXIT_HELD:  # its experiment's scheduler resumes it, or a client does
+        return Outcome(State.PAUSED, f"{ended.reason or 'reached its hold'}; waits for the scheduler's decision",
+                       desired=Desired.PAUSED)
     if ended.code == EXIT_DONE:
         if ended.step is not None and ended.step < total_steps:
             # total_steps was raised while the worker was finishing: carry on.

@@ -68,7 +68,7 @@ MIGRATIONS: tuple[str, ...] = (
         job_id INTEGER REFERENCES jobs(id),
         kind TEXT NOT NULL,                    -- an EventKind (jobs/record.py): state, intent, edit,
                                                -- refused, signal, daemon, adopted, waiting, checkpoint,
-                                               -- feature off, moving, moved, deleted, kept
+                                               -- feature off, moving, moved, deleted, kept, decision
         from_state TEXT,
         to_state TEXT,
         message TEXT NOT NULL DEFAULT ''
@@ -102,6 +102,25 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE jobs ADD COLUMN gpu_memory_gb REAL NOT NULL DEFAULT 0;
     ALTER TABLE jobs ADD COLUMN gpu_memory_bytes INTEGER;
+    """,
+    # Experiments that decide (jobs/standings.py): the [scheduler] each was submitted with, what each member
+    # measured where the scheduler compares them, and every decision taken, once per member and step.
+    """
+    CREATE TABLE schedulers (experiment TEXT PRIMARY KEY, settings TEXT NOT NULL, seed INTEGER NOT NULL);
+    CREATE TABLE standings (
+        job_id INTEGER NOT NULL REFERENCES jobs(id),
+        step INTEGER NOT NULL,                 -- the hold's step: a rung, a PBT interval
+        measured TEXT NOT NULL,                -- run/holds.py Standing as JSON
+        PRIMARY KEY (job_id, step)
+    );
+    CREATE TABLE decisions (
+        job_id INTEGER NOT NULL REFERENCES jobs(id),
+        step INTEGER NOT NULL,
+        verdict TEXT NOT NULL,                 -- promoted, stopped, forked, replaced
+        reason TEXT NOT NULL,
+        time REAL NOT NULL,
+        PRIMARY KEY (job_id, step)
+    );
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

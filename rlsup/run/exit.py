@@ -9,6 +9,7 @@ from pathlib import Path
 from rlsup import atomic, paths
 from rlsup.formatting import number, whole
 from rlsup.own_files import read_json
+from rlsup.run.holds import Standing
 
 EXIT_DONE = 0
 EXIT_ERROR = 1
@@ -17,6 +18,7 @@ NOT_RETRIED_AGAIN = "not retried again"  # how a worker's reason for a fault rep
 EXIT_NO_SPACE = 74   # the disk is full: paused, since a restart would only fill it again
 EXIT_PAUSED = 75
 EXIT_WALL_TIME = 76  # [job] max_wall_s used up: paused with a checkpoint, held paused until a client resumes
+EXIT_HELD = 77       # reached the hold of its experiment's scheduler (hold.json): paused there with a checkpoint
 EXIT_ABORTED = 130   # a second interrupt: stopped at once, the previous checkpoint kept
 
 
@@ -32,19 +34,22 @@ class ExitRecord:
     # A pause (exit 75) the worker decided, which holds until a client resumes the job rather than one the
     # daemon would resume at once: a CUDA out of memory, which another start on the same GPU would repeat.
     held: bool = False
+    standing: Standing | None = None  # with EXIT_HELD: the metrics the scheduler compares members by
     pid: int | None = field(default_factory=os.getpid)  # which worker wrote it: an earlier one's is stale
     time: float | None = field(default_factory=time.time)
 
     def to_json(self) -> dict:
         return {"code": self.code, "reason": self.reason, "step": self.step, "checkpoint": self.checkpoint,
-                "held": self.held, "pid": self.pid, "time": self.time}
+                "held": self.held, "pid": self.pid, "time": self.time,
+                "standing": self.standing.to_json() if self.standing else None}
 
     @classmethod
     def from_json(cls, raw: dict) -> ExitRecord:
         reason, checkpoint = raw.get("reason"), raw.get("checkpoint")
         return cls(code=whole(raw.get("code")), reason=reason if isinstance(reason, str) else None,
                    step=whole(raw.get("step")), checkpoint=checkpoint if isinstance(checkpoint, str) else None,
-                   held=raw.get("held") is True, pid=whole(raw.get("pid")), time=number(raw.get("time")))
+                   held=raw.get("held") is True, standing=Standing.from_json(raw.get("standing")),
+                   pid=whole(raw.get("pid")), time=number(raw.get("time")))
 
 
 def read_exit(run_dir: str | Path) -> ExitRecord | None:

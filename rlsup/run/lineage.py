@@ -160,6 +160,13 @@ def compatibility_problem(parent: specs.JobSpec, fork: specs.JobSpec, *, replay:
     return replay_problem(parent, fork) if replay else None
 
 
+def perturb_refused(spec: specs.JobSpec, name: str) -> str | None:
+    """Why a fork of a run with spec refuses another value of the number field `name` (PBT perturbs it), or None."""
+    section, field = name.split(".", 1)
+    changed = spec.replace(section, **{field: getattr(getattr(spec, section), field) * 2 + 1})
+    return compatibility_problem(spec, changed, replay=True)
+
+
 def replay_problem(parent: specs.JobSpec, fork: specs.JobSpec) -> str | None:
     """Why the parent's replays cannot be loaded into the fork's, or None."""
     advice = "its replay cannot be loaded; fork with --no-replay to start with an empty one"

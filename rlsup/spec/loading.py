@@ -8,7 +8,7 @@ import sys
 import typing
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rlsup import own_files
 from rlsup.paths import NAME_LENGTH, sanitize_name
@@ -16,6 +16,7 @@ from rlsup.spec.values import check_value
 from rlsup.spec.fields import ARRAY_TABLES, TABLES, JobSpec, default_replays, former_names, section_field
 from rlsup.spec.locating import Located, Problem, SpecError
 from rlsup.spec.rules import job_violations
+from rlsup.spec.scheduler_table import SCHEDULER_TABLE, Settings, check_against, read_scheduler
 from rlsup.spec.sweep import SWEEP_TABLE, Sweep, read_sweep
 
 if sys.version_info >= (3, 11):
@@ -62,6 +63,9 @@ def loads(text: str, *, file: str = "<string>", default_name: str = "job") -> Jo
             spec = spec.replace("job", name=sanitize_name(default_name))
         located.problems.extend(located.problem(violation.path, violation.message)
                                 for violation in job_violations(spec))
+        settings, _ = read_scheduler(data.get(SCHEDULER_TABLE), located) if SCHEDULER_TABLE in data else (None, [])
+        if settings is not None:  # the fork rules are the run layer's: client.scheduler_of checks those
+            located.problems.extend(check_against(settings, spec, located, fork_refuses=lambda name: None))
     if located.problems:
         raise SpecError(located.problems)
     located.warn_deprecations()
@@ -75,6 +79,21 @@ def sweep_of(text: str, *, file: str = "<string>") -> Sweep:
     if problems:
         raise SpecError(problems)
     return sweep
+
+
+def scheduler_of(text: str, spec: JobSpec, *, file: str = "<string>",
+                 fork_refuses: Callable[[str], str | None]) -> Settings | None:
+    """The [scheduler] table of job-file text that loads() accepts, checked against spec and the fork rules;
+    None without one."""
+    table = tomllib.loads(text).get(SCHEDULER_TABLE)
+    if table is None:
+        return None
+    located = Located(file, text)
+    settings, problems = read_scheduler(table, located)
+    problems += check_against(settings, spec, located, fork_refuses) if settings is not None else []
+    if problems:
+        raise SpecError(problems)
+    return settings
 
 
 def _line_from_message(message: str) -> int | None:
@@ -110,8 +129,11 @@ class _Loading(Located):
                                       for index, item in enumerate(value))
             elif key == SWEEP_TABLE:
                 self.problems.extend(read_sweep(value, self)[1])  # its values become jobs at submit: sweep_of()
+            elif key == SCHEDULER_TABLE:
+                self.problems.extend(read_scheduler(value, self)[1])  # the experiment's: scheduler_of()
             else:
-                self.problems.append(self.problem((key,), "unknown table" + _suggestion(key, known + [SWEEP_TABLE])))
+                choices = known + [SWEEP_TABLE, SCHEDULER_TABLE]
+                self.problems.append(self.problem((key,), "unknown table" + _suggestion(key, choices)))
         if self.problems:
             return None
         spec = JobSpec(**sections)

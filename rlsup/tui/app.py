@@ -49,7 +49,7 @@ class RlsupApp(App):
         super().__init__()
         self.home = Path(home) if home is not None else paths.rlsup_home()
         self.poller = data.Poller(self.home, hardware, daemon_status=daemon_status)
-        self.metrics_poller = data.MetricsPoller()
+        self.metrics_poller = data.MetricsPoller(self.home)
         self.poll_interval_s = poll_interval_s
         self.wake, self.metrics_wake = threading.Event(), threading.Event()
         self.stopping = False

@@ -21,7 +21,7 @@ from rlsup.views.jobs import sorted_rows
 from rlsup.views.groups import Evaluated
 from rlsup.jobs.store import Job, Store
 from rlsup.tui import messages
-from rlsup.tui.experiment import ExperimentEvaluations, ExperimentRequest
+from rlsup.tui.experiment import ExperimentEvaluations, ExperimentFigures, ExperimentRequest, read_scheduler
 from rlsup.tui.metrics import JobMetrics
 from rlsup.tui.overlay import PlotRequest, compared_lines
 from rlsup.tui.rows import DriftCache, RateWindows, file_stamp, gpu_holders
@@ -166,7 +166,8 @@ class MetricsPoller:
     of their own: the first read of a long run takes seconds (a million lines, about ten on a busy 2-core
     box) and must not hold up the table."""
 
-    def __init__(self):
+    def __init__(self, home: Path | None = None):
+        self.home = home  # the store the experiment's scheduler lines are read from (None: RLSUP_HOME's)
         self.request = PlotRequest()
         self.experiment = ExperimentRequest()
         self._posted: PlotRequest | None = None
@@ -205,11 +206,14 @@ class MetricsPoller:
     def _experiment_messages(self, request: ExperimentRequest, plotted: dict[int, Evaluated | None]) -> list:
         """The variant table, posted when it (or the selection) changed; the same as `rlsup status EXPERIMENT`'s."""
         results = self.evaluations.results(request, plotted)
-        posted = (request.experiment, request.selections, results)
-        if results is None or posted == self._posted_experiment:
+        if results is None:
+            return []
+        figures = ExperimentFigures(results, read_scheduler(request, self.home))
+        posted = (request.experiment, request.selections, figures)
+        if posted == self._posted_experiment:
             return []
         self._posted_experiment = posted
-        return [messages.ExperimentEvaluated(request.experiment, results)]
+        return [messages.ExperimentEvaluated(request.experiment, figures)]
 
     def _read_plotted(self, request: PlotRequest) -> tuple[dict[int, JobMetrics], bool]:
         """The plotted jobs' metrics, each brought up to date now; whether any changed."""

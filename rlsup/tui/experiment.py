@@ -15,7 +15,8 @@ from rlsup.formatting import duration
 from rlsup.views.groups import (VARIANT_HEADINGS, Evaluated, GroupRow, VariantResult, evaluation_return,
                           variant_cells, variant_results)
 from rlsup.views.jobs import JobRow
-from rlsup.jobs.store import Job
+from rlsup.jobs.store import Job, Store
+from rlsup.views.decisions import read_scheduler_lines
 
 READING = "reading its runs' evaluations…"
 
@@ -120,19 +121,39 @@ def group_grid(group: GroupRow) -> Table:
     return grid
 
 
-def experiment_summary(group: GroupRow, results: tuple[VariantResult, ...] | None) -> Group:
-    """The group row's figures, then variant -> n, final and best evaluation; results None until they are read."""
+@dataclass(frozen=True)
+class ExperimentFigures:
+    """What the pane shows of an experiment beyond its group row, as its runs and the store say now."""
+
+    variants: tuple[VariantResult, ...]
+    scheduler: tuple[str, ...] = ()   # its rungs and decisions (views/decisions.py), as `rlsup status` prints them
+
+
+def experiment_summary(group: GroupRow, figures: ExperimentFigures | None) -> Group:
+    """The group row's figures, then variant -> n, final and best evaluation, then what its scheduler decided;
+    figures None until they are read."""
     heading = Text("Evaluations", style="bold")
     heading.append(" (mean ± std over seeds)", style="dim")
-    table = variant_table(results) if results is not None else Text(READING, style="dim")
+    table = variant_table(figures.variants) if figures is not None else Text(READING, style="dim")
+    parts = [group_grid(group), Text(""), heading, table]
+    if figures is not None and figures.scheduler:
+        parts += [Text(""), Text("Scheduler", style="bold"), Text("\n".join(figures.scheduler), no_wrap=True)]
     hint = Text("The plot shows its first job; space overlays the group's mean and band.", style="dim")
-    return Group(group_grid(group), Text(""), heading, table, Text(""), hint)
+    return Group(*parts, Text(""), hint)
+
+
+def read_scheduler(request: ExperimentRequest, home: Path | None) -> tuple[str, ...]:
+    """The selected experiment's rungs and decisions from the store; none for one without a [scheduler]."""
+    if request.experiment is None:
+        return ()
+    with Store(home) as store:
+        return tuple(read_scheduler_lines(store, request.experiment, list(request.jobs)))
 
 
 class ExperimentPane(Static):
     """Shown in place of the selected job's checkpoints, events and log while its group row is under the cursor."""
 
-    def show(self, group: GroupRow | None, results: tuple[VariantResult, ...] | None) -> None:
+    def show(self, group: GroupRow | None, results: ExperimentFigures | None) -> None:
         if group is None:
             self.update("")
             return

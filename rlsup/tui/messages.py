@@ -7,7 +7,7 @@ from textual.message import Message
 
 if TYPE_CHECKING:
     from rlsup.checkpoint.manifest import CheckpointEntry
-    from rlsup.views.groups import VariantResult
+    from rlsup.tui.experiment import ExperimentFigures
     from rlsup.hardware import Sample
     from rlsup.views.jobs import JobRow
     from rlsup.jobs.store import Event
@@ -58,9 +58,10 @@ class MetricsUpdated(Message):
 
 
 class ExperimentEvaluated(Message):
-    """The variant table of the experiment whose group row is under the cursor, read from its runs' metrics."""
+    """The variant table of the experiment whose group row is under the cursor, read from its runs' metrics, and
+    what its scheduler decided."""
 
-    def __init__(self, experiment: str, results: tuple[VariantResult, ...]) -> None:
+    def __init__(self, experiment: str, results: ExperimentFigures) -> None:
         super().__init__()
         self.experiment = experiment
         self.results = results

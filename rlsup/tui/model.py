@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from rlsup.views.jobs import JobRow
 from rlsup.jobs.store import Event
 from rlsup.tui.metrics import MetricsView
-from rlsup.tui.experiment import experiment_group
+from rlsup.tui.experiment import ExperimentFigures, experiment_group
 from rlsup.tui.screens import JobView
 
 
@@ -24,7 +24,7 @@ class Model:
     events: list[Event] = field(default_factory=list)
     log: tuple[str, ...] = ()
     experiment: str | None = None  # whose group row is under the cursor: the experiment pane shows it
-    evaluations: tuple | None = None  # its variant table, once read
+    evaluations: ExperimentFigures | None = None  # its variant table and scheduler lines, once read
 
     def forget_selection(self, job_id: int | None) -> None:
         self.metrics, self.checkpoints, self.log = None, (), ()

@@ -13,6 +13,7 @@ from rlsup.run import foreground
 from rlsup.run.status import Phase, WorkerStatus, read_worker_status
 from rlsup.jobs.state import ACTIVE, Desired, State
 from rlsup.jobs.store import Job, Process
+from rlsup.views.decisions import held_mark
 from rlsup.views.gpus import job_gpus
 
 # ---------------------------------------------------------------------------------------------
@@ -97,7 +98,11 @@ def waiting_summary(reason: str) -> str:
 
 
 def waiting_words(job: Job) -> str:
-    """": needs 1 GPU" after a queued job's state, in `rlsup list` and the TUI's table alike; else ""."""
+    """": needs 1 GPU" after a queued job's state, ": stopped at rung 2" after an experiment member's pause, in
+    `rlsup list` and the TUI's table alike; else ""."""
+    if job.state is State.PAUSED:
+        mark = held_mark(job.reason)
+        return f": {mark}" if mark else ""
     return f": {waiting_summary(job.reason)}" if job.state is State.QUEUED and job.reason else ""
 
 

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from rlsup.formatting import stopwatch
-from rlsup.run.exit import EXIT_DONE, EXIT_PAUSED, EXIT_WALL_TIME
+from rlsup.run.exit import EXIT_DONE, EXIT_HELD, EXIT_PAUSED, EXIT_WALL_TIME
 from rlsup.run.log import FILE_ONLY
 
 log = logging.getLogger("rlsup.worker")
@@ -109,7 +109,7 @@ class ProgressLine:
 
 def tell_outcome(code: int, reason: str, run_dir: Path, *, foreground: bool) -> None:
     """How the run ended, in worker.log, and for a foreground run on its terminal with how to go on."""
-    if code in (EXIT_DONE, EXIT_PAUSED, EXIT_WALL_TIME):
+    if code in (EXIT_DONE, EXIT_PAUSED, EXIT_WALL_TIME, EXIT_HELD):
         log.info(reason)
         if foreground and code == EXIT_PAUSED:
             tell_terminal(f"continue with: rlsup run --resume {run_dir}")

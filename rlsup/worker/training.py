@@ -21,8 +21,9 @@ from rlsup.algos.contract import Trainer
 from rlsup.algos.device import UsageError, configure_torch, make_cuda_deterministic, select_device
 from rlsup.checkpoint.manifest import BEST, CheckpointProblem, NoSpace
 from rlsup.checkpoint.trajectory import Trajectory
-from rlsup.run.exit import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC, EXIT_WALL_TIME,
-                            NOT_RETRIED_AGAIN, ExitRecord, clear_exit, read_exit, write_exit)
+from rlsup.run.holds import Hold, Standing, read_hold
+from rlsup.run.exit import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_HELD, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC,
+                            EXIT_WALL_TIME, NOT_RETRIED_AGAIN, ExitRecord, clear_exit, read_exit, write_exit)
 from rlsup.worker.progress import FILE_ONLY, LoopClock, ProgressLine, TrainingTime, tell_outcome
 from rlsup.run.spec_watch import RunSpecWatch
 from rlsup.run.status import Phase, WorkerStatus, write_worker_status
@@ -74,6 +75,8 @@ class TrainingRun:
         # Each requested feature this worker had to switch off, in a sentence: the daemon makes each an event.
         self.switched_off: list[str] = []
         self.held = False  # a pause that waits for a client (a CUDA out of memory), not for the daemon
+        self.last_evaluation: tuple[int, float] | None = None  # (step, mean) of this process's latest
+        self.standing: Standing | None = None  # measured at the experiment scheduler's hold (hold.json)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -208,14 +211,16 @@ class TrainingRun:
         tell_outcome(code, reason, self.run_dir, foreground=self.foreground)
         step = self.trainer.step if self.trainer is not None else 0
         try:
-            phases = {EXIT_DONE: Phase.DONE, EXIT_PAUSED: Phase.PAUSED, EXIT_WALL_TIME: Phase.PAUSED}
+            phases = {EXIT_DONE: Phase.DONE, EXIT_PAUSED: Phase.PAUSED, EXIT_WALL_TIME: Phase.PAUSED,
+                      EXIT_HELD: Phase.PAUSED}
             self._write_status(phases.get(code, Phase.FAILED))
             # Checked at the last moment: a second interrupt up to here still makes the record say so.
             if self.signals.abort_requested and code != EXIT_ABORTED:
                 code, reason = EXIT_ABORTED, f"{reason}; then a second interrupt: stopped at once"
                 tell_outcome(code, reason, self.run_dir, foreground=self.foreground)
             write_exit(self.run_dir, ExitRecord(code=code, reason=reason, step=step, checkpoint=self.last_checkpoint,
-                                                held=self.held and code == EXIT_PAUSED))
+                                                held=self.held and code == EXIT_PAUSED,
+                                                standing=self.standing if code == EXIT_HELD else None))
         except OSError as error:  # a full disk: the exit code still tells the daemon
             log.error("cannot record the exit in %s: %s", self.run_dir, error)
         self._close()
@@ -257,12 +262,17 @@ class TrainingRun:
             return EXIT_WALL_TIME, wall_time.used_up_sentence(limit, trainer.step, already=True)
         clock = LoopClock(trainer.step)
         self._write_status(Phase.RUNNING, clock)
+        # Only the daemon's members are compared; one reached already is spent (a stopped member resumed by hand).
+        hold = None if self.foreground else read_hold(self.run_dir)
+        hold = hold if hold is not None and hold.step > trainer.step else None
         while True:
             if self.signals.reload_requested:
                 self._reload()
             if trainer.step >= self.spec.job.total_steps:
                 self._checkpoint("final")
                 return EXIT_DONE, f"reached the budget of {self.spec.job.total_steps} steps"
+            if hold is not None and trainer.step >= hold.step:
+                return self._stop_at_hold(hold)
             if self.signals.pause_requested:
                 self._checkpoint("pause")
                 return EXIT_PAUSED, f"paused at step {trainer.step} with a checkpoint"
@@ -274,6 +284,16 @@ class TrainingRun:
             for record in trainer.iterate():
                 self._write_metric(record)
             self._after_iteration(previous_step, clock)
+
+    def _stop_at_hold(self, hold: Hold) -> tuple[int, str]:
+        """Pause where the experiment's scheduler compares members, with what it compares them by."""
+        step = self.trainer.step
+        if hold.evaluate and (self.last_evaluation is None or self.last_evaluation[0] != step):
+            self._evaluate()  # on its own envs and random streams: the training trajectory stays the same
+        evaluation = self.last_evaluation[1] if hold.evaluate and self.last_evaluation else None
+        self.standing = Standing(hold.step, {"eval_return": evaluation, "return": self.trainer.mean_return()})
+        self._checkpoint("pause")
+        return EXIT_HELD, f"reached {hold.label} at step {step:,}: paused there with a checkpoint"
 
     def _after_iteration(self, previous_step: int, clock: "LoopClock") -> None:
         from rlsup.algos.schedules import crossed
@@ -302,6 +322,7 @@ class TrainingRun:
                                 seed=evaluation_seed(self.spec.job.seed, step),
                                 episodes=settings.episodes, epsilon=settings.epsilon)
         mean = sum(returns) / len(returns)
+        self.last_evaluation = (step, mean)
         self._write_metric({metrics.KIND: metrics.EVAL, metrics.STEP: step, metrics.EVAL_MEAN: mean,
                             metrics.EVAL_RETURNS: returns})
         log.info("evaluation at step %d: mean return %.2f over %d episodes", step, mean, len(returns))

@@ -160,7 +160,7 @@ def test_events_are_limited_to_the_newest_oldest_first(store):
 
 # Every kind an event was ever stored with, as the store holds it: a store of any version reads.
 STORED_KINDS = ("state", "intent", "edit", "refused", "signal", "daemon", "adopted", "waiting", "checkpoint",
-                "feature off", "moving", "moved", "deleted", "kept")
+                "feature off", "moving", "moved", "deleted", "kept", "decision")
 
 
 def test_event_kinds_are_one_enum_whose_values_are_the_stored_strings(store):

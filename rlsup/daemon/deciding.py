@@ -1,0 +1,78 @@
+"""Experiments that decide, in the daemon: members' standings go in, the scheduler's verdicts are carried out."""
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from pathlib import Path
+
+from rlsup.decisions import asha
+from rlsup.decisions.asha import AshaSettings
+from rlsup.decisions.ranking import Report
+from rlsup.jobs import standings
+from rlsup.jobs.record import Job
+from rlsup.jobs.state import State
+from rlsup.jobs.store import Store, StoreBusy
+from rlsup.run.exit import EXIT_HELD, read_exit
+from rlsup.run.holds import Hold, clear_hold, write_hold
+
+log = logging.getLogger(__name__)
+PROMOTED, STOPPED = "promoted", "stopped"
+# A member that cannot report any more: what it had reported still counts, and a rung does not wait for it.
+GONE = (State.KILLED, State.FAILED, State.DONE)
+
+
+def rung_hold(settings: AshaSettings, rung: int) -> Hold:
+    """Where a member pauses for rung number `rung` (0 for the first)."""
+    return Hold(settings.rungs[rung], f"rung {rung + 1} of ASHA", evaluate=settings.metric == "eval_return")
+
+
+def first_hold(settings: AshaSettings) -> Hold:
+    return rung_hold(settings, 0)
+
+
+def record_standing(store: Store, job: Job, code: int | None) -> None:
+    """What a member that paused at its hold measured there, from its exit.json (in finish's transaction)."""
+    if code != EXIT_HELD or not job.experiment:
+        return
+    record = read_exit(Path(job.run_dir))
+    if record is not None and record.standing is not None:
+        standings.record_standing(store, job.id, record.standing)
+
+
+def decide(store: Store) -> None:
+    """Take every decision the standings now call for. Pure in what it decides (decisions/), and each one is
+    recorded with its action in one transaction, so a daemon killed anywhere re-derives the rest, none twice."""
+    for experiment, (settings, _seed) in standings.schedulers(store).items():
+        try:
+            if isinstance(settings, AshaSettings):
+                decide_asha(store, settings, store.experiment_jobs(experiment))
+        except (StoreBusy, sqlite3.DatabaseError):
+            raise  # the store's fault: the daemon's loop tries again, or stops for a store it cannot read
+        except Exception:  # one experiment's fault never stops the daemon or another experiment's decisions
+            log.exception("experiment %s: its decisions failed; tried again at the next reconcile", experiment)
+
+
+def decide_asha(store: Store, settings: AshaSettings, members: list[Job]) -> None:
+    ids = [job.id for job in members]
+    rung_of = {step: number for number, step in enumerate(settings.rungs)}
+    reports = [Report(job_id, standing.step, standings.metric_value(standing.values.get(settings.metric)))
+               for job_id, held in standings.standings(store, ids).items() for standing in held]
+    decided = {(decision.job_id, rung_of[decision.step]): decision.verdict == PROMOTED
+               for decision in standings.decisions(store, ids) if decision.step in rung_of}
+    gone = [job.id for job in members if job.state in GONE]
+    by_id = {job.id: job for job in members}
+    for verdict in asha.decide(settings, ids, reports, decided, gone):
+        if verdict.promoted:
+            promote_hold(Path(by_id[verdict.member].run_dir), settings, verdict.rung)
+        decision = standings.Decision(verdict.member, settings.rungs[verdict.rung],
+                                      PROMOTED if verdict.promoted else STOPPED, verdict.reason, time.time())
+        standings.record_decision(store, decision, resume=verdict.promoted)
+
+
+def promote_hold(run_dir: Path, settings: AshaSettings, rung: int) -> None:
+    """Before the member is queued again: the next rung's hold, or none after the last (it trains to its end)."""
+    if rung + 1 < len(settings.rungs):
+        write_hold(run_dir, rung_hold(settings, rung + 1))
+    else:
+        clear_hold(run_dir)

@@ -1,0 +1,102 @@
+"""The store's part of experiments that decide: their [scheduler], members' standings, and decisions taken."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+from rlsup.jobs.record import EventKind
+from rlsup.jobs.state import Desired, State
+from rlsup.jobs.store import Store
+from rlsup.run.holds import Standing
+from rlsup.spec.scheduler_table import Settings, from_json, settings_json
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision the store holds: for a member (job id) at a step, and why."""
+
+    job_id: int
+    step: int
+    verdict: str   # "promoted", "stopped"
+    reason: str
+    time: float
+
+
+def metric_value(value: float | None) -> float:
+    """A standing's metric as members are ranked by it: one not measured is NaN, which ranks last."""
+    return math.nan if value is None else value
+
+
+def save_scheduler(store: Store, experiment: str, settings: Settings, seed: int) -> None:
+    """Inside submit's transaction: the experiment's jobs and its scheduler are queued together or not at all."""
+    store.connection.execute("INSERT INTO schedulers (experiment, settings, seed) VALUES (?, ?, ?)",
+                             (experiment, settings_json(settings), seed))
+
+
+def schedulers(store: Store) -> dict[str, tuple[Settings, int]]:
+    """Every experiment that decides, with its settings and seed (a row that does not read is left out)."""
+    rows = store.connection.execute("SELECT experiment, settings, seed FROM schedulers ORDER BY experiment")
+    found = {}
+    for row in rows.fetchall():
+        settings = from_json(row["settings"])
+        if settings is not None:
+            found[row["experiment"]] = (settings, int(row["seed"]))
+    return found
+
+
+def scheduler(store: Store, experiment: str) -> Settings | None:
+    return schedulers(store).get(experiment, (None, 0))[0]
+
+
+def record_standing(store: Store, job_id: int, standing: Standing) -> None:
+    """A member's metrics at a hold; the first one kept (a member holds once per step, even if restarted)."""
+    store.connection.execute("INSERT OR IGNORE INTO standings (job_id, step, measured) VALUES (?, ?, ?)",
+                             (job_id, standing.step, json.dumps(standing.to_json())))
+
+
+def standings(store: Store, job_ids: list[int]) -> dict[int, list[Standing]]:
+    """Each member's standings in step order."""
+    found: dict[int, list[Standing]] = {job_id: [] for job_id in job_ids}
+    marks = ",".join("?" * len(job_ids))
+    rows = store.connection.execute(f"SELECT job_id, measured FROM standings WHERE job_id IN ({marks}) "
+                                    "ORDER BY job_id, step", job_ids).fetchall() if job_ids else []
+    for row in rows:
+        standing = Standing.from_json(_json(row["measured"]))
+        if standing is not None:
+            found[row["job_id"]].append(standing)
+    return found
+
+
+def decisions(store: Store, job_ids: list[int]) -> list[Decision]:
+    marks = ",".join("?" * len(job_ids))
+    rows = store.connection.execute(f"SELECT * FROM decisions WHERE job_id IN ({marks}) ORDER BY time, job_id",
+                                    job_ids).fetchall() if job_ids else []
+    return [Decision(row["job_id"], row["step"], row["verdict"], row["reason"], row["time"]) for row in rows]
+
+
+def record_decision(store: Store, decision: Decision, *, resume: bool) -> bool:
+    """The decision, its event and its action (a promoted member waiting at the step is queued again; a
+    stopped one keeps its pause with the reason) in one transaction: a daemon killed at any point has
+    either done all of it or none. False when the store already held a decision there (nothing done)."""
+    with store.transaction():
+        inserted = store.connection.execute(
+            "INSERT OR IGNORE INTO decisions (job_id, step, verdict, reason, time) VALUES (?, ?, ?, ?, ?)",
+            (decision.job_id, decision.step, decision.verdict, decision.reason, decision.time)).rowcount
+        if not inserted:
+            return False
+        store.add_event(decision.job_id, EventKind.DECISION, decision.reason)
+        job = store.job(decision.job_id)
+        waiting = job is not None and job.state is State.PAUSED and job.step >= decision.step
+        if waiting and resume:
+            store.transition(job.id, State.QUEUED, decision.reason, desired=Desired.RUNNING)
+        elif waiting:
+            store.update(job.id, reason=decision.reason)
+    return True
+
+
+def _json(text: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None

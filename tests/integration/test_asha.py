@@ -1,0 +1,118 @@
+"""ASHA through a real daemon: members pause exactly at the rungs, the right ones go on, and nothing is decided twice."""
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+from rlsup.checkpoint.manifest import list_checkpoints
+from rlsup.jobs import standings
+from rlsup.jobs.state import State
+
+TOTAL, RUNGS = 1_800, (600, 1_200)
+SCHEDULER = '\n[scheduler]\nkind = "asha"\nmetric = "eval_return"\nrungs = [600, 1_200]\nkeep = 0.5\n'
+
+
+def asha_file(harness, name: str) -> Path:
+    path = harness.job_file(name, total_steps=TOTAL, checkpoint_every=0)
+    path.write_text(path.read_text() + SCHEDULER)
+    return path
+
+
+def submit(harness, path: Path, experiment: str) -> list[int]:
+    code, out, err = harness.cli("submit", path, "--seeds", "1-4", "--experiment", experiment)
+    assert code == 0, err
+    return [int(line) for line in out.split()]
+
+
+def settled(harness, ids: list[int]) -> list:
+    """Every member done or stopped for good (paused with ASHA's reason)."""
+    def over():
+        jobs = [harness.job(job_id) for job_id in ids]
+        return jobs if all(job.state is State.DONE or (job.state is State.PAUSED and "stopped by ASHA" in job.reason)
+                           for job in jobs) else None
+    return harness.wait_for(over, timeout=240, what="every member done or stopped",
+                            report=lambda: harness.report())
+
+
+def verdicts(harness, ids: list[int]) -> list[tuple[int, int, str]]:
+    """(seed, step, verdict) of every decision, by member seed: the same experiment gives the same list."""
+    seed_of = {job_id: seed for seed, job_id in enumerate(ids, 1)}
+    return sorted((seed_of[decision.job_id], decision.step, decision.verdict)
+                  for decision in standings.decisions(harness.store, ids))
+
+
+def test_members_pause_at_each_rung_and_the_best_half_go_on_the_same_way_twice(harness) -> None:
+    harness.settings(cpu_jobs=2)
+    harness.start_daemon()
+    path = asha_file(harness, "asha")
+    first, second = submit(harness, path, "asha-a"), submit(harness, path, "asha-b")
+    jobs = settled(harness, first) + settled(harness, second)
+
+    for ids in (first, second):
+        held = standings.standings(harness.store, ids)
+        # Each member paused exactly at the first rung, with a pause checkpoint and its evaluation there.
+        assert all([standing.step for standing in held[job_id]][:1] == [600] for job_id in ids), held
+        for job_id in ids:
+            steps = [entry.step for entry in list_checkpoints(Path(harness.job(job_id).run_dir))]
+            assert 600 in steps, steps
+        values = {job_id: held[job_id][0].values["eval_return"] for job_id in ids}
+        assert all(value is not None for value in values.values()), values
+        # The top half by its evaluation at rung 1 is promoted, the rest stopped there; then one of two.
+        best_two = sorted(ids, key=lambda job_id: (-values[job_id], job_id))[:2]
+        decided = {(decision.job_id, decision.step): decision for decision in standings.decisions(harness.store, ids)}
+        assert {job_id for (job_id, step), decision in decided.items()
+                if step == 600 and decision.verdict == "promoted"} == set(best_two)
+        assert sorted(collections.Counter(step for _, step in decided).items()) == [(600, 4), (1_200, 2)]
+        done = [job_id for job_id in ids if harness.job(job_id).state is State.DONE]
+        assert len(done) == 1 and done[0] in best_two and harness.job(done[0]).step == TOTAL
+        for job_id in ids:
+            job = harness.job(job_id)
+            if job_id not in best_two:
+                assert job.step == 600 and job.reason.startswith("stopped by ASHA at rung 1: eval_return "), job.reason
+                assert "(kept: top 2)" in job.reason
+        events = [event.message for job_id in ids for event in harness.events(job_id, "decision")]
+        assert len(events) == 6 and sum("promoted by ASHA" in message for message in events) == 3
+    code, out, _ = harness.cli("status", "asha-a")
+    assert code == 0 and "ASHA on eval_return: rungs at 600, 1,200 steps" in out, out
+    assert "rung 1 at 600: 4 reported" in out and "rung 2 at 1,200: 2 reported" in out, out
+    code, out, _ = harness.cli("list")
+    assert out.count("paused: stopped at rung 1") == 4 and out.count("paused: stopped at rung 2") == 2, out
+    # The same file, the same seeds: the same decisions (a replay re-derives them, whatever the timing).
+    assert verdicts(harness, first) == verdicts(harness, second)
+    assert len(jobs) == 8
+
+
+def test_a_stopped_member_resumed_by_hand_trains_to_its_end_as_if_never_stopped(harness) -> None:
+    harness.settings(cpu_jobs=2)
+    harness.start_daemon()
+    ids = submit(harness, asha_file(harness, "hand"), "hand")
+    settled(harness, ids)
+    stopped = next(job_id for job_id in ids if harness.job(job_id).state is State.PAUSED)
+    seed = ids.index(stopped) + 1
+    code, _, err = harness.cli("resume", str(stopped))
+    assert code == 0, err
+    resumed = harness.wait_state(stopped, State.DONE)
+    assert resumed.step == TOTAL
+    # A lone job of the same seed, trained straight: the same network at the end, bit for bit.
+    lone = harness.submit(harness.job_file("straight", seed=seed, total_steps=TOTAL, checkpoint_every=0))
+    straight = harness.wait_state(lone.id, State.DONE)
+    assert (harness.newest_checkpoint(resumed.run_dir).fingerprint
+            == harness.newest_checkpoint(straight.run_dir).fingerprint)
+
+
+def test_a_daemon_killed_while_deciding_loses_and_repeats_no_decision(harness) -> None:
+    harness.settings(cpu_jobs=2)
+    harness.start_daemon()
+    ids = submit(harness, asha_file(harness, "killed"), "killed")
+    # Killed as soon as the first decision is recorded, again at the first of the second rung.
+    for count in (1, 5):
+        harness.wait_for(lambda: len(standings.decisions(harness.store, ids)) >= count, timeout=180,
+                         what=f"{count} decisions", report=lambda: harness.report())
+        harness.kill_daemon()
+        harness.start_daemon()
+    settled(harness, ids)
+    decided = [(decision.job_id, decision.step) for decision in standings.decisions(harness.store, ids)]
+    assert len(decided) == len(set(decided)) == 6
+    events = [event.message for job_id in ids for event in harness.events(job_id, "decision")]
+    assert len(events) == 6
+    assert sum(harness.job(job_id).state is State.DONE for job_id in ids) == 1
