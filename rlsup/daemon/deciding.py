@@ -63,16 +63,17 @@ def decide_asha(store: Store, settings: AshaSettings, members: list[Job]) -> Non
     gone = [job.id for job in members if job.state in GONE]
     by_id = {job.id: job for job in members}
     for verdict in asha.decide(settings, ids, reports, decided, gone):
-        if verdict.promoted:
-            promote_hold(Path(by_id[verdict.member].run_dir), settings, verdict.rung)
+        next_hold(Path(by_id[verdict.member].run_dir), settings, verdict)
         decision = standings.Decision(verdict.member, settings.rungs[verdict.rung],
                                       PROMOTED if verdict.promoted else STOPPED, verdict.reason, time.time())
         standings.record_decision(store, decision, resume=verdict.promoted)
 
 
-def promote_hold(run_dir: Path, settings: AshaSettings, rung: int) -> None:
-    """Before the member is queued again: the next rung's hold, or none after the last (it trains to its end)."""
-    if rung + 1 < len(settings.rungs):
-        write_hold(run_dir, rung_hold(settings, rung + 1))
+def next_hold(run_dir: Path, settings: AshaSettings, verdict: asha.Verdict) -> None:
+    """Before the verdict is recorded: a promoted member holds at the next rung, or after the last at none (it
+    trains to its end); a stopped one at none, so that a resume by hand trains it on. Written again, alike,
+    should the daemon die before recording it."""
+    if verdict.promoted and verdict.rung + 1 < len(settings.rungs):
+        write_hold(run_dir, rung_hold(settings, verdict.rung + 1))
     else:
         clear_hold(run_dir)

@@ -14,9 +14,9 @@ from rlsup.spec.values import STEPS_MAX
 class Hold:
     """Pause at the first step boundary at or after `step`, with a checkpoint and the metrics measured there.
 
-    Written by the daemon (at submit and with each promotion), read by the worker when it starts. A run
-    resumed by hand past its hold (a member ASHA stopped) trains on: a hold at or below the step reached is
-    spent."""
+    Written by the daemon (at submit and with each promotion), read by the worker when it starts: one at the
+    step it starts from holds at once (a restart from the pause checkpoint written there), one below is spent.
+    The daemon removes the hold of a member it stops, so that a resume by hand trains it on to its end."""
 
     step: int
     label: str       # what the step is, for the worker's sentence: "rung 2 of ASHA"

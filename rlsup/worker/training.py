@@ -262,9 +262,10 @@ class TrainingRun:
             return EXIT_WALL_TIME, wall_time.used_up_sentence(limit, trainer.step, already=True)
         clock = LoopClock(trainer.step)
         self._write_status(Phase.RUNNING, clock)
-        # Only the daemon's members are compared; one reached already is spent (a stopped member resumed by hand).
+        # Only the daemon's members are compared. A start at the hold's step (a restart from the pause checkpoint
+        # it wrote there) holds again; the daemon removes the hold of a member it stops, which then trains on.
         hold = None if self.foreground else read_hold(self.run_dir)
-        hold = hold if hold is not None and hold.step > trainer.step else None
+        hold = hold if hold is not None and hold.step >= trainer.step else None
         while True:
             if self.signals.reload_requested:
                 self._reload()

@@ -116,3 +116,26 @@ def test_a_daemon_killed_while_deciding_loses_and_repeats_no_decision(harness) -
     events = [event.message for job_id in ids for event in harness.events(job_id, "decision")]
     assert len(events) == 6
     assert sum(harness.job(job_id).state is State.DONE for job_id in ids) == 1
+
+
+def test_a_worker_restarted_at_its_rung_pauses_there_again_instead_of_skipping_it(harness, tmp_path) -> None:
+    """A worker killed after its pause checkpoint at a rung, before exit.json, is restarted from that
+    checkpoint: it must report the rung again, not train past it (a hold at the step reached is not spent)."""
+    import json
+    import subprocess
+    import sys
+
+    from rlsup import client, paths
+
+    jobs = client.submit_experiment(asha_file(harness, "restart"), seeds=(1, 2), home=harness.home,
+                                    start_daemon=False)
+    run_dir = Path(jobs[0].run_dir)
+    environment = {**__import__("os").environ, "RLSUP_HOME": str(harness.home)}
+    outcomes = []
+    for _ in range(2):  # the first start reaches the rung; the second is the restart from its pause checkpoint
+        process = subprocess.run([sys.executable, "-m", "rlsup.worker", str(run_dir)], env=environment,
+                                 capture_output=True, text=True, timeout=120)
+        record = json.loads((run_dir / paths.EXIT_FILE).read_text())
+        outcomes.append((process.returncode, record["step"], record["standing"]["step"]))
+        assert record["standing"]["eval_return"] is not None
+    assert outcomes == [(77, 600, 600), (77, 600, 600)]
