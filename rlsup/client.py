@@ -173,7 +173,7 @@ def submit_experiment(spec_path: str | Path, *, seeds: tuple[int, ...] | None = 
 
 def scheduler_of(path: Path, text: str, loaded: specs.JobSpec, *, members: int) -> specs.SchedulerSettings | None:
     """The file's [scheduler], checked against the job and the fork rules; None without one. Raises SpecError
-    at its line for a table that cannot decide here: one member, or PBT (not carried out by the daemon yet)."""
+    at its line for a table with one member to decide among."""
     from rlsup.run.lineage import perturb_refused
 
     settings = specs.scheduler_of(text, loaded, file=str(path),
@@ -182,9 +182,6 @@ def scheduler_of(path: Path, text: str, loaded: specs.JobSpec, *, members: int) 
     if settings is not None and members < 2:
         raise specs.SpecError([located.problem(("scheduler",), "decides among an experiment's members: give the "
                                                                "file a [sweep], or submit it with --seeds 1-4")])
-    if isinstance(settings, specs.PbtSettings):
-        raise specs.SpecError([located.problem(("scheduler", "kind"), '"pbt" is validated but not carried out by '
-                                                                      'this daemon yet; use "asha"')])
     return settings
 
 

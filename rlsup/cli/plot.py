@@ -11,7 +11,9 @@ from rlsup import client
 from rlsup.spec import experiments
 from rlsup.views import plots as plotting
 from rlsup.cli.arguments import CliError, names_experiments, resolve_run
-from rlsup.jobs.store import Job
+from rlsup.decisions.pbt import PbtSettings
+from rlsup.jobs import standings
+from rlsup.jobs.store import Job, Store
 
 PICTURE_SUFFIXES = (".png", ".svg", ".pdf")
 GROUP_BY = ("variant", "experiment", "all")
@@ -94,9 +96,11 @@ def resolve_groups(references: list[str], group_by: str | None = None) -> list[R
     named_groups: dict[Path, str] = {}  # runs named through their experiment: drawn as its groups
     for reference in references:
         members = client.experiment_jobs(reference)
+        # A PBT member's run begins with its parent's metrics up to the fork: one line each draws the lineages.
+        lineages = bool(members) and decides_by_pbt(members[0].experiment)
         for job in members:
             runs.setdefault(Path(job.run_dir), job.name)
-            named_groups[Path(job.run_dir)] = group_of(job, by_variant)
+            named_groups[Path(job.run_dir)] = job.name if lineages else group_of(job, by_variant)
         if not members:
             runs.setdefault(resolve_reference(reference), "")
     runs = {run_dir: label or run_label(run_dir) for run_dir, label in runs.items()}
@@ -107,6 +111,11 @@ def resolve_groups(references: list[str], group_by: str | None = None) -> list[R
         group = named_groups.get(run_dir) or (stored_group(run_dir, by_variant) if group_by else "")
         groups.setdefault(group or label, []).append(run_dir)
     return [RunGroup(label, tuple(run_dirs)) for label, run_dirs in groups.items()]
+
+
+def decides_by_pbt(experiment: str) -> bool:
+    with Store() as store:
+        return isinstance(standings.scheduler(store, experiment), PbtSettings)
 
 
 def group_of(job: Job, by_variant: bool) -> str:

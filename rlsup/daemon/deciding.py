@@ -11,15 +11,14 @@ from rlsup.decisions.asha import AshaSettings
 from rlsup.decisions.ranking import Report
 from rlsup.jobs import standings
 from rlsup.jobs.record import Job
-from rlsup.jobs.state import State
+from rlsup.daemon.pbt_generations import decide_pbt
 from rlsup.jobs.store import Store, StoreBusy
 from rlsup.run.exit import EXIT_HELD, read_exit
 from rlsup.run.holds import Hold, clear_hold, write_hold
+from rlsup.spec.scheduler_table import Settings
 
 log = logging.getLogger(__name__)
 PROMOTED, STOPPED = "promoted", "stopped"
-# A member that cannot report any more: what it had reported still counts, and a rung does not wait for it.
-GONE = (State.KILLED, State.FAILED, State.DONE)
 
 
 def rung_hold(settings: AshaSettings, rung: int) -> Hold:
@@ -27,8 +26,11 @@ def rung_hold(settings: AshaSettings, rung: int) -> Hold:
     return Hold(settings.rungs[rung], f"rung {rung + 1} of ASHA", evaluate=settings.metric == "eval_return")
 
 
-def first_hold(settings: AshaSettings) -> Hold:
-    return rung_hold(settings, 0)
+def first_hold(settings: Settings) -> Hold:
+    """Where every member of a new experiment first pauses: ASHA's first rung, PBT's first interval."""
+    if isinstance(settings, AshaSettings):
+        return rung_hold(settings, 0)
+    return Hold(settings.interval, "generation 1 of PBT", evaluate=settings.metric == "eval_return")
 
 
 def record_standing(store: Store, job: Job, code: int | None) -> None:
@@ -43,10 +45,13 @@ def record_standing(store: Store, job: Job, code: int | None) -> None:
 def decide(store: Store) -> None:
     """Take every decision the standings now call for. Pure in what it decides (decisions/), and each one is
     recorded with its action in one transaction, so a daemon killed anywhere re-derives the rest, none twice."""
-    for experiment, (settings, _seed) in standings.schedulers(store).items():
+    for experiment, (settings, seed) in standings.schedulers(store).items():
         try:
+            members = store.experiment_jobs(experiment)
             if isinstance(settings, AshaSettings):
-                decide_asha(store, settings, store.experiment_jobs(experiment))
+                decide_asha(store, settings, members)
+            else:
+                decide_pbt(store, settings, seed, members)
         except (StoreBusy, sqlite3.DatabaseError):
             raise  # the store's fault: the daemon's loop tries again, or stops for a store it cannot read
         except Exception:  # one experiment's fault never stops the daemon or another experiment's decisions
@@ -60,7 +65,7 @@ def decide_asha(store: Store, settings: AshaSettings, members: list[Job]) -> Non
                for job_id, held in standings.standings(store, ids).items() for standing in held]
     decided = {(decision.job_id, rung_of[decision.step]): decision.verdict == PROMOTED
                for decision in standings.decisions(store, ids) if decision.step in rung_of}
-    gone = [job.id for job in members if job.state in GONE]
+    gone = [job.id for job in members if job.state in standings.GONE]
     by_id = {job.id: job for job in members}
     for verdict in asha.decide(settings, ids, reports, decided, gone):
         next_hold(Path(by_id[verdict.member].run_dir), settings, verdict)

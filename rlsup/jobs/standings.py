@@ -12,6 +12,10 @@ from rlsup.run.holds import Standing
 from rlsup.spec.scheduler_table import Settings, from_json, settings_json
 
 
+# A member that cannot report any more: what it reported still counts, and no comparison waits for it.
+GONE = (State.KILLED, State.FAILED, State.DONE)
+
+
 @dataclass(frozen=True)
 class Decision:
     """One decision the store holds: for a member (job id) at a step, and why."""

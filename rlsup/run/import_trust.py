@@ -34,6 +34,14 @@ def write_import_paths(run_dir: Path, entries: list[str]) -> None:
         atomic.write_json(Path(run_dir) / paths.IMPORT_PATHS, record)
 
 
+def hand_on(parent_run: Path, run_dir: Path) -> None:
+    """A fork made without a submit (a PBT member, made by the daemon) records its parent's entries, when this
+    home sealed them: the parent's submit found the env's modules there."""
+    record, _ = read_record(Path(parent_run) / paths.IMPORT_PATHS)
+    if record is not None and isinstance(record.get("sys_path"), list) and sealed_by_this_home(record):
+        write_import_paths(run_dir, [str(entry) for entry in record["sys_path"]])
+
+
 def use_import_paths(run_dir: Path, *, trust: bool = False) -> tuple[list[str], str | None]:
     """Take the run directory and the cwd off sys.path, then append (after everything installed: they never
     shadow rlsup or a library) the entries of the run's import-paths.json that may be used: absolute

@@ -25,20 +25,27 @@ def read_scheduler_lines(store: Store, experiment: str, members: list[Job]) -> l
 
 def scheduler_lines(settings: Settings, members: list[Job], held: dict[int, list[Standing]],
                     decided: list[Decision]) -> list[str]:
-    """The scheduler's heading, then per rung its members (reported first, best first) and their verdicts."""
-    if not isinstance(settings, AshaSettings):
-        return [f"PBT on {settings.metric}, every {settings.interval:,} steps"]
-    rungs = ", ".join(f"{rung:,}" for rung in settings.rungs)
-    lines = [f"ASHA on {settings.metric}: rungs at {rungs} steps, the top {settings.keep:g} promoted at each"]
+    """The scheduler's heading, then per comparison (an ASHA rung, a PBT generation) its members, best first,
+    with their metric and verdict ("waiting" before it)."""
+    if isinstance(settings, AshaSettings):
+        rungs = ", ".join(f"{rung:,}" for rung in settings.rungs)
+        lines = [f"ASHA on {settings.metric}: rungs at {rungs} steps, the top {settings.keep:g} promoted at each"]
+        comparisons = [(f"rung {number}", step) for number, step in enumerate(settings.rungs, 1)]
+    else:
+        perturbed = ", ".join(settings.perturb)
+        lines = [f"PBT on {settings.metric}, every {settings.interval:,} steps: the bottom {settings.quantile:g} "
+                 f"forks the top, perturbing {perturbed}"]
+        steps = sorted({standing.step for standings_of in held.values() for standing in standings_of})
+        comparisons = [(f"generation {step // settings.interval}", step) for step in steps]
     verdict_at = {(decision.job_id, decision.step): decision.verdict for decision in decided}
     names = {job.id: formatting.printable(job.name) for job in members}
     width = max((len(name) for name in names.values()), default=0)
-    for number, step in enumerate(settings.rungs, 1):
-        measured = {job_id: standing for job_id, standings in held.items() for standing in standings
+    for label, step in comparisons:
+        measured = {job_id: standing for job_id, standings_of in held.items() for standing in standings_of
                     if standing.step == step}
         if not measured:
             continue
-        lines.append(f"  rung {number} at {step:,}: {len(measured)} reported")
+        lines.append(f"  {label} at {step:,}: {len(measured)} reported")
         reports = [Report(job_id, step, metric_value(standing.values.get(settings.metric)))
                    for job_id, standing in measured.items()]
         for report in ranked(reports):  # the order the decisions rank by
@@ -50,9 +57,10 @@ def scheduler_lines(settings: Settings, members: list[Job], held: dict[int, list
 
 def held_mark(reason: str) -> str | None:
     """A paused member's place in its experiment's scheduler, for the jobs table: "stopped at rung 2" (ASHA's
-    reason, decisions/asha.py) or "waiting at rung 1" (its worker's, daemon/deciding.py's hold label); else None."""
-    stopped = re.match(r"stopped by ASHA at rung (\d+)", reason)
-    if stopped:
-        return f"stopped at rung {stopped[1]}"
-    waiting = re.match(r"reached rung (\d+) of ASHA", reason)
-    return f"waiting at rung {waiting[1]}" if waiting else None
+    reason, decisions/asha.py), "replaced at generation 1" (daemon/pbt_generations.py's), "waiting at rung 1" or
+    "waiting at generation 3" (its worker's, from the hold's label); else None."""
+    decided = re.match(r"(?:stopped by ASHA at (rung \d+))|(?:replaced at (generation \d+))", reason)
+    if decided:
+        return f"stopped at {decided[1]}" if decided[1] else f"replaced at {decided[2]}"
+    waiting = re.match(r"reached (rung \d+ of ASHA|generation \d+ of PBT)", reason)
+    return f"waiting at {waiting[1].rsplit(' of ', 1)[0]}" if waiting else None

@@ -35,17 +35,21 @@ def line_of(tmp_path, key: str) -> int:
     return next(number for number, line in enumerate(text, 1) if number > start and line.startswith(key))
 
 
-@pytest.mark.parametrize("change, key, field, words", [
-    ('kind = "asha"', 'kind = "hyperband"', "scheduler.kind", "must be one of 'asha', 'pbt'"),
-    ("rungs = [600, 1_200]", "rungs = [600, 600]", "scheduler.rungs", "must increase"),
-    ("rungs = [600, 1_200]", "rungs = [600, 5_000]", "scheduler.rungs", "not below the job's total_steps"),
-    ("keep = 0.34", "keep = 1.0", "scheduler.keep", "between 0 and 1"),
-    ("keep = 0.34", "keep = 0", "scheduler.keep", "between 0 and 1"),
-    ('metric = "eval_return"', 'metric = "loss"', "scheduler.metric", "no job records 'loss'"),
-    ("keep = 0.34", "keep = 0.34\neta = 3", "scheduler.eta", "is not a key of an ASHA [scheduler]"),
+@pytest.mark.parametrize("table, old, new, field, words", [
+    (ASHA, 'kind = "asha"', 'kind = "hyperband"', "scheduler.kind", "must be one of 'asha', 'pbt'"),
+    (ASHA, "rungs = [600, 1_200]", "rungs = [600, 600]", "scheduler.rungs", "must increase"),
+    (ASHA, "rungs = [600, 1_200]", "rungs = [600, 5_000]", "scheduler.rungs", "not below the job's total_steps"),
+    (ASHA, "keep = 0.34", "keep = 1.0", "scheduler.keep", "between 0 and 1"),
+    (ASHA, "keep = 0.34", "keep = 0", "scheduler.keep", "between 0 and 1"),
+    (ASHA, 'metric = "eval_return"', 'metric = "loss"', "scheduler.metric", "no job records 'loss'"),
+    (ASHA, "keep = 0.34", "keep = 0.34\neta = 3", "scheduler.eta", "is not a key of an ASHA [scheduler]"),
+    (PBT, "interval = 500", "interval = 2_000", "scheduler.interval", "not below the job's total_steps"),
+    (PBT, "quantile = 0.25", "quantile = 0.6", "scheduler.quantile", "at most 0.5"),
+    (PBT, '"dqn.lr" = [0.8, 1.25]', '"dqn.lr" = []', "scheduler.perturb", "must list factors above 0"),
+    (PBT, '"dqn.lr" = [0.8, 1.25]', '"dqn.lr" = [0.8, -1]', "scheduler.perturb", "must list factors above 0"),
 ])
-def test_each_bad_asha_table_is_one_located_line(tmp_path, change, key, field, words) -> None:
-    [problem] = scheduler_problems(tmp_path, ASHA.replace(change, key))
+def test_each_bad_table_is_one_located_line(tmp_path, table, old, new, field, words) -> None:
+    [problem] = scheduler_problems(tmp_path, table.replace(old, new))
     where = f"{tmp_path / 'job.toml'}:{line_of(tmp_path, field.split('.')[-1])}: {field}: "
     assert problem.startswith(where) and words in problem, problem
 
@@ -59,11 +63,13 @@ def test_perturbing_a_field_a_fork_refuses_is_named_at_its_line(tmp_path) -> Non
     assert "dqn.hidden_sizes: is not a number field" in problem
 
 
-def test_a_scheduler_needs_an_experiment_and_pbt_is_said_to_be_not_carried_out(tmp_path) -> None:
+def test_a_scheduler_needs_an_experiment(tmp_path) -> None:
     [alone] = scheduler_problems(tmp_path, ASHA, members=1)
     assert "decides among an experiment's members" in alone and "--seeds" in alone
-    [pbt] = scheduler_problems(tmp_path, PBT)
-    assert ': scheduler.kind: "pbt" is validated but not carried out' in pbt
+    [alone] = scheduler_problems(tmp_path, PBT, members=1)
+    table_line = (tmp_path / "job.toml").read_text().splitlines().index("[scheduler]") + 1
+    assert alone.startswith(f"{tmp_path / 'job.toml'}:{table_line}: scheduler: "), alone
+    assert scheduler_problems(tmp_path, PBT) == []
 
 
 def test_a_good_table_reads_back_from_the_store_as_it_was_written(tmp_path) -> None:

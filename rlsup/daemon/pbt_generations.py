@@ -1,0 +1,163 @@
+"""PBT in the daemon: once every live member reports at an interval's step, the bottom forks the top, then all go on."""
+from __future__ import annotations
+
+import shutil
+import time
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlsup import paths, spec as specs
+from rlsup.decisions import pbt
+from rlsup.decisions.pbt import Fork, PbtSettings
+from rlsup.decisions.ranking import Report, figure
+from rlsup.jobs import standings
+from rlsup.jobs.record import Job, spec_columns
+from rlsup.jobs.store import Store
+from rlsup.run import files as runfiles, import_trust, lineage
+from rlsup.run.holds import Hold, clear_hold, write_hold
+from rlsup.spec.fields import TABLES, section_field
+
+FORKED, REPLACED, CONTINUED = "forked", "replaced", "continued"  # a PBT decision's verdict, as the store holds it
+
+
+@dataclass(frozen=True)
+class PreparedFork:
+    """A fork's run directory, filled and verified, waiting for its job row (in the generation's transaction)."""
+
+    fork: Fork
+    parent: Job
+    name: str
+    run_dir: Path
+    spec: specs.JobSpec
+    overrides: dict
+
+
+def field_values_of(spec: specs.JobSpec, names: typing.Iterable[str]) -> dict[str, float]:
+    """The spec's value of each perturbed field ("dqn.lr" -> 3e-4)."""
+    return {name: float(getattr(getattr(spec, name.split(".", 1)[0]), name.split(".", 1)[1])) for name in names}
+
+
+def prepare(store: Store, fork: Fork, parent: Job, generation: int) -> PreparedFork:
+    """The fork's run directory: the parent's checkpoint at the generation's step, linked and verified, its
+    metrics up to there, parent.json, its job.toml with the perturbed values. Raises lineage.ForkRefused."""
+    parent_run = Path(parent.run_dir)
+    entry = lineage.resolve_checkpoint(parent_run, "latest")  # the pause checkpoint at its hold: it waits there
+    if entry.step < fork.step:
+        raise lineage.ForkRefused(f"job {parent.id}'s newest checkpoint is at step {entry.step:,}, before the "
+                                  f"generation's step {fork.step:,}")
+    # The fork that replaces member 5 at generation 2 of pbt: pbt-g2-m5 (parent.json and the events say whose).
+    name = store.free_name(specs.sanitize_name(f"{parent.experiment}-g{generation}-m{fork.member}"))
+    spec = runfiles.read_run_spec(parent_run).replace("job", name=name)
+    for field, value in fork.values.items():
+        section, key = field.split(".", 1)
+        spec = spec.replace(section, **{key: within_bounds(section, key, value)})
+    loaded = specs.apply_overrides(spec, {})  # the name sanitised as every job's is
+    pinned = {"job.name": name, **field_values_of(loaded, fork.values)}
+    overrides = {**parent.override_values, **specs.pin_overrides(loaded, pinned)}
+    run_dir = paths.new_run_dir(name, root=parent_run.parent)
+    try:
+        runfiles.write_run_spec(run_dir, loaded)
+        import_trust.hand_on(parent_run, run_dir)
+        request = lineage.ForkRequest(parent_run, parent.name, parent.id, entry)
+        lineage.prepare_fork(run_dir, request, loaded)
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return PreparedFork(fork, parent, name, run_dir, loaded, overrides)
+
+
+def queue(store: Store, prepared: PreparedFork) -> Job:
+    """The fork's job, following the experiment's file as its parent does (inside the generation's transaction)."""
+    parent = prepared.parent
+    return store.submit(**spec_columns(prepared.spec), spec_path=Path(parent.spec_path), run_dir=prepared.run_dir,
+                        spec_seen=parent.spec_seen, overrides=prepared.overrides, experiment=parent.experiment)
+
+
+def discard(prepared: list[PreparedFork]) -> None:
+    """Run directories made for a generation whose transaction did not commit: nothing refers to them."""
+    for fork in prepared:
+        shutil.rmtree(fork.run_dir, ignore_errors=True)
+
+
+def within_bounds(section: str, key: str, value: float) -> float:
+    """A perturbed value kept inside the field's declared range: PBT multiplies, generation after generation."""
+    metadata = section_field(TABLES[section], key).metadata
+    low, high = metadata["minimum"], metadata["maximum"]
+    if high is not None and value > high:
+        return float(high)
+    if low is not None and value < low:
+        return float(low)
+    return value
+
+
+def generation_hold(settings: PbtSettings, step: int, total_steps: int) -> Hold | None:
+    """Where a member pauses for the generation after `step`, or None when its budget ends first."""
+    following = step + settings.interval
+    if following >= total_steps:
+        return None
+    return Hold(following, f"generation {following // settings.interval} of PBT",
+                evaluate=settings.metric == "eval_return")
+
+
+def decide_pbt(store: Store, settings: PbtSettings, seed: int, members: list[Job]) -> None:
+    """Run the first generation whose every live member has reported and that is not decided yet."""
+    ids = [job.id for job in members]
+    decided = standings.decisions(store, ids)
+    born = {decision.job_id: decision.step for decision in decided if decision.verdict == FORKED}
+    replaced = {decision.job_id: decision.step for decision in decided if decision.verdict == REPLACED}
+    finished = {decision.step for decision in decided if decision.verdict in (CONTINUED, REPLACED)}
+    held = standings.standings(store, ids)
+    for step in sorted({standing.step for found in held.values() for standing in found} - finished):
+        # Live at a generation: not gone, made before it, and not replaced at an earlier one.
+        expected = [job for job in members if job.state not in standings.GONE and born.get(job.id, 0) < step
+                    and replaced.get(job.id, step) >= step]
+        reported = {job.id: standing for job in expected for standing in held[job.id] if standing.step == step}
+        if expected and len(reported) == len(expected):
+            run_generation(store, settings, seed, step, expected, reported)
+            return  # its forks are queued only now: a later generation is taken at the next reconcile
+
+
+def run_generation(store: Store, settings: PbtSettings, seed: int, step: int, expected: list[Job],
+                   reported: dict) -> None:
+    """The generation's forks made, then in one transaction queued with every member's decision: the weak
+    replaced (they keep their pause), the rest resumed to the next generation."""
+    generation = step // settings.interval
+    values = {job.id: standings.metric_value(reported[job.id].values.get(settings.metric)) for job in expected}
+    reports = [Report(job.id, step, values[job.id]) for job in expected]
+    fields = {job.id: field_values_of(runfiles.read_run_spec(Path(job.run_dir)), settings.perturb) for job in expected}
+    forks = pbt.decide(settings, seed, reports, fields)
+    by_id = {job.id: job for job in expected}
+    prepared: list[PreparedFork] = []
+    try:
+        for fork in forks:
+            prepared.append(prepare(store, fork, by_id[fork.parent], generation))
+            place_hold(prepared[-1].run_dir, generation_hold(settings, step, prepared[-1].spec.job.total_steps))
+        weak = {fork.member for fork in forks}
+        for job in expected:
+            place_hold(Path(job.run_dir), None if job.id in weak else generation_hold(settings, step, job.total_steps))
+        now = time.time()
+        with store.transaction():
+            for made in prepared:
+                job = queue(store, made)
+                reason = f"replaced at generation {generation} by job {job.id} ({job.name}): {made.fork.reason}"
+                standings.record_decision(store, standings.Decision(made.fork.member, step, REPLACED, reason, now),
+                                          resume=False)
+                standings.record_decision(store, standings.Decision(job.id, step, FORKED, made.fork.reason, now),
+                                          resume=False)
+            for job in expected:
+                if job.id not in weak:
+                    reason = (f"pbt: member {job.id} ({settings.metric} {figure(values[job.id])}) goes on at step "
+                              f"{step:,} (generation {generation})")
+                    standings.record_decision(store, standings.Decision(job.id, step, CONTINUED, reason, now),
+                                              resume=True)
+    except BaseException:
+        discard(prepared)
+        raise
+
+
+def place_hold(run_dir: Path, hold: Hold | None) -> None:
+    if hold is None:
+        clear_hold(run_dir)
+    else:
+        write_hold(run_dir, hold)
