@@ -1,0 +1,156 @@
+"""Successive halving and PBT against the full grid, on CartPole DQN: steps spent, wall time, best final evaluation.
+
+One grid of 9 learning rates x 2 seeds, trained three ways by a real daemon in a private RLSUP_HOME, one way after
+another so that each has the machine to itself: every member to the end (the full grid); ASHA (rungs at a
+ninth and a third of the budget, the top third promoted); and PBT (every fifth of the budget the bottom quarter
+forks the top with lr x 0.8 or 1.25; its forks train the steps the members they replace would have).
+
+    python bench/scheduler_budget.py [--steps 50000] [--cpu-jobs 2] [--json FILE]
+
+The figure compared is the final evaluation at the budget ([eval]: 10 greedy episodes): for the grid,
+a variant's mean over its 2 seeds, the best variant's is the grid's best; for ASHA, the variant its best
+finished member has, judged both by what ASHA trained and by the grid's mean for it (is it a good variant?);
+for PBT, its best finished member's (a PBT member is a lineage, not a variant).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rlsup import client, paths
+from rlsup.jobs.state import State
+from rlsup.jobs.store import Store
+from rlsup.run import files as runfiles
+from rlsup.run.lineage import read_parent
+from rlsup.views.groups import evaluations
+
+JOB = Path(__file__).parents[1] / "jobs" / "cartpole-dqn.toml"
+LEARNING_RATES = (1e-4, 2e-4, 4e-4, 7e-4, 1e-3, 1.5e-3, 2.3e-3, 4e-3, 7e-3)
+SEEDS = "1-2"
+WAYS = ("grid", "asha", "pbt")
+
+
+def scheduler_table(way: str, steps: int) -> str:
+    if way == "asha":
+        return (f'\n[scheduler]\nkind = "asha"\nmetric = "eval_return"\nrungs = [{steps // 9}, {steps // 3}]\n'
+                "keep = 0.34\n")
+    if way == "pbt":
+        return (f'\n[scheduler]\nkind = "pbt"\nmetric = "eval_return"\ninterval = {steps // 5}\nquantile = 0.25\n'
+                'perturb = { "dqn.lr" = [0.8, 1.25] }\n')
+    return ""
+
+
+def job_file(directory: Path, way: str, steps: int) -> Path:
+    """The example job at the budget, its lr swept, with the way's [scheduler]."""
+    text = JOB.read_text().replace("total_steps = 50_000", f"total_steps = {steps}")
+    # An evaluation every tenth of the budget (the example's 5,000 of 50,000), so one falls on the last step.
+    text = text.replace("[eval]\nevery_steps = 5_000", f"[eval]\nevery_steps = {steps // 10}")
+    text += f'\n[sweep]\n"dqn.lr" = [{", ".join(repr(lr) for lr in LEARNING_RATES)}]\n' + scheduler_table(way, steps)
+    path = directory / f"{way}.toml"
+    path.write_text(text)
+    return path
+
+
+def settled(home: Path, experiment: str) -> list | None:
+    """The experiment's jobs once each is done, stopped or replaced; None while any trains or waits."""
+    with Store(home) as store:
+        jobs = store.experiment_jobs(experiment)
+    if any(job.state is State.FAILED for job in jobs):
+        raise SystemExit(f"a member of {experiment} failed: "
+                         + next(job.reason for job in jobs if job.state is State.FAILED).splitlines()[0])
+    over = all(job.state is State.DONE or (job.state is State.PAUSED and ("stopped by ASHA" in job.reason
+                                                                           or job.reason.startswith("replaced at")))
+               for job in jobs)
+    return jobs if jobs and over else None
+
+
+def train(home: Path, directory: Path, way: str, steps: int) -> tuple[list, float]:
+    """Submit the way's experiment and wait for it: its jobs, and the wall time from submit to the last end."""
+    environment = {**os.environ, "RLSUP_HOME": str(home)}
+    start = time.monotonic()
+    subprocess.run([sys.executable, "-m", "rlsup.cli", "submit", str(job_file(directory, way, steps)), "--seeds", SEEDS,
+                    "--experiment", way], env=environment, check=True, stdout=subprocess.DEVNULL)
+    while (jobs := settled(home, way)) is None:
+        time.sleep(2.0)
+    return jobs, time.monotonic() - start
+
+
+def summary(jobs: list, steps: int, grid: dict[float, float] | None) -> dict:
+    """Steps spent, and the final evaluations of the members that reached the budget."""
+    spent, finals = 0, []
+    for job in jobs:
+        parent = read_parent(Path(job.run_dir))
+        spent += job.step - (parent.step if parent else 0)
+        if job.state is State.DONE:
+            lr = runfiles.read_run_spec(Path(job.run_dir)).dqn.lr
+            finals.append((evaluations(job.run_dir)[-1], lr, runfiles.read_run_spec(Path(job.run_dir)).job.seed))
+    by_lr: dict[float, list[float]] = {}
+    for value, lr, _ in finals:
+        by_lr.setdefault(lr, []).append(value)
+    best_value, best_lr, _ = max(finals)
+    result = {"members": len(jobs), "finished": len(finals), "steps": spent, "grid_steps": len(LEARNING_RATES) * 2 * steps,
+              "best_member": best_value, "best_member_lr": best_lr,
+              "variants": {repr(lr): statistics.fmean(values) for lr, values in by_lr.items()}}
+    if grid is not None:
+        result["best_member_lr_in_grid"] = grid.get(best_lr)
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=50_000, help="each member's budget (the example's: 50,000)")
+    parser.add_argument("--cpu-jobs", type=int, default=2, help="jobs the daemon runs at once")
+    parser.add_argument("--json", metavar="FILE", help="write every figure")
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="rlsup-scheduler-bench-"))
+    directory = home / "jobs"
+    directory.mkdir()
+    (home / paths.DAEMON_SETTINGS).write_text(f"cpu_jobs = {args.cpu_jobs}\n")
+    client.ensure_daemon(home)
+    results, grid = {}, None
+    try:
+        for way in WAYS:
+            jobs, wall = train(home, directory, way, args.steps)
+            results[way] = {**summary(jobs, args.steps, grid), "wall_s": round(wall, 1)}
+            if way == "grid":
+                grid = {float(lr): value for lr, value in results[way]["variants"].items()}
+            print_way(way, results[way])
+    finally:
+        client.stop_daemon(home)
+    results["machine"] = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                          "cpu_jobs": args.cpu_jobs, "steps": args.steps, "home": str(home)}
+    print_verdicts(results)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+def print_way(way: str, result: dict) -> None:
+    best_grid = max(result["variants"].values())
+    print(f"{way:5} {result['steps']:>9,} steps ({result['steps'] / result['grid_steps']:.0%} of the grid's)  "
+          f"{result['wall_s']:>7.1f} s  best member {result['best_member']:.1f} (lr {result['best_member_lr']:g})  "
+          f"best variant mean over its finished seeds {best_grid:.1f}"
+          + (f"  that lr in the grid: {result['best_member_lr_in_grid']:.1f}"
+             if result.get("best_member_lr_in_grid") is not None else ""), flush=True)
+
+
+def print_verdicts(results: dict) -> None:
+    grid_best = max(results["grid"]["variants"].values())
+    asha, pbt = results["asha"], results["pbt"]
+    found = asha.get("best_member_lr_in_grid")
+    print(f"\nASHA: its variant scores {found:.1f} in the grid, {found / grid_best:.0%} of the grid's best "
+          f"{grid_best:.1f} (goal: >= 95%), for {asha['steps'] / asha['grid_steps']:.0%} of its steps (goal: <= 33%)")
+    print(f"PBT: best member {pbt['best_member']:.1f} against the grid's best {grid_best:.1f} (goal: >=), for "
+          f"{pbt['steps'] / pbt['grid_steps']:.0%} of the grid's steps")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
