@@ -41,12 +41,26 @@ def verdicts(harness, ids: list[int]) -> list[tuple[int, int, str]]:
                   for decision in standings.decisions(harness.store, ids))
 
 
-def test_members_pause_at_each_rung_and_the_best_half_go_on_the_same_way_twice(harness) -> None:
+def kill_the_daemon_at_decisions(harness, ids: list[int], counts: tuple[int, ...]) -> None:
+    """SIGKILL the daemon as soon as the store holds each count of decisions, and start another."""
+    for count in counts:
+        harness.wait_for(lambda: len(standings.decisions(harness.store, ids)) >= count, timeout=180,
+                         what=f"{count} decisions", report=lambda: harness.report())
+        harness.kill_daemon()
+        harness.start_daemon()
+
+
+def test_members_pause_at_each_rung_the_best_go_on_and_a_killed_daemon_decides_the_same(harness) -> None:
+    """Two experiments of one file: the second's daemon is SIGKILLed as its first decision is recorded and
+    again at the first of rung 2; both make the same decisions, each once. Then a stopped member resumed by
+    hand trains on to the end, bit for bit as a member never stopped."""
     harness.settings(cpu_jobs=2)
     harness.start_daemon()
     path = asha_file(harness, "asha")
     first, second = submit(harness, path, "asha-a"), submit(harness, path, "asha-b")
-    jobs = settled(harness, first) + settled(harness, second)
+    kill_the_daemon_at_decisions(harness, second, (1, 5))
+    settled(harness, first)
+    settled(harness, second)
 
     for ids in (first, second):
         held = standings.standings(harness.store, ids)
@@ -70,6 +84,7 @@ def test_members_pause_at_each_rung_and_the_best_half_go_on_the_same_way_twice(h
             if job_id not in best_two:
                 assert job.step == 600 and job.reason.startswith("stopped by ASHA at rung 1: eval_return "), job.reason
                 assert "(kept: top 2)" in job.reason
+        # Each decision an event, once, however often the daemon died.
         events = [event.message for job_id in ids for event in harness.events(job_id, "decision")]
         assert len(events) == 6 and sum("promoted by ASHA" in message for message in events) == 3
     code, out, _ = harness.cli("status", "asha-a")
@@ -79,43 +94,18 @@ def test_members_pause_at_each_rung_and_the_best_half_go_on_the_same_way_twice(h
     assert out.count("paused: stopped at rung 1") == 4 and out.count("paused: stopped at rung 2") == 2, out
     # The same file, the same seeds: the same decisions (a replay re-derives them, whatever the timing).
     assert verdicts(harness, first) == verdicts(harness, second)
-    assert len(jobs) == 8
 
-
-def test_a_stopped_member_resumed_by_hand_trains_to_its_end_as_if_never_stopped(harness) -> None:
-    harness.settings(cpu_jobs=2)
-    harness.start_daemon()
-    ids = submit(harness, asha_file(harness, "hand"), "hand")
-    settled(harness, ids)
-    stopped = next(job_id for job_id in ids if harness.job(job_id).state is State.PAUSED)
-    seed = ids.index(stopped) + 1
+    stopped = next(job_id for job_id in first if harness.job(job_id).state is State.PAUSED)
     code, _, err = harness.cli("resume", str(stopped))
     assert code == 0, err
     resumed = harness.wait_state(stopped, State.DONE)
     assert resumed.step == TOTAL
     # A lone job of the same seed, trained straight: the same network at the end, bit for bit.
-    lone = harness.submit(harness.job_file("straight", seed=seed, total_steps=TOTAL, checkpoint_every=0))
+    lone = harness.submit(harness.job_file("straight", seed=first.index(stopped) + 1, total_steps=TOTAL,
+                                           checkpoint_every=0))
     straight = harness.wait_state(lone.id, State.DONE)
     assert (harness.newest_checkpoint(resumed.run_dir).fingerprint
             == harness.newest_checkpoint(straight.run_dir).fingerprint)
-
-
-def test_a_daemon_killed_while_deciding_loses_and_repeats_no_decision(harness) -> None:
-    harness.settings(cpu_jobs=2)
-    harness.start_daemon()
-    ids = submit(harness, asha_file(harness, "killed"), "killed")
-    # Killed as soon as the first decision is recorded, again at the first of the second rung.
-    for count in (1, 5):
-        harness.wait_for(lambda: len(standings.decisions(harness.store, ids)) >= count, timeout=180,
-                         what=f"{count} decisions", report=lambda: harness.report())
-        harness.kill_daemon()
-        harness.start_daemon()
-    settled(harness, ids)
-    decided = [(decision.job_id, decision.step) for decision in standings.decisions(harness.store, ids)]
-    assert len(decided) == len(set(decided)) == 6
-    events = [event.message for job_id in ids for event in harness.events(job_id, "decision")]
-    assert len(events) == 6
-    assert sum(harness.job(job_id).state is State.DONE for job_id in ids) == 1
 
 
 def test_a_worker_restarted_at_its_rung_pauses_there_again_instead_of_skipping_it(harness, tmp_path) -> None:
