@@ -227,11 +227,12 @@ class DqnTrainer(LearnerTrainer):
         learning = step >= settings.learning_starts
         due = self._gradient_steps_due(previous_step, step) if learning else 0
         if due:
-            if self.scored:
-                self._close_round()  # a scored replay draws by the acting net's features, which closing updates
-            # Otherwise the draw needs nothing of the running round, so it runs beside it: the same batches.
-            batches = [self._sample(step) for _ in range(due)]
-            self._close_round()
+            if self.scored:  # a scored replay draws by the acting net's features, which closing the round updates
+                self._close_round()
+                batches = [self._sample(step) for _ in range(due)]
+            else:  # the draw needs nothing of the running round, so it runs beside it: the same batches
+                batches = [self._sample(step) for _ in range(due)]
+                self._close_round()
             self.learner_rounds.start(batches, step)
         try:
             records = self._act_and_store()

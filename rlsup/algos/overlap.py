@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import time
+from contextlib import nullcontext
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
@@ -59,9 +60,7 @@ class LearnerThread:
     def _run(self, batches: list, step: int) -> list[dict]:
         began = time.perf_counter()
         try:
-            if self.stream is None:
-                return [self.learner.update(batch, step) for batch in batches]
-            with torch.cuda.stream(self.stream):
+            with torch.cuda.stream(self.stream) if self.stream is not None else nullcontext():
                 return [self.learner.update(batch, step) for batch in batches]
         finally:
             self.round_seconds += time.perf_counter() - began
