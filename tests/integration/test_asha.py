@@ -1,6 +1,8 @@
 """ASHA through a real daemon: members pause exactly at the rungs, the right ones go on, and nothing is decided twice."""
 from __future__ import annotations
 
+import pytest
+
 import collections
 from pathlib import Path
 
@@ -50,6 +52,7 @@ def kill_the_daemon_at_decisions(harness, ids: list[int], counts: tuple[int, ...
         harness.start_daemon()
 
 
+@pytest.mark.slow  # whole experiments through a daemon: their files start first
 def test_members_pause_at_each_rung_the_best_go_on_and_a_killed_daemon_decides_the_same(harness) -> None:
     """Two experiments of one file: the second's daemon is SIGKILLed as its first decision is recorded and
     again at the first of rung 2; both make the same decisions, each once. Then a stopped member resumed by

@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup.jobs import standings
 from rlsup.jobs.state import State
@@ -38,6 +40,7 @@ def lineage(harness, jobs: list) -> list[tuple]:
                   for decision in standings.decisions(harness.store, [job.id for job in jobs]))
 
 
+@pytest.mark.slow  # whole experiments through a daemon: their files start first
 def test_each_generation_forks_the_weakest_from_a_strong_member_the_same_way_twice(harness) -> None:
     harness.settings(cpu_jobs=2)
     harness.start_daemon()

@@ -1,6 +1,8 @@
 """The experiment pane and jobs table of an ASHA experiment follow its rungs as members report and are decided."""
 from __future__ import annotations
 
+import pytest
+
 from rlsup_testing import cartpole_job
 
 from rlsup import client
@@ -26,6 +28,7 @@ def state_cell(table: JobsTable, job_id: int) -> str:
     return plain(table.get_row(str(job_id))[table.get_column_index("state")]).strip()
 
 
+@pytest.mark.slow  # whole experiments through a daemon: their files start first
 async def test_the_pane_and_the_table_show_each_rung_as_members_report_and_are_decided(daemon_home, tmp_path,
                                                                                       wait_until):
     path = cartpole_job(tmp_path, name="asha", total_steps=1_800, checkpoint_every=0)
