@@ -1,10 +1,10 @@
 """ASHA through a real daemon: members pause exactly at the rungs, the right ones go on, and nothing is decided twice."""
 from __future__ import annotations
 
-import pytest
-
 import collections
 from pathlib import Path
+
+import pytest
 
 from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup.jobs import standings
