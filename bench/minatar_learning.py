@@ -35,6 +35,7 @@ from minatar_paper import BREAKOUT_EARLY, GAMES, MARKS, game_of, paper_value
 
 from rlsup.run import files as runfiles
 from rlsup import spec as specs
+from rlsup.spec import experiments
 
 WINDOW = 100  # episodes in the paper's moving average
 DEFAULT_JOB = Path(__file__).parents[1] / "jobs" / "minatar-breakout-dqn.toml"
@@ -50,11 +51,8 @@ class SeedRun:
 def train(job: Path, game: str, seed: int, steps: int, directory: Path, evaluate: bool,
           linked: dict | None = None) -> SeedRun:
     """Every training episode and evaluation of one seed of one game, and its wall time."""
-    spec = specs.load(job).replace("job", seed=seed, total_steps=steps)
-    spec = spec.replace("env", id=f"MinAtar/{game}-v1")
-    for name, value in (linked or {}).items():
-        section, field = name.split(".", 1)
-        spec = spec.replace(section, **{field: value})
+    values = {"job.seed": seed, "job.total_steps": steps, "env.id": f"MinAtar/{game}-v1", **(linked or {})}
+    spec = experiments.variant_spec(specs.load(job), experiments.PlannedJob(game, values))  # as submit makes it
     if not evaluate:
         spec = spec.replace("eval", every_steps=0)
     copy = directory / f"{game.lower()}-seed-{seed}.toml"
