@@ -154,6 +154,7 @@ def submit_experiment(spec_path: str | Path, *, seeds: tuple[int, ...] | None = 
     home = home or paths.rlsup_home()
     with Store(home) as store:
         check_experiment_room(path, name, planned, store.jobs(), copy or experiment is not None)
+        check_same_scheduler(store, name, settings)
     resolved: list[tuple[specs.JobSpec, specs.JobSpec]] = []  # (a variant without seed, its env-checked spec)
     prepared = []
     for job in planned:
@@ -183,6 +184,15 @@ def scheduler_of(path: Path, text: str, loaded: specs.JobSpec, *, members: int) 
         raise specs.SpecError([located.problem(("scheduler",), "decides among an experiment's members: give the "
                                                                "file a [sweep], or submit it with --seeds 1-4")])
     return settings
+
+
+def check_same_scheduler(store: Store, name: str, settings: specs.SchedulerSettings | None) -> None:
+    """New members join a deciding experiment (at its first rung or interval) only under its own [scheduler]."""
+    from rlsup.jobs.standings import scheduler
+
+    if store.experiment_jobs(name) and scheduler(store, name) != settings:
+        kind = "another" if scheduler(store, name) is not None else "no"
+        raise NameTaken(f"experiment {name} decides with {kind} [scheduler]; give --experiment NEW")
 
 
 def check_experiment_room(path: Path, name: str, planned: list, jobs: list[Job], meant: bool) -> None:

@@ -6,12 +6,12 @@ import sqlite3
 import time
 from pathlib import Path
 
+from rlsup.daemon.pbt_generations import decide_pbt
 from rlsup.decisions import asha
 from rlsup.decisions.asha import AshaSettings
 from rlsup.decisions.ranking import Report
 from rlsup.jobs import standings
 from rlsup.jobs.record import Job
-from rlsup.daemon.pbt_generations import decide_pbt
 from rlsup.jobs.store import Store, StoreBusy
 from rlsup.run.exit import EXIT_HELD, read_exit
 from rlsup.run.holds import Hold, clear_hold, write_hold

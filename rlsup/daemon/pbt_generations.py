@@ -15,7 +15,7 @@ from rlsup.jobs import standings
 from rlsup.jobs.record import Job, spec_columns
 from rlsup.jobs.store import Store
 from rlsup.run import files as runfiles, import_trust, lineage
-from rlsup.run.holds import Hold, clear_hold, write_hold
+from rlsup.run.holds import Hold, Standing, clear_hold, write_hold
 from rlsup.spec.fields import TABLES, section_field
 
 FORKED, REPLACED, CONTINUED = "forked", "replaced", "continued"  # a PBT decision's verdict, as the store holds it
@@ -119,7 +119,7 @@ def decide_pbt(store: Store, settings: PbtSettings, seed: int, members: list[Job
 
 
 def run_generation(store: Store, settings: PbtSettings, seed: int, step: int, expected: list[Job],
-                   reported: dict) -> None:
+                   reported: dict[int, Standing]) -> None:
     """The generation's forks made, then in one transaction queued with every member's decision: the weak
     replaced (they keep their pause), the rest resumed to the next generation."""
     generation = step // settings.interval

@@ -33,8 +33,9 @@ def metric_value(value: float | None) -> float:
 
 
 def save_scheduler(store: Store, experiment: str, settings: Settings, seed: int) -> None:
-    """Inside submit's transaction: the experiment's jobs and its scheduler are queued together or not at all."""
-    store.connection.execute("INSERT INTO schedulers (experiment, settings, seed) VALUES (?, ?, ?)",
+    """Inside submit's transaction: the experiment's jobs and its scheduler are queued together or not at all
+    (more members later find it there: client.check_same_scheduler)."""
+    store.connection.execute("INSERT OR IGNORE INTO schedulers (experiment, settings, seed) VALUES (?, ?, ?)",
                              (experiment, settings_json(settings), seed))
 
 

@@ -9,6 +9,8 @@ from rlsup import spec as specs
 from rlsup.cli import main as cli_main
 from rlsup.decisions.asha import AshaSettings
 from rlsup.decisions.pbt import PbtSettings
+from rlsup.jobs import standings
+from rlsup.jobs.store import Store
 from rlsup.spec.scheduler_table import from_json, settings_json
 
 ASHA = '[scheduler]\nkind = "asha"\nmetric = "eval_return"\nrungs = [600, 1_200]\nkeep = 0.34\n'
@@ -89,3 +91,18 @@ def test_submit_refuses_a_bad_table_in_one_line_and_queues_nothing(tmp_path, rls
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "scheduler.keep" in err, err
     assert "Traceback" not in err
+
+
+def test_more_seeds_join_a_deciding_experiment_only_with_its_own_scheduler(tmp_path, rlsup_home, capsys) -> None:
+    path = tmp_path / "job.toml"
+    path.write_text(cartpole_text(total_steps=2_000) + "\n" + ASHA)
+    client.submit_experiment(path, seeds=(1, 2), start_daemon=False)
+    client.submit_experiment(path, seeds=(3, 4), experiment="job", start_daemon=False)  # joins at rung 1
+    path.write_text(cartpole_text(total_steps=2_000) + "\n" + ASHA.replace("keep = 0.34", "keep = 0.5"))
+    capsys.readouterr()
+    assert cli_main(["submit", str(path), "--seeds", "5-6", "--experiment", "job"]) == 2
+    err = capsys.readouterr().err
+    assert "experiment job decides with another [scheduler]" in err and len(err.strip().splitlines()) == 1, err
+    with Store() as store:
+        assert len(store.experiment_jobs("job")) == 4
+        assert standings.scheduler(store, "job") == AshaSettings((600, 1_200), 0.34, "eval_return")
