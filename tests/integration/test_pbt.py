@@ -1,4 +1,5 @@
-"""PBT through a real daemon: each generation the weakest member is replaced by a fork of a strong one, the same way twice."""
+"""PBT through a real daemon: each generation the weakest member is replaced by a fork of a strong one, the same way
+twice, and the same way again when the daemon is SIGKILLed at its decisions."""
 from __future__ import annotations
 
 import json
@@ -32,6 +33,10 @@ def settled(harness, experiment: str) -> list:
     return harness.wait_for(over, timeout=300, what=f"experiment {experiment} over", report=lambda: harness.report())
 
 
+def decisions_of(harness, experiment: str) -> list:
+    return standings.decisions(harness.store, [job.id for job in harness.store.experiment_jobs(experiment)])
+
+
 def lineage(harness, jobs: list) -> list[tuple]:
     """(step, verdict, seed of the member, lr) of every decision: what a replay of the experiment must repeat."""
     seed_of = {job.id: runfiles.read_run_spec(Path(job.run_dir)).job.seed for job in jobs}
@@ -48,6 +53,12 @@ def test_each_generation_forks_the_weakest_from_a_strong_member_the_same_way_twi
     path.write_text(path.read_text() + SCHEDULER)
     submit(harness, path, "pbt-a")
     submit(harness, path, "pbt-b")
+    # The second experiment's daemon is SIGKILLed as each generation's first decision is recorded.
+    for count in (1, 6):
+        harness.wait_for(lambda: len(decisions_of(harness, "pbt-b")) >= count, timeout=240,
+                         what=f"{count} decisions of pbt-b", report=lambda: harness.report())
+        harness.kill_daemon()
+        harness.start_daemon()
     first, second = settled(harness, "pbt-a"), settled(harness, "pbt-b")
 
     for jobs in (first, second):
@@ -77,7 +88,9 @@ def test_each_generation_forks_the_weakest_from_a_strong_member_the_same_way_twi
         assert out.count("paused: replaced at generation 1") == 2 and out.count("replaced at generation 2") == 2, out
         code, out, _ = harness.cli("status", jobs[0].experiment)
         assert "PBT on eval_return, every 500 steps" in out and "generation 2 at 1,000: 4 reported" in out, out
+    # The same decisions, each once, whatever the daemon went through.
     assert lineage(harness, first) == lineage(harness, second)
+    assert len(decisions_of(harness, "pbt-b")) == len({(d.job_id, d.step) for d in decisions_of(harness, "pbt-b")})
 
     # `rlsup plot` draws one line a member: a fork's begins with its parent's metrics, so lineages connect.
     from rlsup.cli.plot import read_lines, resolve_groups
