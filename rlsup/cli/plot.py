@@ -7,7 +7,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsup import client
+from rlsup import client, spec as specs
+from rlsup.run import files as runfiles
 from rlsup.spec import experiments
 from rlsup.views import plots as plotting
 from rlsup.cli.arguments import CliError, names_experiments, resolve_run
@@ -16,7 +17,7 @@ from rlsup.jobs import standings
 from rlsup.jobs.store import Job, Store
 
 PICTURE_SUFFIXES = (".png", ".svg", ".pdf")
-GROUP_BY = ("variant", "experiment", "all")
+GROUP_BY = ("variant", "experiment", "env", "all")
 FIGURE_INCHES = (8.0, 4.5)
 PANEL_INCHES = (4.5, 3.2)  # each panel's, with --panels
 PANEL_COLUMNS = 3
@@ -39,7 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                            f"(default: {plotting.DEFAULT_SMOOTHING:g}, and off for eval_return)")
     plot.add_argument("--group-by", choices=GROUP_BY,
                       help="draw runs of one sweep variant (the default for an experiment named as a RUN), of one "
-                           "experiment, or all runs as their mean with a min-max band")
+                           "experiment, of one env (a sweep over games), or all runs as their mean with a "
+                           "min-max band")
     plot.add_argument("--panels", action="store_true",
                       help="one panel per line, each with its own scale (a sweep over games, say)")
     plot.set_defaults(handler=command_plot)
@@ -106,11 +108,20 @@ def resolve_groups(references: list[str], group_by: str | None = None) -> list[R
     runs = {run_dir: label or run_label(run_dir) for run_dir, label in runs.items()}
     if group_by == "all":
         return [RunGroup("all runs", tuple(runs))]
+    if group_by == "env":  # a sweep over games, its seeds as bands: foreground runs too, from their job.toml
+        named_groups = {run_dir: env_of(run_dir) for run_dir in runs}
     groups: dict[str, list[Path]] = {}
     for run_dir, label in runs.items():
         group = named_groups.get(run_dir) or (stored_group(run_dir, by_variant) if group_by else "")
         groups.setdefault(group or label, []).append(run_dir)
     return [RunGroup(label, tuple(run_dirs)) for label, run_dirs in groups.items()]
+
+
+def env_of(run_dir: Path) -> str:
+    try:
+        return runfiles.read_run_spec(run_dir).env.id
+    except specs.SpecError as error:
+        raise CliError(f"{run_dir}: cannot read its job.toml to group it by env: {error}") from None
 
 
 def decides_by_pbt(experiment: str) -> bool:

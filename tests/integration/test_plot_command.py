@@ -53,6 +53,20 @@ def test_a_group_is_one_legend_entry_with_a_band(runs, tmp_path):
     assert "Evaluation return · smoothing off" in text  # evaluations are not smoothed unless asked
 
 
+def test_runs_grouped_by_env_make_one_band_per_game_foreground_runs_too(runs, tmp_path):
+    """A sweep over games run seed by seed in the foreground (bench/minatar_learning.py): a band per game."""
+    other = tmp_path / "run-3"
+    shutil.copytree(runs[0], other)
+    job = other / paths.JOB_FILE
+    job.write_text(job.read_text().replace('id = "CartPole-v1"', 'id = "Acrobot-v1"'))
+    out = tmp_path / "games.svg"
+    result = run_rlsup("plot", *runs, other, "--group-by", "env", "--panels", "--out", out)
+    assert result.returncode == 0, result.stderr
+    text = out.read_text()
+    assert plotting.group_label("CartPole-v1", 2) in text and "Acrobot-v1" in text and "run-1" not in text
+    assert 'id="axes_2"' in text and 'id="axes_3"' not in text
+
+
 def test_panels_give_each_line_its_own_axes_and_scale(runs, tmp_path):
     # Games of one sweep score on scales a hundred times apart: side by side, one would flatten the others.
     out = tmp_path / "panels.svg"
