@@ -193,7 +193,6 @@ def shared_learner(context: LearnerContext):
     return learner
 
 
-
 def spin_until_readable(connection, seconds: float = SPIN_S) -> None:
     """Poll without sleeping for a while before a blocking read: a round trip is a few milliseconds, and a
     process that sleeps between them wakes late (on a virtual machine, hundreds of microseconds each time)."""
