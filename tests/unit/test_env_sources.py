@@ -1,6 +1,9 @@
 """Env sources: any registered Gymnasium env with Discrete actions and a Box observation, in one layout."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -181,3 +184,25 @@ def test_an_env_section_is_described_once_per_process(monkeypatch):
     assert probe_env(section)[2] == 3 and len(made) == 1
     describe_env(EnvSection(id="Acrobot-v1", max_episode_steps=78))
     assert len(made) == 2
+
+
+def test_minatar_loads_seaborn_and_pyplot_only_when_it_draws() -> None:
+    """MinAtar imports seaborn (scipy, pandas) and pyplot for rendering alone: a process that makes its envs
+    to train pays for them only once something draws, and then drawing works as before."""
+    pytest.importorskip("minatar")
+    code = """
+import sys
+import gymnasium as gym
+from rlsup.algos.envs.training import make_env
+from rlsup.spec import EnvSection
+env = make_env(EnvSection(id="MinAtar/Breakout-v1"), seed=1)
+env.reset()
+env.step(0)
+print(sorted(name for name in ("scipy", "pandas", "seaborn.palettes") if name in sys.modules))
+drawn = gym.make("MinAtar/Breakout-v1", render_mode="rgb_array")
+drawn.reset(seed=1)
+print(drawn.render().shape, "seaborn.palettes" in sys.modules)
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["[]", "(10, 10, 3) True"], result.stdout

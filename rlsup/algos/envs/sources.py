@@ -17,6 +17,7 @@ from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
 from rlsup.algos.envs.fire_reset import FireReset, needs_fire
 from rlsup.algos.envs.minatar_seeding import ReseedInPlace, is_minatar
+from rlsup.algos.envs.render_imports import defer_render_imports
 from rlsup.algos.envs.observations import NetworkError, ObservationLayout, layout_of
 from rlsup.formatting import Sentence, one_line
 from rlsup.spec import EnvSection
@@ -133,6 +134,7 @@ def _register_namespace(env_id: str, namespace: str) -> None:
     if not plugins and namespace in NAMESPACE_EXTRAS:
         raise EnvError(f"env id {env_id!r} needs the package that registers {namespace}/ ids, which is not "
                        f"installed: pip install 'rlsup[{NAMESPACE_EXTRAS[namespace]}]'")
+    defer_render_imports(namespace)
     for plugin in plugins:
         try:
             registering = plugin.load()
