@@ -22,7 +22,7 @@ class Decision:
 
     job_id: int
     step: int
-    verdict: str   # "promoted", "stopped"
+    verdict: str   # ASHA: "promoted", "stopped"; PBT: "continued", "replaced", "forked" (the new member)
     reason: str
     time: float
 
