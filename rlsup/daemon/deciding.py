@@ -18,7 +18,6 @@ from rlsup.run.holds import Hold, clear_hold, write_hold
 from rlsup.spec.scheduler_table import Settings
 
 log = logging.getLogger(__name__)
-PROMOTED, STOPPED = "promoted", "stopped"
 
 
 def rung_hold(settings: AshaSettings, rung: int) -> Hold:
@@ -63,14 +62,15 @@ def decide_asha(store: Store, settings: AshaSettings, members: list[Job]) -> Non
     rung_of = {step: number for number, step in enumerate(settings.rungs)}
     reports = [Report(job_id, standing.step, standings.metric_value(standing.values.get(settings.metric)))
                for job_id, held in standings.standings(store, ids).items() for standing in held]
-    decided = {(decision.job_id, rung_of[decision.step]): decision.verdict == PROMOTED
+    decided = {(decision.job_id, rung_of[decision.step]): decision.verdict == standings.PROMOTED
                for decision in standings.decisions(store, ids) if decision.step in rung_of}
     gone = [job.id for job in members if job.state in standings.GONE]
     by_id = {job.id: job for job in members}
     for verdict in asha.decide(settings, ids, reports, decided, gone):
         next_hold(Path(by_id[verdict.member].run_dir), settings, verdict)
-        decision = standings.Decision(verdict.member, settings.rungs[verdict.rung],
-                                      PROMOTED if verdict.promoted else STOPPED, verdict.reason, time.time())
+        outcome = standings.PROMOTED if verdict.promoted else standings.STOPPED
+        decision = standings.Decision(verdict.member, settings.rungs[verdict.rung], outcome, verdict.reason,
+                                      time.time())
         standings.record_decision(store, decision, resume=verdict.promoted)
 
 

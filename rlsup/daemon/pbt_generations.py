@@ -18,7 +18,6 @@ from rlsup.run import files as runfiles, import_trust, lineage
 from rlsup.run.holds import Hold, Standing, clear_hold, write_hold
 from rlsup.spec.fields import TABLES, section_field
 
-FORKED, REPLACED, CONTINUED = "forked", "replaced", "continued"  # a PBT decision's verdict, as the store holds it
 
 
 @dataclass(frozen=True)
@@ -104,9 +103,9 @@ def decide_pbt(store: Store, settings: PbtSettings, seed: int, members: list[Job
     """Run the first generation whose every live member has reported and that is not decided yet."""
     ids = [job.id for job in members]
     decided = standings.decisions(store, ids)
-    born = {decision.job_id: decision.step for decision in decided if decision.verdict == FORKED}
-    replaced = {decision.job_id: decision.step for decision in decided if decision.verdict == REPLACED}
-    finished = {decision.step for decision in decided if decision.verdict in (CONTINUED, REPLACED)}
+    born = {decision.job_id: decision.step for decision in decided if decision.verdict == standings.FORKED}
+    replaced = {decision.job_id: decision.step for decision in decided if decision.verdict == standings.REPLACED}
+    finished = {decision.step for decision in decided if decision.verdict in (standings.CONTINUED, standings.REPLACED)}
     held = standings.standings(store, ids)
     for step in sorted({standing.step for found in held.values() for standing in found} - finished):
         # Live at a generation: not gone, made before it, and not replaced at an earlier one.
@@ -141,15 +140,15 @@ def run_generation(store: Store, settings: PbtSettings, seed: int, step: int, ex
             for made in prepared:
                 job = queue(store, made)
                 reason = f"replaced at generation {generation} by job {job.id} ({job.name}): {made.fork.reason}"
-                standings.record_decision(store, standings.Decision(made.fork.member, step, REPLACED, reason, now),
-                                          resume=False)
-                standings.record_decision(store, standings.Decision(job.id, step, FORKED, made.fork.reason, now),
-                                          resume=False)
+                replaced = standings.Decision(made.fork.member, step, standings.REPLACED, reason, now)
+                standings.record_decision(store, replaced, resume=False)
+                forked = standings.Decision(job.id, step, standings.FORKED, made.fork.reason, now)
+                standings.record_decision(store, forked, resume=False)
             for job in expected:
                 if job.id not in weak:
                     reason = (f"pbt: member {job.id} ({settings.metric} {figure(values[job.id])}) goes on at step "
                               f"{step:,} (generation {generation})")
-                    standings.record_decision(store, standings.Decision(job.id, step, CONTINUED, reason, now),
+                    standings.record_decision(store, standings.Decision(job.id, step, standings.CONTINUED, reason, now),
                                               resume=True)
     except BaseException:
         discard(prepared)

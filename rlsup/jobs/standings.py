@@ -12,6 +12,9 @@ from rlsup.run.holds import Standing
 from rlsup.spec.scheduler_table import Settings, from_json, settings_json
 
 
+# What a decision did to a member, as the store holds it: ASHA's two, and PBT's (a forked member is the new one).
+PROMOTED, STOPPED = "promoted", "stopped"
+CONTINUED, REPLACED, FORKED = "continued", "replaced", "forked"
 # A member that cannot report any more: what it reported still counts, and no comparison waits for it.
 GONE = (State.KILLED, State.FAILED, State.DONE)
 
@@ -22,7 +25,7 @@ class Decision:
 
     job_id: int
     step: int
-    verdict: str   # ASHA: "promoted", "stopped"; PBT: "continued", "replaced", "forked" (the new member)
+    verdict: str   # one of the five above
     reason: str
     time: float
 
