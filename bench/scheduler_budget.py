@@ -6,6 +6,7 @@ ninth and a third of the budget, the top third promoted); and PBT (every fifth o
 forks the top with lr x 0.8 or 1.25; its forks train the steps the members they replace would have).
 
     python bench/scheduler_budget.py [--steps 50000] [--cpu-jobs 2] [--json FILE]
+        [--ways asha,pbt --grid-from EARLIER.json] [--rungs 5000,15000]
 
 The figure compared is the final evaluation at the budget ([eval]: 10 greedy episodes): for the grid,
 a variant's mean over its 2 seeds, the best variant's is the grid's best; for ASHA, the variant its best
@@ -38,9 +39,9 @@ SEEDS = "1-2"
 WAYS = ("grid", "asha", "pbt")
 
 
-def scheduler_table(way: str, steps: int) -> str:
+def scheduler_table(way: str, steps: int, rungs: tuple[int, ...]) -> str:
     if way == "asha":
-        return (f'\n[scheduler]\nkind = "asha"\nmetric = "eval_return"\nrungs = [{steps // 9}, {steps // 3}]\n'
+        return (f'\n[scheduler]\nkind = "asha"\nmetric = "eval_return"\nrungs = {list(rungs)}\n'
                 "keep = 0.34\n")
     if way == "pbt":
         return (f'\n[scheduler]\nkind = "pbt"\nmetric = "eval_return"\ninterval = {steps // 5}\nquantile = 0.25\n'
@@ -48,12 +49,12 @@ def scheduler_table(way: str, steps: int) -> str:
     return ""
 
 
-def job_file(directory: Path, way: str, steps: int) -> Path:
+def job_file(directory: Path, way: str, steps: int, rungs: tuple[int, ...]) -> Path:
     """The example job at the budget, its lr swept, with the way's [scheduler]."""
     text = JOB.read_text().replace("total_steps = 50_000", f"total_steps = {steps}")
     # An evaluation every tenth of the budget (the example's 5,000 of 50,000), so one falls on the last step.
     text = text.replace("[eval]\nevery_steps = 5_000", f"[eval]\nevery_steps = {steps // 10}")
-    text += f'\n[sweep]\n"dqn.lr" = [{", ".join(repr(lr) for lr in LEARNING_RATES)}]\n' + scheduler_table(way, steps)
+    text += f'\n[sweep]\n"dqn.lr" = [{", ".join(repr(lr) for lr in LEARNING_RATES)}]\n' + scheduler_table(way, steps, rungs)
     path = directory / f"{way}.toml"
     path.write_text(text)
     return path
@@ -72,11 +73,11 @@ def settled(home: Path, experiment: str) -> list | None:
     return jobs if jobs and over else None
 
 
-def train(home: Path, directory: Path, way: str, steps: int) -> tuple[list, float]:
+def train(home: Path, directory: Path, way: str, steps: int, rungs: tuple[int, ...]) -> tuple[list, float]:
     """Submit the way's experiment and wait for it: its jobs, and the wall time from submit to the last end."""
     environment = {**os.environ, "RLSUP_HOME": str(home)}
     start = time.monotonic()
-    subprocess.run([sys.executable, "-m", "rlsup.cli", "submit", str(job_file(directory, way, steps)), "--seeds", SEEDS,
+    subprocess.run([sys.executable, "-m", "rlsup.cli", "submit", str(job_file(directory, way, steps, rungs)), "--seeds", SEEDS,
                     "--experiment", way], env=environment, check=True, stdout=subprocess.DEVNULL)
     while (jobs := settled(home, way)) is None:
         time.sleep(2.0)
@@ -109,16 +110,24 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=50_000, help="each member's budget (the example's: 50,000)")
     parser.add_argument("--cpu-jobs", type=int, default=2, help="jobs the daemon runs at once")
     parser.add_argument("--json", metavar="FILE", help="write every figure")
+    parser.add_argument("--ways", default=",".join(WAYS), help="which of grid, asha, pbt to train")
+    parser.add_argument("--grid-from", metavar="FILE", type=Path, help="take the grid's figures from an earlier --json")
+    parser.add_argument("--rungs", help="ASHA's rungs in steps, comma-separated (default: a ninth and a third)")
     args = parser.parse_args()
+    rungs = (tuple(int(rung) for rung in args.rungs.split(",")) if args.rungs
+             else (args.steps // 9, args.steps // 3))
     home = Path(tempfile.mkdtemp(prefix="rlsup-scheduler-bench-"))
     directory = home / "jobs"
     directory.mkdir()
     (home / paths.DAEMON_SETTINGS).write_text(f"cpu_jobs = {args.cpu_jobs}\n")
     client.ensure_daemon(home)
     results, grid = {}, None
+    if args.grid_from:
+        results["grid"] = json.loads(args.grid_from.read_text())["grid"]
+        grid = {float(lr): value for lr, value in results["grid"]["variants"].items()}
     try:
-        for way in WAYS:
-            jobs, wall = train(home, directory, way, args.steps)
+        for way in args.ways.split(","):
+            jobs, wall = train(home, directory, way, args.steps, rungs)
             results[way] = {**summary(jobs, args.steps, grid), "wall_s": round(wall, 1)}
             if way == "grid":
                 grid = {float(lr): value for lr, value in results[way]["variants"].items()}
@@ -126,7 +135,7 @@ def main() -> int:
     finally:
         client.stop_daemon(home)
     results["machine"] = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                          "cpu_jobs": args.cpu_jobs, "steps": args.steps, "home": str(home)}
+                          "cpu_jobs": args.cpu_jobs, "steps": args.steps, "rungs": rungs, "home": str(home)}
     print_verdicts(results)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
@@ -144,12 +153,15 @@ def print_way(way: str, result: dict) -> None:
 
 def print_verdicts(results: dict) -> None:
     grid_best = max(results["grid"]["variants"].values())
-    asha, pbt = results["asha"], results["pbt"]
-    found = asha.get("best_member_lr_in_grid")
-    print(f"\nASHA: its variant scores {found:.1f} in the grid, {found / grid_best:.0%} of the grid's best "
-          f"{grid_best:.1f} (goal: >= 95%), for {asha['steps'] / asha['grid_steps']:.0%} of its steps (goal: <= 33%)")
-    print(f"PBT: best member {pbt['best_member']:.1f} against the grid's best {grid_best:.1f} (goal: >=), for "
-          f"{pbt['steps'] / pbt['grid_steps']:.0%} of the grid's steps")
+    asha, pbt = results.get("asha"), results.get("pbt")
+    if asha:
+        found = asha["best_member_lr_in_grid"]
+        print(f"\nASHA: its variant scores {found:.1f} in the grid, {found / grid_best:.0%} of the grid's best "
+              f"{grid_best:.1f} (goal: >= 95%), for {asha['steps'] / asha['grid_steps']:.0%} of its steps "
+              "(goal: <= 33%)")
+    if pbt:
+        print(f"PBT: best member {pbt['best_member']:.1f} against the grid's best {grid_best:.1f} (goal: >=), for "
+              f"{pbt['steps'] / pbt['grid_steps']:.0%} of the grid's steps")
 
 
 if __name__ == "__main__":
