@@ -8,6 +8,7 @@ from typing import Any, Literal
 import tomli_w
 
 from rlsup.spec.fields import ARRAY_TABLES, TABLES, JobSpec
+from rlsup.spec.scheduler_table import SCHEDULER_TABLE, json_schema as scheduler_schema
 from rlsup.spec.sweep import LEADER, SWEEP_TABLE, VALUES, sweepable
 
 
@@ -47,6 +48,7 @@ def json_schema() -> dict:
         "type": "object", "additionalProperties": False,
         "description": "Identity fields, each with the values an experiment runs (rlsup submit queues every variant).",
         "properties": {name: _swept_schema(hint) for name, hint in sweepable()}}
+    properties[SCHEDULER_TABLE] = scheduler_schema()
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "rlsup job file",
             "type": "object", "additionalProperties": False, "properties": properties}
 

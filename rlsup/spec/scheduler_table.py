@@ -94,6 +94,29 @@ def _perturb_problem(name: str, factors: Any) -> str | None:
     return None
 
 
+def json_schema() -> dict:
+    """The table's JSON Schema: one object per kind, each with its own keys (what read_scheduler reads)."""
+    metric = {"enum": list(METRICS), "default": "eval_return",
+              "description": "What members are compared by: " + "; ".join(f"{name}, {what}"
+                                                                            for name, what in METRICS.items())}
+    steps = {"type": "integer", "minimum": 1, "maximum": STEPS_MAX}
+    fraction = {"type": "number", "exclusiveMinimum": 0}
+    factors = {"type": "array", "minItems": 1, "items": {"type": "number", "exclusiveMinimum": 0, "maximum": 1e6}}
+    kinds = {
+        "asha": {"rungs": {"type": "array", "minItems": 1, "maxItems": MAX_RUNGS, "items": steps,
+                           "description": "Steps at which members are compared, increasing."},
+                 "keep": {**fraction, "exclusiveMaximum": 1, "description": "The fraction promoted at each rung."}},
+        "pbt": {"interval": {**steps, "description": "Steps between generations."},
+                "quantile": {**fraction, "maximum": 0.5, "description": "The bottom and the top fraction."},
+                "perturb": {"type": "object", "minProperties": 1, "additionalProperties": factors,
+                            "description": 'Number fields and their factors: "dqn.lr" = [0.8, 1.25].'}},
+    }
+    return {"description": "Successive halving (ASHA) or population-based training (PBT) over the experiment.",
+            "oneOf": [{"type": "object", "additionalProperties": False, "required": ["kind", *keys],
+                       "properties": {"kind": {"const": kind}, "metric": metric, **keys}}
+                      for kind, keys in kinds.items()]}
+
+
 def check_against(settings: Settings, spec: JobSpec, located: Located,
                   fork_refuses: Callable[[str], str | None]) -> list[Problem]:
     """What the job's own fields rule out: a step no member reaches, a perturbed field fork refuses

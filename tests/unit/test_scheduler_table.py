@@ -106,3 +106,17 @@ def test_more_seeds_join_a_deciding_experiment_only_with_its_own_scheduler(tmp_p
     with Store() as store:
         assert len(store.experiment_jobs("job")) == 4
         assert standings.scheduler(store, "job") == AshaSettings((600, 1_200), 0.34, "eval_return")
+
+
+def test_the_json_schema_takes_both_kinds_of_scheduler_and_refuses_what_loading_refuses(tmp_path) -> None:
+    import jsonschema
+    import tomllib_compat
+
+    validator = jsonschema.Draft202012Validator(specs.json_schema())
+    for table in (ASHA, PBT):
+        validator.validate(tomllib_compat.tomllib.loads(table))
+    for table, old, new in ((ASHA, 'kind = "asha"', 'kind = "hyperband"'), (ASHA, "keep = 0.34", "keep = 1.5"),
+                            (ASHA, "rungs = [600, 1_200]", "rungs = []"), (PBT, "interval = 500", "interval = 0"),
+                            (PBT, "quantile = 0.25", "quantile = 0.75"), (ASHA, "keep = 0.34", "keep = 0.34\neta = 3"),
+                            (PBT, '"dqn.lr" = [0.8, 1.25]', '"dqn.lr" = []')):
+        assert not validator.is_valid(tomllib_compat.tomllib.loads(table.replace(old, new))), new
