@@ -39,9 +39,9 @@ SEEDS = "1-2"
 WAYS = ("grid", "asha", "pbt")
 
 
-def scheduler_table(way: str, steps: int, rungs: tuple[int, ...]) -> str:
+def scheduler_table(way: str, steps: int, rungs: tuple[int, ...], metric: str = "eval_return") -> str:
     if way == "asha":
-        return (f'\n[scheduler]\nkind = "asha"\nmetric = "eval_return"\nrungs = {list(rungs)}\n'
+        return (f'\n[scheduler]\nkind = "asha"\nmetric = "{metric}"\nrungs = {list(rungs)}\n'
                 "keep = 0.34\n")
     if way == "pbt":
         return (f'\n[scheduler]\nkind = "pbt"\nmetric = "eval_return"\ninterval = {steps // 5}\nquantile = 0.25\n'
@@ -49,12 +49,13 @@ def scheduler_table(way: str, steps: int, rungs: tuple[int, ...]) -> str:
     return ""
 
 
-def job_file(directory: Path, way: str, steps: int, rungs: tuple[int, ...]) -> Path:
+def job_file(directory: Path, way: str, steps: int, rungs: tuple[int, ...], metric: str) -> Path:
     """The example job at the budget, its lr swept, with the way's [scheduler]."""
     text = JOB.read_text().replace("total_steps = 50_000", f"total_steps = {steps}")
     # An evaluation every tenth of the budget (the example's 5,000 of 50,000), so one falls on the last step.
     text = text.replace("[eval]\nevery_steps = 5_000", f"[eval]\nevery_steps = {steps // 10}")
-    text += f'\n[sweep]\n"dqn.lr" = [{", ".join(repr(lr) for lr in LEARNING_RATES)}]\n' + scheduler_table(way, steps, rungs)
+    text += f'\n[sweep]\n"dqn.lr" = [{", ".join(repr(lr) for lr in LEARNING_RATES)}]\n'
+    text += scheduler_table(way, steps, rungs, metric)
     path = directory / f"{way}.toml"
     path.write_text(text)
     return path
@@ -73,11 +74,12 @@ def settled(home: Path, experiment: str) -> list | None:
     return jobs if jobs and over else None
 
 
-def train(home: Path, directory: Path, way: str, steps: int, rungs: tuple[int, ...]) -> tuple[list, float]:
+def train(home: Path, directory: Path, way: str, steps: int, rungs: tuple[int, ...],
+          metric: str) -> tuple[list, float]:
     """Submit the way's experiment and wait for it: its jobs, and the wall time from submit to the last end."""
     environment = {**os.environ, "RLSUP_HOME": str(home)}
     start = time.monotonic()
-    subprocess.run([sys.executable, "-m", "rlsup.cli", "submit", str(job_file(directory, way, steps, rungs)), "--seeds", SEEDS,
+    subprocess.run([sys.executable, "-m", "rlsup.cli", "submit", str(job_file(directory, way, steps, rungs, metric)), "--seeds", SEEDS,
                     "--experiment", way], env=environment, check=True, stdout=subprocess.DEVNULL)
     while (jobs := settled(home, way)) is None:
         time.sleep(2.0)
@@ -97,7 +99,8 @@ def summary(jobs: list, steps: int, grid: dict[float, float] | None) -> dict:
     for value, lr, _ in finals:
         by_lr.setdefault(lr, []).append(value)
     best_value, best_lr, _ = max(finals)
-    result = {"members": len(jobs), "finished": len(finals), "steps": spent, "grid_steps": len(LEARNING_RATES) * 2 * steps,
+    result = {"members": len(jobs), "finished": len(finals), "steps": spent,
+              "grid_steps": len(LEARNING_RATES) * 2 * steps,
               "best_member": best_value, "best_member_lr": best_lr,
               "variants": {repr(lr): statistics.fmean(values) for lr, values in by_lr.items()}}
     if grid is not None:
@@ -113,6 +116,7 @@ def main() -> int:
     parser.add_argument("--ways", default=",".join(WAYS), help="which of grid, asha, pbt to train")
     parser.add_argument("--grid-from", metavar="FILE", type=Path, help="take the grid's figures from an earlier --json")
     parser.add_argument("--rungs", help="ASHA's rungs in steps, comma-separated (default: a ninth and a third)")
+    parser.add_argument("--metric", default="eval_return", help="ASHA's: eval_return (default) or return")
     args = parser.parse_args()
     rungs = (tuple(int(rung) for rung in args.rungs.split(",")) if args.rungs
              else (args.steps // 9, args.steps // 3))
@@ -127,7 +131,7 @@ def main() -> int:
         grid = {float(lr): value for lr, value in results["grid"]["variants"].items()}
     try:
         for way in args.ways.split(","):
-            jobs, wall = train(home, directory, way, args.steps, rungs)
+            jobs, wall = train(home, directory, way, args.steps, rungs, args.metric)
             results[way] = {**summary(jobs, args.steps, grid), "wall_s": round(wall, 1)}
             if way == "grid":
                 grid = {float(lr): value for lr, value in results[way]["variants"].items()}
@@ -135,7 +139,8 @@ def main() -> int:
     finally:
         client.stop_daemon(home)
     results["machine"] = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                          "cpu_jobs": args.cpu_jobs, "steps": args.steps, "rungs": rungs, "home": str(home)}
+                          "cpu_jobs": args.cpu_jobs, "steps": args.steps, "rungs": rungs, "metric": args.metric,
+                          "home": str(home)}
     print_verdicts(results)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
