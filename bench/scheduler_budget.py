@@ -79,8 +79,9 @@ def train(home: Path, directory: Path, way: str, steps: int, rungs: tuple[int, .
     """Submit the way's experiment and wait for it: its jobs, and the wall time from submit to the last end."""
     environment = {**os.environ, "RLSUP_HOME": str(home)}
     start = time.monotonic()
-    subprocess.run([sys.executable, "-m", "rlsup.cli", "submit", str(job_file(directory, way, steps, rungs, metric)), "--seeds", SEEDS,
-                    "--experiment", way], env=environment, check=True, stdout=subprocess.DEVNULL)
+    job = job_file(directory, way, steps, rungs, metric)
+    subprocess.run([sys.executable, "-m", "rlsup.cli", "submit", str(job), "--seeds", SEEDS, "--experiment", way],
+                   env=environment, check=True, stdout=subprocess.DEVNULL)
     while (jobs := settled(home, way)) is None:
         time.sleep(2.0)
     return jobs, time.monotonic() - start
