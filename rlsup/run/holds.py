@@ -7,6 +7,7 @@ from pathlib import Path
 from rlsup import atomic, paths
 from rlsup.formatting import number, whole
 from rlsup.own_files import read_json
+from rlsup.spec.scheduler_table import METRICS
 from rlsup.spec.values import STEPS_MAX
 
 
@@ -31,7 +32,7 @@ class Standing:
     """What a worker measured where it paused at a hold: the scheduler's metrics there (None: not measured)."""
 
     step: int                                  # the hold's step (the worker may have paused a little after it)
-    values: dict[str, float | None]            # "eval_return", "return"
+    values: dict[str, float | None]            # each of STANDING_METRICS
 
     def to_json(self) -> dict:
         return {"step": self.step, **self.values}
@@ -44,8 +45,8 @@ class Standing:
         return cls(whole(raw["step"]), {name: number(raw.get(name)) for name in STANDING_METRICS})
 
 
-# The metrics a standing holds: the scheduler table's choices (spec/scheduler_table.py METRICS).
-STANDING_METRICS = ("eval_return", "return")
+# The metrics a standing holds: the ones a [scheduler] may compare members by.
+STANDING_METRICS = tuple(METRICS)
 
 
 def write_hold(run_dir: Path, hold: Hold) -> None:
