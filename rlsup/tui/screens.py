@@ -155,27 +155,33 @@ class MainScreen(JobView, Screen):
         self.query_one(JobsTable).focus()
         super().on_mount()
 
+    # What the pollers send may land while the app closes and Textual removes the screen's widgets: each
+    # update finds its widgets with query(), and one whose widget is gone is dropped, not raised.
+
     def show_daemon(self, running: bool) -> None:
-        self.query_one(DaemonBanner).show(running)
+        self._each(DaemonBanner, lambda banner: banner.show(running))
 
     def show_jobs(self, rows: tuple[JobRow, ...]) -> None:
-        table = self.query_one(JobsTable)
-        table.show_rows(rows, self.query_one("#filter", Input).value)
+        tables, filters = self.query(JobsTable), self.query(Input).filter("#filter")
+        if not tables or not filters:
+            return
+        table = tables.first()
+        table.show_rows(rows, filters.first().value)
         # A filter that hid the selected row left the cursor on another without a highlight event (the
         # cursor's index did not change): select what the cursor is on, or nothing when no row is shown,
         # so that the panes and the keys never act on a job the screen no longer shows.
         self.select_row(table.selected_key)
 
     def show_hardware(self, sample, holders: dict[int, str]) -> None:
-        self.query_one(HardwareStrip).show(sample, holders)
+        self._each(HardwareStrip, lambda strip: strip.show(sample, holders))
 
     def show_marks(self, keys: frozenset[str]) -> None:
-        self.query_one(JobsTable).show_marks(keys)
+        self._each(JobsTable, lambda table: table.show_marks(keys))
 
     def show_experiment(self, group, results) -> None:
         """A group row's experiment in place of its first job's checkpoints, events and log; None: the job's."""
-        self.query_one("#side").set_class(group is not None, "-experiment")
-        self.query_one(ExperimentPane).show(group, results)
+        self._each("#side", lambda side: side.set_class(group is not None, "-experiment"))
+        self._each(ExperimentPane, lambda pane: pane.show(group, results))
 
     def action_toggle_mark(self) -> None:
         table = self.query_one(JobsTable)

@@ -211,3 +211,22 @@ def test_the_tui_imports_no_training_stack():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "", f"rlsup.tui imports {result.stdout.strip()}"
+
+
+async def test_a_poll_message_that_lands_while_the_screen_loses_its_widgets_is_dropped(tmp_path):
+    """At exit Textual removes the screen's widgets while messages still arrive: a jobs refresh, the daemon's
+    state or hardware then finds no table. It raised NoMatches out of the app (seen once in CI, at a test's end)."""
+    from rlsup.tui import messages
+    from rlsup.tui.jobstable import JobsTable
+    from rlsup.tui.widgets import DaemonBanner, HardwareStrip
+
+    app = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        for kind in (JobsTable, DaemonBanner, HardwareStrip):
+            await app.screen.query_one(kind).remove()
+        app.on_jobs_refreshed(messages.JobsRefreshed(()))
+        app.on_daemon_changed(messages.DaemonChanged(False, None))
+        app.screen.show_hardware(None, {})
+        app.screen.show_marks(frozenset())
+        await pilot.pause()
