@@ -54,7 +54,9 @@ def schedulers(store: Store) -> dict[str, tuple[Settings, int]]:
 
 
 def scheduler(store: Store, experiment: str) -> Settings | None:
-    return schedulers(store).get(experiment, (None, 0))[0]
+    """One experiment's scheduler (None without one): its row alone, not every experiment's."""
+    row = store.connection.execute("SELECT settings FROM schedulers WHERE experiment = ?", (experiment,)).fetchone()
+    return from_json(row["settings"]) if row is not None else None
 
 
 def record_standing(store: Store, job_id: int, standing: Standing) -> None:

@@ -63,9 +63,8 @@ def loads(text: str, *, file: str = "<string>", default_name: str = "job") -> Jo
             spec = spec.replace("job", name=sanitize_name(default_name))
         located.problems.extend(located.problem(violation.path, violation.message)
                                 for violation in job_violations(spec))
-        settings, _ = read_scheduler(data.get(SCHEDULER_TABLE), located) if SCHEDULER_TABLE in data else (None, [])
-        if settings is not None:  # the fork rules are the run layer's: client.scheduler_of checks those
-            located.problems.extend(check_against(settings, spec, located, fork_refuses=lambda name: None))
+        if located.scheduler is not None:  # the fork rules are the run layer's: client.scheduler_of checks those
+            located.problems.extend(check_against(located.scheduler, spec, located, fork_refuses=lambda name: None))
     if located.problems:
         raise SpecError(located.problems)
     located.warn_deprecations()
@@ -108,6 +107,7 @@ class _Loading(Located):
         super().__init__(file, text)
         self.problems: list[Problem] = []
         self.deprecations: list[Problem] = []
+        self.scheduler: Settings | None = None  # the [scheduler] table as read, checked against the spec once built
 
     def build_spec(self, data: dict) -> JobSpec | None:
         sections: dict[str, Any] = {}
@@ -130,7 +130,8 @@ class _Loading(Located):
             elif key == SWEEP_TABLE:
                 self.problems.extend(read_sweep(value, self)[1])  # its values become jobs at submit: sweep_of()
             elif key == SCHEDULER_TABLE:
-                self.problems.extend(read_scheduler(value, self)[1])  # the experiment's: scheduler_of()
+                self.scheduler, problems = read_scheduler(value, self)  # the experiment's: scheduler_of()
+                self.problems.extend(problems)
             else:
                 choices = known + [SWEEP_TABLE, SCHEDULER_TABLE]
                 self.problems.append(self.problem((key,), "unknown table" + _suggestion(key, choices)))
