@@ -188,7 +188,8 @@ def test_an_env_section_is_described_once_per_process(monkeypatch):
 
 def test_minatar_loads_seaborn_and_pyplot_only_when_it_draws() -> None:
     """MinAtar imports seaborn (scipy, pandas) and pyplot for rendering alone: a process that makes its envs
-    to train pays for them only once something draws, and then drawing works as before."""
+    to train pays for them only once something draws, and then drawing works as before. torch is imported
+    after the env, as a worker does: its import looks through every module in sys.modules for a __file__."""
     pytest.importorskip("minatar")
     code = """
 import sys
@@ -198,6 +199,7 @@ from rlsup.spec import EnvSection
 env = make_env(EnvSection(id="MinAtar/Breakout-v1"), seed=1)
 env.reset()
 env.step(0)
+import torch
 print(sorted(name for name in ("scipy", "pandas", "seaborn.palettes") if name in sys.modules))
 drawn = gym.make("MinAtar/Breakout-v1", render_mode="rgb_array")
 drawn.reset(seed=1)

@@ -18,7 +18,8 @@ class LoadedOnFirstUse(types.ModuleType):
     """Stands in sys.modules for a module until an attribute of it is read, then imports it and hands it over.
 
     importlib.util.LazyLoader would not do: an import statement reads the module's __spec__, which loads a
-    LazyLoader's module at once. This one holds the real __spec__, so importing it costs nothing."""
+    LazyLoader's module at once. This one holds the real __spec__, so importing it costs nothing, and the real
+    __file__: inspect.getmodule, which torch's import runs, asks every module in sys.modules for one."""
 
     def __getattr__(self, attribute: str):
         return getattr(self.__dict__.get("_loaded") or self._load(), attribute)
@@ -45,4 +46,6 @@ def defer_render_imports(namespace: str) -> None:
             continue
         stand_in = LoadedOnFirstUse(name)
         stand_in.__spec__ = spec
+        if spec.has_location:
+            stand_in.__file__ = spec.origin
         sys.modules[name] = stand_in
