@@ -20,6 +20,7 @@ from rlsup.run import files as runfiles
 from rlsup.jobs import store_file
 from rlsup.jobs.state import ACTIVE, Desired, State
 from rlsup.jobs.record import jobs_following, spec_columns
+from rlsup.views.decisions import held_refusal
 from rlsup.views.jobs import foreground_advice
 from rlsup.jobs.store import AmbiguousName, Job, Store
 
@@ -314,7 +315,7 @@ def not_found_message(reference: str, home: Path, action: str = "show") -> str:
 def intent_refusal(job: Job, desired: Desired) -> str | None:
     """Why desired has nothing to do for the job in its state, in one sentence; None when it applies."""
     if jobstate.intent_applies(job.state, desired):
-        return None
+        return held_refusal(job) if desired is Desired.RUNNING else None
     problem = jobstate.NOTHING_TO_DO[desired]
     if job.state is State.DONE and desired is Desired.RUNNING:
         problem += f"; it reached its budget: raise total_steps in {job.spec_path} to train further"

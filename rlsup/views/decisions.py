@@ -9,6 +9,7 @@ from rlsup.decisions.ranking import Report, figure, ranked
 from rlsup.jobs.record import Job
 from rlsup.jobs import standings
 from rlsup.jobs.standings import Decision, metric_value
+from rlsup.jobs.state import State
 from rlsup.jobs.store import Store
 from rlsup.run.holds import Standing
 from rlsup.spec.scheduler_table import Settings
@@ -64,3 +65,14 @@ def held_mark(reason: str) -> str | None:
         return f"stopped at {decided[1]}" if decided[1] else f"replaced at {decided[2]}"
     waiting = re.match(r"reached (rung \d+ of ASHA|generation \d+ of PBT)", reason)
     return f"waiting at {waiting[1].rsplit(' of ', 1)[0]}" if waiting else None
+
+
+def held_refusal(job: Job) -> str | None:
+    """Why resuming a member that waits at its hold for its experiment's decision does nothing, in one sentence:
+    it would train no step and pause there again. None for any other job."""
+    mark = held_mark(job.reason) if job.state is State.PAUSED else None
+    if mark is None or not mark.startswith("waiting at"):
+        return None
+    return (f"job {job.id} is {mark} for its experiment's decision, which comes once the members still training "
+            f"have reached that step too, and then goes on by itself if promoted (rlsup status {job.experiment} "
+            "shows who has reported; a member paused by hand holds the decision up until resumed or killed)")

@@ -20,8 +20,8 @@ def asha_file(harness, name: str) -> Path:
     return path
 
 
-def submit(harness, path: Path, experiment: str) -> list[int]:
-    code, out, err = harness.cli("submit", path, "--seeds", "1-4", "--experiment", experiment)
+def submit(harness, path: Path, experiment: str, seeds: str = "1-4") -> list[int]:
+    code, out, err = harness.cli("submit", path, "--seeds", seeds, "--experiment", experiment)
     assert code == 0, err
     return [int(line) for line in out.split()]
 
@@ -109,6 +109,32 @@ def test_members_pause_at_each_rung_the_best_go_on_and_a_killed_daemon_decides_t
     straight = harness.wait_state(lone.id, State.DONE)
     assert (harness.newest_checkpoint(resumed.run_dir).fingerprint
             == harness.newest_checkpoint(straight.run_dir).fingerprint)
+
+
+def test_a_member_waiting_at_its_rung_is_not_resumed_by_hand_and_a_killed_member_lets_the_rung_decide(harness):
+    """A member paused by hand before it starts holds rung 1's decision up: the member that reached the rung
+    waits there. Resuming it would train no step and pause it again, so that is refused in one sentence saying
+    what the decision waits for; killing the paused member lets ASHA decide without it."""
+    harness.settings(cpu_jobs=1)
+    harness.start_daemon()
+    first, second = submit(harness, asha_file(harness, "held"), "held", seeds="1-2")
+    code, _, err = harness.cli("pause", str(second))
+    assert code == 0, err
+    harness.wait_for(lambda: harness.job(first).reason.startswith("reached rung 1 of ASHA"), timeout=120,
+                     what="the first member waiting at rung 1", report=lambda: harness.report())
+    code, out, err = harness.cli("resume", str(first))
+    assert code != 0 and "Traceback" not in err and len(err.strip().splitlines()) == 1, (code, out, err)
+    assert f"job {first} is waiting at rung 1 for its experiment's decision" in err, err
+    assert "rlsup status held" in err and "paused by hand" in err, err
+    code, out, _ = harness.cli("list")
+    assert "paused: waiting at rung 1" in out, out
+    assert harness.job(first).state is State.PAUSED and not standings.decisions(harness.store, [first])
+
+    code, _, err = harness.cli("kill", str(second))
+    assert code == 0, err
+    done = harness.wait_state(first, State.DONE)
+    assert done.step == TOTAL
+    assert [decision.verdict for decision in standings.decisions(harness.store, [first])] == ["promoted"] * 2
 
 
 def test_a_worker_restarted_at_its_rung_pauses_there_again_instead_of_skipping_it(harness, tmp_path) -> None:
