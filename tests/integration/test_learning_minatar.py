@@ -1,7 +1,9 @@
-"""The MinAtar Breakout DQN example learns on a short budget, on any seed and any x86-64 CPU.
+"""The MinAtar V-trace example learns Breakout on a short budget, on any seed and any x86-64 CPU.
 
 Kept apart from test_learning.py so that the suite's two workers (pytest-xdist, --dist loadfile) train
-it beside the CartPole examples instead of after them. The threshold comes from a 12-seed bench (below).
+it beside the CartPole examples instead of after them. The threshold comes from a 40-seed bench (below).
+It trained the DQN example until session 36: 195 s of the suite for 40,000 frames, where V-trace, the
+algorithm the MinAtar goals (issue 26) are measured on, shows learning in 100,000 frames and about 20 s.
 """
 from __future__ import annotations
 
@@ -9,34 +11,42 @@ from pathlib import Path
 
 import pytest
 
-from rlsup.run import files as runfiles
 from rlsup import spec as specs
+from rlsup.run import files as runfiles
+from rlsup.spec import experiments
 from rlsup_testing import train_seeds_until
 
 JOBS = Path(__file__).parents[2] / "jobs"
 EPISODES = 20
+BREAKOUT = {"env.id": "MinAtar/Breakout-v1"}
 
-# MinAtar Breakout DQN on a short budget: the example job as written, but MINATAR_STEPS frames and
-# epsilon at its floor of 0.1 by 25,000 frames (20,000 after learning starts) instead of 105,000.
-MINATAR_STEPS = 40_000
-MINATAR_THRESHOLD = 3.0
+# jobs/minatar-vtrace.toml's Breakout member, as `rlsup submit` makes it, on a short budget.
+MINATAR_STEPS = 100_000
+MINATAR_THRESHOLD = 2.0
+
+
+def breakout_member(steps: int) -> specs.JobSpec:
+    """The sweep's Breakout job (its own entropy cost included), cut to `steps` frames and one evaluation."""
+    path = JOBS / "minatar-vtrace.toml"
+    loaded = specs.load(path)
+    planned = experiments.plan(specs.sweep_of(path.read_text(), file=str(path)), None, loaded.job.name)
+    member = next(job for job in planned if job.values["env.id"] == BREAKOUT["env.id"])
+    spec = experiments.variant_spec(loaded, member).replace("job", total_steps=steps)
+    return spec.replace("eval", every_steps=steps, episodes=EPISODES).replace("checkpoint", every_steps=steps)
 
 
 @pytest.mark.slow
-def test_minatar_breakout_dqn_learns_on_a_short_budget(tmp_path: Path) -> None:
-    """The greedy mean of a 20-episode evaluation at 40,000 frames is >= 3.0 on one seed of two; random
-    play scores about 0.5 a game. Bench (bench/learning_seeds.py jobs/minatar-breakout-dqn.toml --steps
-    50000 with --set dqn.epsilon_end_step=25_000, eval.every_steps=10_000 and checkpoint.every_steps=10_000,
-    seeds 1-12, 2-core x86-64, no GPU): at 40,000 frames 3.65 to 6.55, median 5.4; with --other-floats
-    (another CPU's rounding) 3.75 to 6.05, median 4.7. Below 3.0 on 0 of 24 seeds: at most about 1/26 per
-    seed, so this test fails about (1/26)^2 = 0.15% of the time at most. Two seeds side by side took about
-    75 s on that machine; the second now trains only when the first falls short."""
+def test_minatar_breakout_vtrace_learns_on_a_short_budget(tmp_path: Path) -> None:
+    """The greedy mean of a 20-episode evaluation at 100,000 frames is >= 2.0 on one seed of two; random
+    play scores about 0.5 a game. Bench (bench/learning_seeds.py on this member at 200,000 frames, evaluations
+    every 50,000, seeds 1-20, 2-core AMD EPYC, no GPU, the actors asynchronous as here): at 100,000 frames
+    2.75 to 5.55, median 3.75 (and 4.55 to 6.35 at 200,000, 38 s a seed); with --other-floats (another CPU's
+    rounding) 2.35 to 5.05, median 3.75.
+    Below 2.0 on 0 of 40 seeds: at most about 1/42 per seed, so this test fails about (1/42)^2 = 0.06% of
+    the time at most."""
     pytest.importorskip("minatar")
-    spec = specs.load(JOBS / "minatar-breakout-dqn.toml").replace("job", total_steps=MINATAR_STEPS)
-    spec = spec.replace("dqn", epsilon_end_step=25_000).replace("eval", every_steps=MINATAR_STEPS, episodes=EPISODES)
-    spec = spec.replace("checkpoint", every_steps=MINATAR_STEPS)
-    job = tmp_path / "minatar-breakout-dqn-short.toml"
-    job.write_text(spec.to_toml())
+    job = tmp_path / "minatar-breakout-vtrace-short.toml"
+    job.write_text(breakout_member(MINATAR_STEPS).to_toml())
     final: dict[str, float] = {}
 
     def learned(run_dirs: list[Path]) -> bool:
