@@ -1,7 +1,6 @@
 """Shared fixtures: every test gets its own RLSUP_HOME, so nothing touches the user's runs."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -15,14 +14,6 @@ def rlsup_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     home = tmp_path_factory.mktemp("rlsup-home")
     monkeypatch.setenv("RLSUP_HOME", str(home))
     return home
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: one worker more than this process may use cores. A test spends part of its time waiting on
-    the processes it starts (a daemon's poll, a worker's checkpoint, a TUI's refresh): two workers on two
-    cores kept them busy 172% of the time in CI (2,300 CPU-s in 1,335 s)."""
-    return len(os.sched_getaffinity(0)) + 1
 
 
 # Seconds a slow test may take before pytest-timeout ends it as hung: its own subprocess timeouts are the real
