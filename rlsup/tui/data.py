@@ -174,6 +174,7 @@ class MetricsPoller:
         self._posted_experiment: tuple | None = None
         self._metrics: OrderedDict[int, JobMetrics] = OrderedDict()
         self.evaluations = ExperimentEvaluations()
+        self.store: Store | None = None  # opened at the first scheduler read, kept across polls as Poller's
 
     def select(self, job_id: int | None, run_dir: str | None) -> None:
         """Called by the UI thread, as Poller.select."""
@@ -200,7 +201,8 @@ class MetricsPoller:
             plotted, changed = self._read_plotted(request)
             evaluated = {job_id: metrics.evaluated for job_id, metrics in plotted.items()}
             return self._plot_messages(request, plotted, changed) + self._experiment_messages(experiment, evaluated)
-        except OSError as error:
+        except (sqlite3.Error, OSError) as error:
+            self._close_store()  # a locked or missing store: opened afresh at the next poll
             return [messages.PollFailed(f"{type(error).__name__}: {error}")]
 
     def _experiment_messages(self, request: ExperimentRequest, plotted: dict[int, Evaluated | None]) -> list:
@@ -208,7 +210,9 @@ class MetricsPoller:
         results = self.evaluations.results(request, plotted)
         if results is None:
             return []
-        figures = ExperimentFigures(results, read_scheduler(request, self.home))
+        if self.store is None and request.experiment is not None:
+            self.store = Store(self.home)
+        figures = ExperimentFigures(results, read_scheduler(request, self.store))
         posted = (request.experiment, request.selections, figures)
         if posted == self._posted_experiment:
             return []
@@ -241,8 +245,14 @@ class MetricsPoller:
             self._metrics.popitem(last=False)
         return metrics
 
+    def _close_store(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
     def close(self) -> None:
         self._metrics.clear()
+        self._close_store()
 
 
 def poll_until_cancelled(poller: Poller | MetricsPoller, post: Callable, *, interval_s: float, wake: threading.Event,

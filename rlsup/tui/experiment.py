@@ -142,12 +142,11 @@ def experiment_summary(group: GroupRow, figures: ExperimentFigures | None) -> Gr
     return Group(*parts, Text(""), hint)
 
 
-def read_scheduler(request: ExperimentRequest, home: Path | None) -> tuple[str, ...]:
+def read_scheduler(request: ExperimentRequest, store: Store | None) -> tuple[str, ...]:
     """The selected experiment's rungs and decisions from the store; none for one without a [scheduler]."""
-    if request.experiment is None:
+    if request.experiment is None or store is None:
         return ()
-    with Store(home) as store:
-        return tuple(read_scheduler_lines(store, request.experiment, list(request.jobs)))
+    return tuple(read_scheduler_lines(store, request.experiment, list(request.jobs)))
 
 
 class ExperimentPane(Static):
