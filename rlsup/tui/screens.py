@@ -162,11 +162,11 @@ class MainScreen(JobView, Screen):
         self._each(DaemonBanner, lambda banner: banner.show(running))
 
     def show_jobs(self, rows: tuple[JobRow, ...]) -> None:
-        tables, filters = self.query(JobsTable), self.query(Input).filter("#filter")
+        tables, filters = self.query(JobsTable), self.query("#filter")
         if not tables or not filters:
             return
         table = tables.first()
-        table.show_rows(rows, filters.first().value)
+        table.show_rows(rows, filters.first(Input).value)
         # A filter that hid the selected row left the cursor on another without a highlight event (the
         # cursor's index did not change): select what the cursor is on, or nothing when no row is shown,
         # so that the panes and the keys never act on a job the screen no longer shows.

@@ -18,7 +18,7 @@ from rlsup_testing import train_seeds_until
 
 JOBS = Path(__file__).parents[2] / "jobs"
 EPISODES = 20
-BREAKOUT = {"env.id": "MinAtar/Breakout-v1"}
+BREAKOUT = "MinAtar/Breakout-v1"
 
 # jobs/minatar-vtrace.toml's Breakout member, as `rlsup submit` makes it, on a short budget.
 MINATAR_STEPS = 100_000
@@ -30,7 +30,7 @@ def breakout_member(steps: int) -> specs.JobSpec:
     path = JOBS / "minatar-vtrace.toml"
     loaded = specs.load(path)
     planned = experiments.plan(specs.sweep_of(path.read_text(), file=str(path)), None, loaded.job.name)
-    member = next(job for job in planned if job.values["env.id"] == BREAKOUT["env.id"])
+    member = next(job for job in planned if job.values["env.id"] == BREAKOUT)
     spec = experiments.variant_spec(loaded, member).replace("job", total_steps=steps)
     return spec.replace("eval", every_steps=steps, episodes=EPISODES).replace("checkpoint", every_steps=steps)
 
