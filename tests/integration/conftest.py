@@ -107,6 +107,12 @@ class Harness:
     def transitions(self, job_id: int) -> list[tuple[str | None, str]]:
         return [(event.from_state, event.to_state) for event in self.events(job_id, "state")]
 
+    def daemon_log(self) -> str:
+        """daemon.log so far: empty until the daemon has set up its logging, which it does after taking its lock."""
+        with contextlib.suppress(FileNotFoundError):
+            return (self.home / paths.DAEMON_LOG).read_text()
+        return ""
+
     def report(self, job_id: int | None = None) -> str:
         lines = ["daemon.log:", *runfiles.tail_lines(self.home / paths.DAEMON_LOG, 15)]
         for job in self.store.jobs():

@@ -84,7 +84,7 @@ def test_hooks_run_once_per_transition_with_the_jobs_variables(harness, tmp_path
     # its hooks had written their records, so whether it had reaped and logged their ends is a race (CI saw
     # one end of three logged): only their starts, logged as each is spawned, are certain.
     ended = re.compile(rf"job {after.id}: on_done hook \(pid \d+\) exited 0 after")
-    log = harness.wait_for(lambda: ended.search(text := (harness.home / paths.DAEMON_LOG).read_text()) and text,
+    log = harness.wait_for(lambda: ended.search(text := harness.daemon_log()) and text,
                            timeout=30, what="the last hook's end in daemon.log")
     started = re.findall(r"job (\d+): on_(\w+) hook \(pid \d+\) started: ", log)
     assert sorted((int(job_id), key) for job_id, key in started) == sorted(wanted | {(after.id, "done")}), log
@@ -111,7 +111,7 @@ def test_a_hanging_hook_is_killed_at_its_timeout_and_never_holds_the_daemon(harn
 
     harness.wait_for(lambda: not alive(sleeper), timeout=90, what="the hook's child to be killed",
                      report=harness.report)
-    log = harness.wait_for(lambda: "killed by signal 9" in (text := (harness.home / paths.DAEMON_LOG).read_text())
+    log = harness.wait_for(lambda: "killed by signal 9" in (text := harness.daemon_log())
                            and text, timeout=30, what="the hook's end in daemon.log")
     assert f"job {quick.id}: on_done hook (pid" in log and "killed at its timeout of 8 s" in log
     assert harness.daemons[-1].poll() is None
@@ -155,17 +155,16 @@ def test_a_flooding_hook_keeps_only_a_bounded_tail_of_its_output(harness, tmp_pa
     harness.settings(on_failed="yes flood-line", hook_timeout_s=3)
     failing_job(harness)
     daemon = harness.start_daemon()
-    daemon_log = harness.home / paths.DAEMON_LOG
     ended = re.compile(r"on_failed hook \(pid \d+\) killed by signal 9")
     held = []
 
     def flood_ended():
         held.append(bytes_held_under(daemon.pid, temporary))
-        return ended.search(daemon_log.read_text())
+        return ended.search(harness.daemon_log())
     harness.wait_for(flood_ended, timeout=90, what="the flooding hook's end", report=harness.report)
     # The flood went on until its timeout, and the daemon held no more of it than the tail it logs.
     assert max(held) <= 1024 * 1024, f"the daemon held {max(held)} bytes of hook output under $TMPDIR"
-    output = [line.partition("output: ")[2] for line in daemon_log.read_text().splitlines() if "output: " in line]
+    output = [line.partition("output: ")[2] for line in harness.daemon_log().splitlines() if "output: " in line]
     assert output and all(line and line in "flood-line" for line in output), output[:5]  # the first one cut
     assert sum(len(line) + 1 for line in output) <= hooks.OUTPUT_LOGGED_BYTES
 
@@ -179,7 +178,7 @@ def test_a_hook_whose_daemon_was_killed_still_ends_at_its_timeout(harness, tmp_p
     hook = int(harness.wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), timeout=60,
                                 what="the hook to start", report=harness.report))
     harness.kill_daemon()
-    assert "killed at its timeout" not in (harness.home / paths.DAEMON_LOG).read_text(), \
+    assert "killed at its timeout" not in harness.daemon_log(), \
         "the daemon outlived the hook's timeout: this test shows nothing"
     try:
         harness.wait_for(lambda: not alive(hook), timeout=90, what="the orphaned hook to be ended at its timeout")
@@ -194,13 +193,12 @@ def test_a_hooks_background_child_and_binary_output_neither_hold_nor_reach_the_l
     harness.settings(on_failed=f"sleep 600 & echo $! > {child_pid}; printf 'red\\033[31m\\377\\n'", hook_timeout_s=60)
     failing_job(harness)
     harness.start_daemon()
-    daemon_log = harness.home / paths.DAEMON_LOG
-    harness.wait_for(lambda: re.search(r"on_failed hook \(pid \d+\) exited 0", daemon_log.read_text()), timeout=60,
+    harness.wait_for(lambda: re.search(r"on_failed hook \(pid \d+\) exited 0", harness.daemon_log()), timeout=60,
                      what="the hook's end, its child still running", report=harness.report)
     child = int(child_pid.read_text())
     try:
         assert alive(child)
-        output = [line for line in daemon_log.read_text().splitlines() if "output: " in line]
+        output = [line for line in harness.daemon_log().splitlines() if "output: " in line]
         assert [line.partition("output: ")[2] for line in output] == ["red\\x1b[31m\ufffd"]
     finally:
         os.kill(child, signal.SIGKILL)

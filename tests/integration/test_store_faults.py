@@ -90,9 +90,9 @@ def daemon_training(harness):
 def assert_stopped_for_the_store(harness, daemon) -> None:
     """The daemon stops on its own with the store's exit code, after one line naming the store."""
     harness.wait_for(lambda: daemon.poll() is not None, timeout=60, what="the daemon to stop",
-                     report=lambda: (harness.home / paths.DAEMON_LOG).read_text())
+                     report=harness.daemon_log)
     assert daemon.returncode == EXIT_STORE_LOST
-    errors = [line for line in (harness.home / paths.DAEMON_LOG).read_text().splitlines() if "ERROR" in line]
+    errors = [line for line in harness.daemon_log().splitlines() if "ERROR" in line]
     assert len(errors) == 1 and str(harness.home / paths.DATABASE) in errors[0] and "stops" in errors[0], errors
 
 
@@ -134,10 +134,9 @@ def test_a_store_lost_under_a_running_daemon_is_never_silently_replaced(harness,
 
 def test_a_write_lock_held_past_the_busy_timeout_fails_no_job_and_stops_no_daemon(harness) -> None:
     daemon, job, worker = daemon_training(harness)
-    log = harness.home / paths.DAEMON_LOG
     with write_lock_held(harness.home / paths.DATABASE):
         # The daemon's writes (the step it follows) wait out their busy timeout and find the store busy.
-        harness.wait_for(lambda: "busy" in log.read_text(), timeout=120, what="the daemon to find the store busy")
+        harness.wait_for(lambda: "busy" in harness.daemon_log(), timeout=120, what="the daemon to find the store busy")
     moved = harness.wait_step(job.id, harness.job(job.id).step + 100)
     assert moved.pid == worker and alive(worker), harness.report(job.id)
     assert harness.job(job.id).state is State.RUNNING and daemon.poll() is None
