@@ -1,5 +1,6 @@
-"""Pause and resume latency of CartPole DQN under the daemon, the daemon's idle CPU with a full queue, and
-(--backends local,ray) submit-to-first-step and pause-to-checkpoint on this machine vs a loopback Ray head."""
+"""Pause and resume latency of CartPole DQN under the daemon, the daemon's idle CPU with a full queue,
+(--warm-start) resumes with workers forked by the warm start beside fresh ones, and (--backends local,ray)
+submit-to-first-step and pause-to-checkpoint on this machine vs a loopback Ray head."""
 from __future__ import annotations
 
 import argparse
@@ -72,12 +73,13 @@ def measure_resume(store: Store, job_id: int, paused_step: int) -> dict:
     spawned = time.time()
     status = wait_for(lambda: (lambda found: found if found and found.pid == job.pid
                                 and found.phase == Phase.RUNNING else None)(read_worker_status(run_dir)))
+    worker_cpu = sum(psutil.Process(job.pid).cpu_times()[:2])  # its own: a forked one's imports were its server's
     # The first train record after the pause step tells when training had visibly moved on.
     record = wait_for(lambda: next((r for r in runfiles.read_metrics(run_dir)
                                     if r.get("kind") == "train" and r["step"] > paused_step and r["t"] > asked), None),
                       interval=0.02)
     return {"spawn": spawned - asked, "loop": status.time - asked, "train_record": record["t"] - asked,
-            "train_record_step": record["step"] - paused_step}
+            "train_record_step": record["step"] - paused_step, "worker_cpu": worker_cpu}
 
 
 def latency(home: Path, directory: Path, rounds: int) -> None:
@@ -100,6 +102,7 @@ def latency(home: Path, directory: Path, rounds: int) -> None:
     show("pause: intent -> daemon records paused", [p["state"] for p in pauses])
     show("resume: intent -> worker spawned", [r["spawn"] for r in resumes])
     show("resume: intent -> training loop running (status.json)", [r["loop"] for r in resumes])
+    show("resume: the new worker's CPU until its loop runs", [r["worker_cpu"] for r in resumes])
     show("resume: intent -> first train record after the pause", [r["train_record"] for r in resumes],
          note=f"(records every 1000 steps; first came {statistics.median(r['train_record_step'] for r in resumes):.0f}"
               " steps after the pause)")
@@ -186,6 +189,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="pause/resume rounds")
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     parser.add_argument("--backends", metavar="NAMES", help="only compare backends, e.g. local,ray")
+    parser.add_argument("--warm-start", action="store_true",
+                        help="only the pause/resume rounds, with daemon.toml's warm_start false, then true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rlsup-bench-") as scratch:
         home, directory = Path(scratch) / "home", Path(scratch)
@@ -194,6 +199,15 @@ def main() -> int:
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
         if args.backends:
             backends(Path(scratch), args.backends.split(","), args.rounds)
+            return 0
+        if args.warm_start:
+            for warm in (False, True):
+                (home / "daemon.toml").write_text(f"warm_start = {str(warm).lower()}\n")
+                print(f"-- warm_start = {str(warm).lower()}")
+                try:
+                    latency(home, directory, args.rounds)
+                finally:
+                    stop_everything(home)
             return 0
         try:
             latency(home, directory, args.rounds)
@@ -204,17 +218,20 @@ def main() -> int:
 
 
 def stop_everything(home: Path) -> None:
-    """Kill the daemon and any worker of this scratch home: a bench leaves nothing running."""
+    """Kill the daemon, its fork server and any worker of this scratch home: a bench leaves nothing running."""
     status = client.daemon_status(home)
     if status.pid:
         os.kill(status.pid, 9)
     with Store(home) as store:
-        for job in store.jobs():
-            if job.pid:
-                try:
-                    os.killpg(job.pid, 9)
-                except (ProcessLookupError, PermissionError):
-                    pass
+        pids = {job.pid for job in store.jobs() if job.pid}
+    pids |= {process.pid for process in psutil.process_iter(["cmdline"])
+             if any(str(home) in part for part in process.info["cmdline"] or ())}
+    for pid in pids:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(pid, 9)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 if __name__ == "__main__":

@@ -47,7 +47,8 @@ class Daemon(EditHandling):
         self.settings = settings
         self.store = Store(self.home)
         self.store_watch = StoreWatch(self.store.path, self.request_stop)
-        self.runner: JobRunner = runner or Runners(LocalRunner(), lambda: self.settings.clusters)
+        self.runner: JobRunner = runner or Runners(LocalRunner(warm_start=settings.warm_start),
+                                                   lambda: self.settings.clusters)
         self.machine = machine or hardware_module.Hardware()
         self.wake = threading.Event()
         self.stopping = threading.Event()
@@ -334,6 +335,8 @@ class Daemon(EditHandling):
                 self.store.transition(job.id, State.STARTING, "a worker already trains this run",
                                       process=process_of(worker, gpus), exit_code=None)
             return
+        if not self.runner.ready_to_start(Path(job.run_dir)):
+            return  # the fork server is importing torch: the job starts from it in a round or two
         self.resumed.discard(job.id)
         where = f" on GPU {','.join(map(str, gpus))}" if gpus else f" on cluster {job.cluster}" if job.cluster else ""
         self.store.transition(job.id, State.STARTING, "placed" + where, process=Process(gpus), started=time.time(),

@@ -128,6 +128,9 @@ class RayRunner:
 
     # -- the JobRunner protocol ------------------------------------------------------------------
 
+    def ready_to_start(self, run_dir: Path) -> bool:
+        return True  # whether the head answers, start() finds out
+
     def start(self, job_id: int, run_dir: Path, gpus: tuple[int, ...] = ()) -> WorkerHandle:
         """Submit `python -m rlsup.worker RUN_DIR` with the job's GPUs and its stop grace, output to worker.log."""
         run_dir = Path(run_dir)

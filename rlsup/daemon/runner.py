@@ -50,6 +50,10 @@ class JobRunner(Protocol):
 
     boot_id: str  # where this runner's workers live: a handle from elsewhere is never adopted
 
+    def ready_to_start(self, run_dir: Path) -> bool:
+        """False while the runner readies itself to start run_dir's worker (the local fork server importing):
+        the job stays queued until a later round."""
+
     def start(self, job_id: int, run_dir: Path, gpus: tuple[int, ...]) -> WorkerHandle:
         """Start a worker on run_dir with these GPUs; raises OSError when it cannot."""
 

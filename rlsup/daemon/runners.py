@@ -56,6 +56,9 @@ class Runners:
 
     # -- the JobRunner protocol ------------------------------------------------------------------
 
+    def ready_to_start(self, run_dir: Path) -> bool:
+        return self._for_run(run_dir).ready_to_start(run_dir)
+
     def start(self, job_id: int, run_dir: Path, gpus: tuple[int, ...] = ()) -> WorkerHandle:
         return self._for_run(run_dir).start(job_id, run_dir, gpus)
 

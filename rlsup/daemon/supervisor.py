@@ -15,6 +15,7 @@ from rlsup import locks, own_files, paths
 from rlsup.run import import_trust
 from rlsup.run import files as runfiles
 from rlsup.daemon.runner import Signal, WorkerHandle
+from rlsup.daemon.warm_start import ForkedWorker, WarmStart
 from rlsup.jobs.state import Exit
 from rlsup.run.exit import ExitRecord, read_exit
 from rlsup.run.signals import PAUSE_SIGNAL, RELOAD_SIGNAL, starting_held
@@ -75,28 +76,39 @@ def worker_directory() -> Path:
 class LocalRunner:
     """Workers as local processes in their own session, followed by job id (the JobRunner of one machine)."""
 
-    def __init__(self, command: tuple[str, ...] = WORKER_COMMAND):
+    def __init__(self, command: tuple[str, ...] = WORKER_COMMAND, *, warm_start: bool = False):
         self.command = tuple(command)
         self.boot_id = boot_id()
         self.workers: dict[int, WorkerHandle] = {}
-        self.children: dict[int, subprocess.Popen] = {}  # our own children: they can be wait()ed on
+        # Our own children (they can be wait()ed on), and those of our fork server, which relays their ends.
+        self.children: dict[int, subprocess.Popen | ForkedWorker] = {}
+        self.warm = WarmStart(self.command, worker_environment((), worker_directory()), worker_directory()) \
+            if warm_start else None
+
+    def ready_to_start(self, run_dir: Path) -> bool:
+        """False while the fork server imports: the job waits rather than import torch a second time beside it."""
+        return self.warm is None or not self.warm.warming()
 
     def start(self, job_id: int, run_dir: Path, gpus: tuple[int, ...] = ()) -> WorkerHandle:
-        """Start `python -m rlsup.worker RUN_DIR` in its own session, output appended to worker.log."""
+        """Start `python -m rlsup.worker RUN_DIR` in its own session, output appended to worker.log: forked by
+        the warm start's server where there is one, else a fresh interpreter."""
         run_dir = Path(run_dir)
+        environment = worker_environment(gpus, run_dir)
         descriptor = own_files.open_own(run_dir / paths.LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
-            with starting_held():  # a stop or reload sent while it starts waits until it listens
-                popen = subprocess.Popen([*self.command, str(run_dir)], stdin=subprocess.DEVNULL,
-                                         stdout=descriptor, stderr=descriptor, start_new_session=True,
-                                         env=worker_environment(gpus, run_dir), cwd=worker_directory(),
-                                         close_fds=True)
+            child = self.warm and self.warm.fork(run_dir, environment, worker_directory(), descriptor)
+            if not child:
+                with starting_held():  # a stop or reload sent while it starts waits until it listens
+                    child = subprocess.Popen([*self.command, str(run_dir)], stdin=subprocess.DEVNULL,
+                                             stdout=descriptor, stderr=descriptor, start_new_session=True,
+                                             env=environment, cwd=worker_directory(), close_fds=True)
         finally:
             os.close(descriptor)
-        start_time = process_start_time(popen.pid) or time.time()
-        worker = self._follow(WorkerHandle(job_id, popen.pid, start_time, self.boot_id, run_dir))
-        self.children[job_id] = popen
-        log.info("job %s: spawned worker pid %s (gpus %s)", job_id, popen.pid, ",".join(map(str, gpus)) or "none")
+        start_time = process_start_time(child.pid) or time.time()
+        worker = self._follow(WorkerHandle(job_id, child.pid, start_time, self.boot_id, run_dir))
+        self.children[job_id] = child
+        log.info("job %s: spawned worker pid %s (gpus %s%s)", job_id, child.pid, ",".join(map(str, gpus)) or "none",
+                 "; warm" if isinstance(child, ForkedWorker) else "")
         return worker
 
     def adopt(self, recorded: WorkerHandle) -> bool:
@@ -170,6 +182,8 @@ class LocalRunner:
         return True
 
     def reap(self) -> list[tuple[WorkerHandle, Exit]]:
+        if self.warm is not None:
+            self.warm.drain()
         ended = []
         for job_id, worker in list(self.workers.items()):
             outcome = self._ended(worker)
@@ -180,6 +194,9 @@ class LocalRunner:
 
     def _ended(self, worker: WorkerHandle) -> Exit | None:
         popen = self.children.get(worker.job_id)
+        if isinstance(popen, ForkedWorker) and popen.poll() is None and not popen.relayed():
+            del self.children[worker.job_id]  # its server has gone: exit.json tells, as for an adopted worker
+            popen = None
         if popen is not None:
             code = popen.poll()
             if code is None:

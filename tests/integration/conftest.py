@@ -49,7 +49,8 @@ class Harness:
     # -- the daemon --------------------------------------------------------------------------
 
     def settings(self, **values) -> None:
-        lines = [f"{key} = {value!r}" for key, value in {**FAST_SETTINGS, **values}.items()]
+        lines = [f"{key} = {str(value).lower() if isinstance(value, bool) else repr(value)}"
+                 for key, value in {**FAST_SETTINGS, **values}.items()]
         (self.home / paths.DAEMON_SETTINGS).write_text("\n".join(lines) + "\n")
 
     def start_daemon(self) -> subprocess.Popen:

@@ -1,4 +1,4 @@
-"""A worker the daemon has just spawned, signalled before it listens: a pause pauses, a reload reloads, never a kill."""
+"""A worker the daemon has just started, fresh or forked, signalled before it listens: a pause pauses, a reload reloads."""
 from __future__ import annotations
 
 import signal
@@ -12,19 +12,22 @@ from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup.daemon.runner import Signal
 from rlsup.daemon.supervisor import LocalRunner
+from rlsup.daemon.warm_start import ForkedWorker
 from rlsup.run.exit import EXIT_PAUSED, read_exit
 from rlsup_testing import cartpole_job, metric_steps, wait_for
 
 JOB_ID = 1
 
 
-def spawned_worker(tmp_path: Path) -> tuple[LocalRunner, Path]:
-    """A run directory as the daemon prepares one, and its worker started by the daemon's own runner."""
+def spawned_worker(tmp_path: Path, *, warm: bool = False) -> tuple[LocalRunner, Path]:
+    """A run directory as the daemon prepares one, and its worker started by the daemon's own runner: a fresh
+    interpreter, or (warm) forked by the fork server, which this start waits for."""
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     runfiles.write_run_spec(run_dir, specs.load(cartpole_job(tmp_path, total_steps=1_000_000, checkpoint_every=0)))
-    runner = LocalRunner()
+    runner = LocalRunner(warm_start=warm)
     runner.start(JOB_ID, run_dir)
+    assert isinstance(runner.children[JOB_ID], ForkedWorker) is warm
     return runner, run_dir
 
 
@@ -42,10 +45,13 @@ def assert_paused_cleanly(runner: LocalRunner, run_dir: Path, outcome) -> None:
     assert [entry.path.name for entry in list_checkpoints(run_dir)], "a pause leaves a checkpoint to resume from"
 
 
-@pytest.mark.parametrize("number, delay_s", [(signal.SIGINT, 0.0), (signal.SIGTERM, 0.0), (signal.SIGTERM, 0.1),
-                                             (signal.SIGINT, 0.3)])
-def test_a_stop_while_the_worker_starts_pauses_it(tmp_path: Path, number: int, delay_s: float) -> None:
-    runner, run_dir = spawned_worker(tmp_path)
+# A forked worker is signalled sooner after its start than a fresh one (no interpreter to start first): the
+# first stop lands the moment the server has answered, before the child's own first line has run.
+@pytest.mark.parametrize("number, delay_s, warm", [(signal.SIGINT, 0.0, False), (signal.SIGTERM, 0.0, False),
+                                                   (signal.SIGTERM, 0.1, False), (signal.SIGINT, 0.3, False),
+                                                   (signal.SIGINT, 0.0, True), (signal.SIGTERM, 0.1, True)])
+def test_a_stop_while_the_worker_starts_pauses_it(tmp_path: Path, number: int, delay_s: float, warm: bool) -> None:
+    runner, run_dir = spawned_worker(tmp_path, warm=warm)
     try:
         time.sleep(delay_s)
         runner.children[JOB_ID].send_signal(number)
@@ -55,8 +61,9 @@ def test_a_stop_while_the_worker_starts_pauses_it(tmp_path: Path, number: int, d
     assert_paused_cleanly(runner, run_dir, outcome)
 
 
-def test_a_reload_while_the_worker_starts_is_a_reload_not_a_hangup(tmp_path: Path) -> None:
-    runner, run_dir = spawned_worker(tmp_path)
+@pytest.mark.parametrize("warm", [False, True])
+def test_a_reload_while_the_worker_starts_is_a_reload_not_a_hangup(tmp_path: Path, warm: bool) -> None:
+    runner, run_dir = spawned_worker(tmp_path, warm=warm)
     try:
         assert runner.signal(JOB_ID, Signal.RELOAD)  # SIGHUP, whose default would end the process
         wait_for(lambda: metric_steps(run_dir, "train") or runner.children[JOB_ID].poll() is not None,

@@ -28,6 +28,9 @@ class FakeRunner:
 
     # -- the JobRunner protocol --------------------------------------------------------------
 
+    def ready_to_start(self, run_dir: Path) -> bool:
+        return True
+
     def start(self, job_id: int, run_dir: Path, gpus: tuple[int, ...]) -> WorkerHandle:
         self.gpus[job_id] = gpus
         return self._follow(WorkerHandle(job_id, next(self.pids), time.time(), self.boot_id, Path(run_dir)))

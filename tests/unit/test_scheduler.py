@@ -117,6 +117,7 @@ def test_settings_defaults_and_values():
     assert scheduler.settings_from_mapping({"daemon": {"jobs_per_gpu": 2}}).jobs_per_gpu == 2
     hooked = scheduler.settings_from_mapping({"on_paused": "notify-send paused", "hook_timeout_s": 5})
     assert (hooked.on_paused, hooked.on_done, hooked.hook_timeout_s) == ("notify-send paused", "", 5.0)
+    assert scheduler.Settings().warm_start and not scheduler.settings_from_mapping({"warm_start": False}).warm_start
 
 
 @pytest.mark.parametrize("data,words", [
@@ -126,6 +127,7 @@ def test_settings_defaults_and_values():
     ({"tick_s": "fast"}, "number"),
     ({"jobs_per_gpu": True}, "integer"),
     ({"on_done": 5}, "on_done: must be a string"),
+    ({"warm_start": 1}, "warm_start: must be true or false"),
     ({"on_finish": "true"}, "on_finish: unknown setting"),
     ({"hook_timeout_s": 0}, "hook_timeout_s: must be at least 0.1"),
     ({"gpu_memory_margin_gib": -0.5}, "gpu_memory_margin_gib: must be at least 0"),
