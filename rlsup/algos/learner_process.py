@@ -11,6 +11,7 @@ import atexit
 import contextlib
 import dataclasses
 import logging
+import os
 import time
 import traceback
 from dataclasses import dataclass
@@ -195,7 +196,11 @@ def shared_learner(context: LearnerContext):
 
 def spin_until_readable(connection, seconds: float = SPIN_S) -> None:
     """Poll without sleeping for a while before a blocking read: a round trip is a few milliseconds, and a
-    process that sleeps between them wakes late (on a virtual machine, hundreds of microseconds each time)."""
+    process that sleeps between them wakes late (on a virtual machine, hundreds of microseconds each time).
+    Each poll yields the core first: where the other side waits for one (a busy machine), it runs at once,
+    and on an idle core the yield returns at once. Measured on 2 cores: MinAtar DQN with overlap, 8,000
+    steps, 16.1-18.3 s against 18.2-19.5 s with a plain spin (20.9-23.6 s without spinning) when alone,
+    and the overlap tests 120 s against 139 s as two at once."""
     deadline = time.perf_counter() + seconds
     while not connection.poll() and time.perf_counter() < deadline:
-        pass
+        os.sched_yield()

@@ -193,13 +193,13 @@ class WarmStart:
         return server.replies.pop(number)
 
     def drain(self) -> None:
-        """Take every server's messages; close retired ones that have nothing left to report."""
+        """Take every server's messages; close retired ones that have nothing left to report, and reap them."""
         for server in [self.current, *self.retired]:
             if server is not None:
                 server.drain()
         for server in self.retired:
             server.retire()
-        self.retired = [server for server in self.retired if server.serving]
+        self.retired = [server for server in self.retired if server.serving or server.process.poll() is None]
 
     def _server(self) -> ForkServer | None:
         """The current server, launched when none runs; None once the warm start is off."""
@@ -244,7 +244,7 @@ class WarmStart:
         if server is self.current:
             self.current = None
         server.retire()
-        if server.serving:
+        if server.serving or server.process.poll() is None:  # it still reports, or is still to be reaped
             self.retired.append(server)
 
     def _turn_off(self, why: str) -> None:

@@ -190,8 +190,8 @@ class TrainingRun:
         self._restore(trainer)
         self.resumed_at = trainer.step
         self.metrics = runfiles.MetricsWriter(self.run_dir)
-        log.info("training %s on %s from step %d to %d (pid %d)", self.spec.job.name, device,
-                 trainer.step, self.spec.job.total_steps, os.getpid())
+        log.info("training %s on %s from step %d to %d (pid %d%s)", self.spec.job.name, device,
+                 trainer.step, self.spec.job.total_steps, os.getpid(), gpus_given())
         return trainer
 
     def _restore(self, trainer: Trainer) -> None:
@@ -404,6 +404,13 @@ def busy_message(run_dir: Path, error: Exception) -> str:
     if isinstance(error, own_files.NotOwnFile):
         return str(error)
     return f"cannot lock {run_dir / paths.WORKER_LOCK}: {error}"
+
+
+def gpus_given() -> str:
+    """The GPUs its runner gave this worker. Here, as a forked worker's /proc/PID/environ still shows the
+    environment of the fork server it came from, not its own (which CUDA and its children read)."""
+    given = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return "" if given is None else f"; CUDA_VISIBLE_DEVICES={given!r}"
 
 
 def run(run_dir: Path, *, foreground: bool = False, from_scratch: bool = False, trust_imports: bool = False) -> int:

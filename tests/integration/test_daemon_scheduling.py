@@ -1,21 +1,21 @@
 """Placement by a real daemon: priority then submission order, CPU slots, fake GPUs without overlap."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+from rlsup import paths
 from rlsup.jobs.state import ACTIVE, State
 
 
-def visible_devices(pid: int) -> str | None:
-    """CUDA_VISIBLE_DEVICES as the worker process actually received it."""
-    try:
-        environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    for entry in environment:
-        if entry.startswith(b"CUDA_VISIBLE_DEVICES="):
-            return entry.split(b"=", 1)[1].decode()
-    return None
+def visible_devices(harness, job_id: int) -> str:
+    """CUDA_VISIBLE_DEVICES as the job's worker process has it, in its own words: the daemon forks workers, and
+    a fork's /proc/PID/environ is its fork server's."""
+    job = harness.job(job_id)
+    said = re.compile(rf"\(pid {job.pid}; CUDA_VISIBLE_DEVICES='([^']*)'\)")
+    found = harness.wait_for(lambda: said.search((Path(job.run_dir) / paths.LOG_FILE).read_text()), timeout=60,
+                             what=f"job {job_id}'s worker to start training", report=lambda: harness.report(job_id))
+    return found.group(1)
 
 
 def test_priority_slots_and_gpus(harness) -> None:
@@ -36,8 +36,8 @@ def test_priority_slots_and_gpus(harness) -> None:
         # The state is recorded just before the spawn, the pid just after it.
         harness.wait_for(lambda: harness.job(job.id).pid, timeout=10, what="the worker's pid")
     for job in placed:
-        assert visible_devices(harness.job(job.id).pid) == job.gpus
-    assert visible_devices(harness.job(high.id).pid) == ""  # a CPU job sees no GPU at all
+        assert visible_devices(harness, job.id) == job.gpus
+    assert visible_devices(harness, high.id) == ""  # a CPU job sees no GPU at all
     # One CPU slot, two GPUs: the rest wait, and say why.
     assert harness.job(low.id).state is State.QUEUED and "CPU slot" in harness.job(low.id).reason
     assert harness.job(third.id).state is State.QUEUED and "GPU" in harness.job(third.id).reason

@@ -64,13 +64,13 @@ def test_a_forked_worker_starts_as_a_fresh_one_would_and_an_install_meanwhile_st
     # Forked by the daemon's server, in a session of its own, with the job's environment, cwd and output.
     assert FORK_SERVER_FLAG in server.cmdline() and server.ppid() == daemon.pid
     assert os.getsid(worker.pid) == worker.pid and worker.cwd() == str(harness.home)
-    environment = worker.environ()
-    assert environment["CUDA_VISIBLE_DEVICES"] == "" and environment["PYTHONPATH"] == str(installed)
     log = str(Path(first.run_dir) / paths.LOG_FILE)
     links = open_links(worker.pid)
     assert (links[0], links[1], links[2]) == (os.devnull, log, log)
     assert not [link for link in links.values() if link.startswith("socket:")], links  # not the server's channel
     done = harness.wait_state(first.id, State.DONE)
+    # Its own environment, not the server's that /proc/PID/environ shows a fork (the server sees no GPU either).
+    assert f"(pid {worker.pid}; CUDA_VISIBLE_DEVICES='')" in Path(log).read_text()
     assert final_fingerprint(done.run_dir) == cold_reference(harness, done.run_dir, tmp_path / "cold")
 
     # A package installed under the running server: the next worker starts cold, as that server's modules may
@@ -81,6 +81,8 @@ def test_a_forked_worker_starts_as_a_fresh_one_would_and_an_install_meanwhile_st
     log_text = harness.daemon_log()
     assert "refused a worker: the installed code changed since the fork server started" in log_text, log_text
     assert re.search(rf"job {second.id}: spawned worker pid \d+ \(gpus none\)", log_text), log_text
+    # The stale server, retired, leaves once its workers are reported, and the daemon reaps it.
+    harness.wait_for(lambda: not psutil.pid_exists(server.pid), timeout=30, what="the retired server to be reaped")
 
 
 def test_a_workers_end_is_known_when_its_server_dies_importing_sticks_or_dies_and_its_daemon_is_killed(
