@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -311,6 +313,13 @@ ARRAY_TABLES: dict[str, type] = {"replay": ReplaySection}
 def env_state_fields() -> tuple[str, ...]:
     """[env] fields that change what a captured environment state means (setting's env_state flag)."""
     return tuple(f.name for f in dataclasses.fields(EnvSection) if f.metadata["env_state"])
+
+
+@functools.cache
+def field_types(cls: type) -> dict[str, type]:
+    """typing.get_type_hints(cls), evaluated once per class: it compiles every annotation on each call (a
+    sweep of 3,000 values took 3.4 s to check, nearly all of it here)."""
+    return typing.get_type_hints(cls)
 
 
 def section_field(cls: type, name: str) -> dataclasses.Field:

@@ -5,7 +5,6 @@ import dataclasses
 import difflib
 import re
 import sys
-import typing
 import warnings
 from pathlib import Path
 from typing import Any, Callable
@@ -13,7 +12,8 @@ from typing import Any, Callable
 from rlsup import own_files
 from rlsup.paths import NAME_LENGTH, sanitize_name
 from rlsup.spec.values import check_value
-from rlsup.spec.fields import ARRAY_TABLES, TABLES, JobSpec, default_replays, former_names, section_field
+from rlsup.spec.fields import (ARRAY_TABLES, TABLES, JobSpec, default_replays, field_types, former_names,
+                               section_field)
 from rlsup.spec.locating import Located, Problem, SpecError
 from rlsup.spec.rules import job_violations
 from rlsup.spec.scheduler_table import SCHEDULER_TABLE, Settings, check_against, read_scheduler
@@ -141,7 +141,7 @@ class _Loading(Located):
         return spec if "replay" in sections else dataclasses.replace(spec, replay=default_replays(spec))
 
     def build_section(self, cls: type, data: dict, path: tuple) -> Any:
-        hints = typing.get_type_hints(cls)
+        hints = field_types(cls)
         values: dict[str, Any] = {}
         for name, (key, value) in self.current_names(cls, data, path).items():
             if name not in hints:
@@ -182,7 +182,7 @@ class _Loading(Located):
 def field_problem(section: str, name: str, value: Any) -> str | None:
     """Why value cannot be [section] name (type and range), or None: for values given outside a file."""
     cls = TABLES[section]
-    return check_value(value, typing.get_type_hints(cls)[name], section_field(cls, name).metadata)
+    return check_value(value, field_types(cls)[name], section_field(cls, name).metadata)
 
 
 def _suggestion(word: str, choices: list[str]) -> str:

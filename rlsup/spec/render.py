@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import tomli_w
 
-from rlsup.spec.fields import ARRAY_TABLES, TABLES, JobSpec
+from rlsup.spec.fields import ARRAY_TABLES, TABLES, JobSpec, field_types
 from rlsup.spec.scheduler_table import SCHEDULER_TABLE, json_schema as scheduler_schema
 from rlsup.spec.sweep import LEADER, SWEEP_TABLE, VALUES, sweepable
 
@@ -62,7 +62,7 @@ def _swept_schema(hint) -> dict:
 
 
 def _section_schema(cls: type) -> dict:
-    hints = typing.get_type_hints(cls)
+    hints = field_types(cls)
     properties = {}
     for f in dataclasses.fields(cls):
         schema = _type_schema(hints[f.name])

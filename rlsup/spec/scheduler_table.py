@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import json
 import math
-import typing
 from typing import Any, Callable, Union
 
 from rlsup.decisions.asha import AshaSettings
 from rlsup.decisions.pbt import PbtSettings
-from rlsup.spec.fields import TABLES, JobSpec
+from rlsup.spec.fields import TABLES, JobSpec, field_types
 from rlsup.spec.locating import Located, Problem
 from rlsup.spec.values import STEPS_MAX
 
@@ -85,7 +84,7 @@ def _read_pbt(table: dict, metric: str) -> tuple[PbtSettings | None, list[tuple[
 
 def _perturb_problem(name: str, factors: Any) -> str | None:
     section, _, field = name.partition(".")
-    hints = typing.get_type_hints(TABLES[section]) if section in TABLES else {}
+    hints = field_types(TABLES[section]) if section in TABLES else {}
     if hints.get(field) is not float:
         return "is not a number field of the job (perturbed fields are numbers such as \"dqn.lr\")"
     if (not isinstance(factors, list) or not factors

@@ -4,12 +4,11 @@ from __future__ import annotations
 import difflib
 import itertools
 import math
-import typing
 from dataclasses import dataclass
 from typing import Any
 
 from rlsup.spec.values import check_value
-from rlsup.spec.fields import ARRAY_TABLES, IDENTITY, TABLES, section_field
+from rlsup.spec.fields import ARRAY_TABLES, IDENTITY, TABLES, field_types, section_field
 from rlsup.spec.locating import Located, Problem
 
 SWEEP_TABLE = "sweep"
@@ -59,7 +58,7 @@ class Sweep:
 def sweepable() -> list[tuple[str, Any]]:
     """Every field a [sweep] may list, as ("dqn.lr", its type): the identity fields of the tables but the seed."""
     return [(f"{section}.{name}", hint) for section, cls in TABLES.items()
-            for name, hint in typing.get_type_hints(cls).items()
+            for name, hint in field_types(cls).items()
             if section_field(cls, name).metadata["edit"] == IDENTITY and f"{section}.{name}" not in NOT_SWEPT]
 
 
@@ -141,7 +140,7 @@ def _field_problem(name: str) -> str | None:
     section, _, field = name.partition(".")
     if section in ARRAY_TABLES:
         return f"fields of [[{section}]] cannot be swept (copy the file for each {section} layout)"
-    if section not in TABLES or field not in typing.get_type_hints(TABLES[section]):
+    if section not in TABLES or field not in field_types(TABLES[section]):
         return "unknown field" + _suggestion(name) + '; sweep keys are dotted field names such as "dqn.lr"'
     if name in NOT_SWEPT:
         return NOT_SWEPT[name]
@@ -162,7 +161,7 @@ def _values_problem(name: str, values: Any, *, distinct: bool = True) -> str | N
     section, _, field = name.partition(".")
     cls = TABLES[section]
     for value in values:
-        error = check_value(value, typing.get_type_hints(cls)[field], section_field(cls, field).metadata)
+        error = check_value(value, field_types(cls)[field], section_field(cls, field).metadata)
         if error:
             return f"value {value!r} {error}"
     if not distinct:
@@ -173,10 +172,10 @@ def _values_problem(name: str, values: Any, *, distinct: bool = True) -> str | N
 
 def _converted(name: str, value: Any) -> Any:
     section, _, field = name.partition(".")
-    return float(value) if typing.get_type_hints(TABLES[section])[field] is float else value
+    return float(value) if field_types(TABLES[section])[field] is float else value
 
 
 def _suggestion(name: str) -> str:
-    known = [f"{section}.{field}" for section, cls in TABLES.items() for field in typing.get_type_hints(cls)]
+    known = [f"{section}.{field}" for section, cls in TABLES.items() for field in field_types(cls)]
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
