@@ -238,6 +238,14 @@ def wait_for(condition: Callable[[], object], *, timeout: float = 120, interval:
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def gpus_given(run_dir: str | Path, pid: int) -> str | None:
+    """CUDA_VISIBLE_DEVICES as worker pid has it, from its line in worker.log (None until it has written it):
+    the daemon forks its workers, and a fork's /proc/PID/environ shows its fork server's environment."""
+    log = Path(run_dir) / "worker.log"
+    found = re.search(rf"\(pid {pid}; CUDA_VISIBLE_DEVICES='([^']*)'\)", log.read_text()) if log.exists() else None
+    return found.group(1) if found else None
+
+
 def screen_shown(app, kind: type) -> bool:
     """Whether the app shows a screen of this kind with its widgets mounted: a screen is on the stack (and
     app.screen) before they are, and a query in that gap finds nothing (NoMatches)."""

@@ -1,21 +1,16 @@
 """Placement by a real daemon: priority then submission order, CPU slots, fake GPUs without overlap."""
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
-from rlsup import paths
 from rlsup.jobs.state import ACTIVE, State
+from rlsup_testing import gpus_given
 
 
 def visible_devices(harness, job_id: int) -> str:
-    """CUDA_VISIBLE_DEVICES as the job's worker process has it, in its own words: the daemon forks workers, and
-    a fork's /proc/PID/environ is its fork server's."""
+    """CUDA_VISIBLE_DEVICES as the job's worker process has it, in its own words."""
     job = harness.job(job_id)
-    said = re.compile(rf"\(pid {job.pid}; CUDA_VISIBLE_DEVICES='([^']*)'\)")
-    found = harness.wait_for(lambda: said.search((Path(job.run_dir) / paths.LOG_FILE).read_text()), timeout=60,
-                             what=f"job {job_id}'s worker to start training", report=lambda: harness.report(job_id))
-    return found.group(1)
+    harness.wait_for(lambda: gpus_given(job.run_dir, job.pid) is not None, timeout=60,
+                     what=f"job {job_id}'s worker to start training", report=lambda: harness.report(job_id))
+    return gpus_given(job.run_dir, job.pid)
 
 
 def test_priority_slots_and_gpus(harness) -> None:
