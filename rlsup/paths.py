@@ -89,16 +89,21 @@ def runs_dir(home: Path | None = None) -> Path:
 
 def new_run_dir(name: str, home: Path | None = None, root: Path | None = None) -> Path:
     """A fresh, uniquely named run directory: runs/NAME-YYYYmmdd-HHMMSS-XXXX (or under root: a cluster's run_root)."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
     if root is not None:
         Path(root).mkdir(parents=True, exist_ok=True)
     while True:
-        candidate = (Path(root) if root is not None else runs_dir(home)) / f"{sanitize_name(name)}-{stamp}-{secrets.token_hex(2)}"
+        candidate = run_dir_name(name, home, root)
         try:
             candidate.mkdir(mode=0o700)
             return candidate
         except FileExistsError:
             continue
+
+
+def run_dir_name(name: str, home: Path | None = None, root: Path | None = None) -> Path:
+    """Where new_run_dir would make a run now, not made: one who must record it first makes it after."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return (Path(root) if root is not None else runs_dir(home)) / f"{sanitize_name(name)}-{stamp}-{secrets.token_hex(2)}"
 
 
 def checkpoint_name(step: int, reason: str = "") -> str:

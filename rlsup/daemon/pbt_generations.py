@@ -54,14 +54,16 @@ def prepare(store: Store, fork: Fork, parent: Job, generation: int) -> PreparedF
     loaded = specs.apply_overrides(spec, {})  # the name sanitised as every job's is
     pinned = {"job.name": name, **field_values_of(loaded, fork.values)}
     overrides = {**parent.override_values, **specs.pin_overrides(loaded, pinned)}
-    run_dir = paths.new_run_dir(name, root=parent_run.parent)
+    run_dir = paths.run_dir_name(name, root=parent_run.parent)
+    standings.note_unfinished_fork(store, parent.experiment, str(run_dir))  # recorded first: see orphaned_forks
+    run_dir.mkdir(mode=0o700)
     try:
         runfiles.write_run_spec(run_dir, loaded)
         import_trust.hand_on(parent_run, run_dir)
         request = lineage.ForkRequest(parent_run, parent.name, parent.id, entry)
         lineage.prepare_fork(run_dir, request, loaded)
     except BaseException:
-        shutil.rmtree(run_dir, ignore_errors=True)
+        discard_directory(store, run_dir)
         raise
     return PreparedFork(fork, parent, name, run_dir, loaded, overrides)
 
@@ -73,10 +75,24 @@ def queue(store: Store, prepared: PreparedFork) -> Job:
                         spec_seen=parent.spec_seen, overrides=prepared.overrides, experiment=parent.experiment)
 
 
-def discard(prepared: list[PreparedFork]) -> None:
+def discard(store: Store, prepared: list[PreparedFork]) -> None:
     """Run directories made for a generation whose transaction did not commit: nothing refers to them."""
     for fork in prepared:
-        shutil.rmtree(fork.run_dir, ignore_errors=True)
+        discard_directory(store, fork.run_dir)
+
+
+def discard_orphans(store: Store, experiment: str) -> None:
+    """Fork directories a daemon killed before its generation committed left behind: that generation is decided
+    again now, with directories of its own."""
+    for run_dir in standings.orphaned_forks(store, experiment):
+        discard_directory(store, Path(run_dir))
+
+
+def discard_directory(store: Store, run_dir: Path) -> None:
+    """A fork directory no job holds, then its record. rmtree follows no link: one put in its place by someone
+    else is left, and so is what it points to."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    standings.forget_unfinished_forks(store, [str(run_dir)])
 
 
 def within_bounds(section: str, key: str, value: float) -> float:
@@ -101,6 +117,8 @@ def generation_hold(settings: PbtSettings, step: int, total_steps: int) -> Hold 
 
 def decide_pbt(store: Store, settings: PbtSettings, seed: int, members: list[Job]) -> None:
     """Run the first generation whose every live member has reported and that is not decided yet."""
+    if members:
+        discard_orphans(store, members[0].experiment)
     ids = [job.id for job in members]
     decided = standings.decisions(store, ids)
     born = {decision.job_id: decision.step for decision in decided if decision.verdict == standings.FORKED}
@@ -137,6 +155,7 @@ def run_generation(store: Store, settings: PbtSettings, seed: int, step: int, ex
             place_hold(Path(job.run_dir), None if job.id in weak else generation_hold(settings, step, job.total_steps))
         now = time.time()
         with store.transaction():
+            standings.forget_unfinished_forks(store, [str(made.run_dir) for made in prepared])  # their jobs have them
             for made in prepared:
                 job = queue(store, made)
                 reason = f"replaced at generation {generation} by job {job.id} ({job.name}): {made.fork.reason}"
@@ -151,7 +170,7 @@ def run_generation(store: Store, settings: PbtSettings, seed: int, step: int, ex
                     standings.record_decision(store, standings.Decision(job.id, step, standings.CONTINUED, reason, now),
                                               resume=True)
     except BaseException:
-        discard(prepared)
+        discard(store, prepared)
         raise
 
 

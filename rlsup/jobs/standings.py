@@ -105,6 +105,27 @@ def record_decision(store: Store, decision: Decision, *, resume: bool) -> bool:
     return True
 
 
+def note_unfinished_fork(store: Store, experiment: str, run_dir: str) -> None:
+    """Before a fork's directory is made: a daemon killed before its generation commits leaves it recorded."""
+    with store.transaction():
+        store.connection.execute("INSERT OR IGNORE INTO unfinished_forks (run_dir, experiment) VALUES (?, ?)",
+                                 (run_dir, experiment))
+
+
+def forget_unfinished_forks(store: Store, run_dirs: list[str]) -> None:
+    """In the generation's transaction (their jobs hold them now), or once they are deleted."""
+    with store.transaction():
+        store.connection.executemany("DELETE FROM unfinished_forks WHERE run_dir = ?", [(path,) for path in run_dirs])
+
+
+def orphaned_forks(store: Store, experiment: str) -> list[str]:
+    """The experiment's fork directories that were made and that no job holds: their generation never committed."""
+    rows = store.connection.execute(
+        "SELECT run_dir FROM unfinished_forks WHERE experiment = ? AND run_dir NOT IN "
+        "(SELECT run_dir FROM jobs WHERE run_dir IS NOT NULL)", (experiment,)).fetchall()
+    return [row["run_dir"] for row in rows]
+
+
 def _json(text: str) -> object:
     try:
         return json.loads(text)

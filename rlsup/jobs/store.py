@@ -122,6 +122,12 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (job_id, step)
     );
     """,
+    # A PBT fork's run directory, recorded before it is made and forgotten in its generation's transaction:
+    # one still here when no job has it was left by a daemon killed in between, and is deleted (only what the
+    # store recorded is ever deleted, never what a file in the run names).
+    """
+    CREATE TABLE unfinished_forks (run_dir TEXT PRIMARY KEY, experiment TEXT NOT NULL);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

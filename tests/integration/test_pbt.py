@@ -60,6 +60,10 @@ def test_each_generation_forks_the_weakest_from_a_strong_member_the_same_way_twi
         harness.kill_daemon()
         harness.start_daemon()
     first, second = settled(harness, "pbt-a"), settled(harness, "pbt-b")
+    # Every directory a generation made is a job's, and none is left recorded as unfinished.
+    made = {path for path in Path(first[0].run_dir).parent.iterdir() if path.name.startswith(("pbt-a", "pbt-b"))}
+    assert made == {Path(job.run_dir) for job in first + second}
+    assert not harness.store.connection.execute("SELECT * FROM unfinished_forks").fetchall()
 
     for jobs in (first, second):
         by_id = {job.id: job for job in jobs}
