@@ -96,8 +96,8 @@ class LocalRunner:
         environment = worker_environment(gpus, run_dir)
         descriptor = own_files.open_own(run_dir / paths.LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
-            child = self.warm and self.warm.fork(run_dir, environment, worker_directory(), descriptor)
-            if not child:
+            child = self.warm.fork(run_dir, environment, worker_directory(), descriptor) if self.warm else None
+            if child is None:
                 with starting_held():  # a stop or reload sent while it starts waits until it listens
                     child = subprocess.Popen([*self.command, str(run_dir)], stdin=subprocess.DEVNULL,
                                              stdout=descriptor, stderr=descriptor, start_new_session=True,
@@ -193,12 +193,12 @@ class LocalRunner:
         return ended
 
     def _ended(self, worker: WorkerHandle) -> Exit | None:
-        popen = self.children.get(worker.job_id)
-        if isinstance(popen, ForkedWorker) and popen.poll() is None and not popen.relayed():
+        child = self.children.get(worker.job_id)
+        if isinstance(child, ForkedWorker) and child.poll() is None and not child.relayed():
             del self.children[worker.job_id]  # its server has gone: exit.json tells, as for an adopted worker
-            popen = None
-        if popen is not None:
-            code = popen.poll()
+            child = None
+        if child is not None:
+            code = child.poll()
             if code is None:
                 return None
             record = exit_record(worker)
