@@ -194,7 +194,8 @@ class LocalRunner:
 
     def _ended(self, worker: WorkerHandle) -> Exit | None:
         child = self.children.get(worker.job_id)
-        if isinstance(child, ForkedWorker) and child.poll() is None and not child.relayed():
+        if (isinstance(child, ForkedWorker) and child.poll() is None
+                and not child.relayed(same_process_alive(worker.pid, worker.start_time))):
             del self.children[worker.job_id]  # its server has gone: exit.json tells, as for an adopted worker
             child = None
         if child is not None:

@@ -9,8 +9,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import psutil
-
 from rlsup.daemon.runner import RunnerUnavailable
 from rlsup.run import fork_protocol as protocol
 
@@ -117,24 +115,16 @@ class ForkedWorker:
     def send_signal(self, number: int) -> None:
         os.kill(self.pid, number)
 
-    def relayed(self) -> bool:
-        """Whether its end will be relayed: its server still runs and has not sat on its death."""
+    def relayed(self, alive: bool) -> bool:
+        """Whether its end will be relayed: its server still runs and has not sat on its death (alive: whether
+        the worker runs, neither gone nor a zombie its server has not reaped)."""
         if not self.server.serving:
             return False
-        if not ended_or_zombie(self.pid):
+        if alive:
             self.dead_since = None
             return True
         self.dead_since = self.dead_since or time.monotonic()
         return time.monotonic() - self.dead_since < RELAY_WAIT_S
-
-
-def ended_or_zombie(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-    except psutil.AccessDenied:
-        return False
 
 
 class WarmStart:
