@@ -122,3 +122,63 @@ def test_a_workers_end_is_known_when_its_server_dies_importing_sticks_or_dies_an
     assert adopted.pid == resumed.pid
     assert harness.cli("pause", str(job.id))[0] == 0
     assert harness.wait_state(job.id, State.PAUSED, timeout=60).exit_code == 75
+
+
+# A broken install as only the fork server meets it: Python runs sitecustomize in every interpreter, and this one
+# makes torch unimportable where the command line names the fork server, as a half-upgraded install would.
+BROKEN_FOR_THE_SERVER = f'''
+import sys
+if {FORK_SERVER_FLAG!r} in sys.argv:
+    class BrokenTorch:
+        def find_spec(self, name, path=None, target=None):
+            if name == "torch":
+                raise ImportError("torch is half-installed")
+            return None
+    sys.meta_path.insert(0, BrokenTorch())
+'''
+
+
+def test_a_server_that_cannot_import_turns_the_warm_start_off_and_every_job_starts_cold(harness, tmp_path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(BROKEN_FOR_THE_SERVER)
+    harness.extra_environment["PYTHONPATH"] = str(site)
+    harness.settings()
+    first = harness.submit(harness.job_file("first", total_steps=1_000))
+    second = harness.submit(harness.job_file("second", total_steps=1_000))
+    daemon = harness.start_daemon()
+    for job in (first, second):
+        assert harness.wait_state(job.id, State.DONE).exit_code == 0, harness.report(job.id)
+    log_text = harness.daemon_log()
+    assert ("warm start off: the fork server could not import: cannot import torch: ImportError: torch is "
+            "half-installed; workers start cold") in log_text, log_text
+    # Off for the daemon's life: one server launched, and each job's worker spawned by the daemon itself.
+    assert len(SERVER_LAUNCHED.findall(log_text)) == 1, log_text
+    for job in (first, second):
+        assert re.search(rf"job {job.id}: spawned worker pid \d+ \(gpus none\)", log_text), log_text
+    harness.wait_for(lambda: not [child for child in psutil.Process(daemon.pid).children()
+                                  if FORK_SERVER_FLAG in child.cmdline()], timeout=30, what="the server reaped")
+
+
+def test_a_server_that_never_answers_a_fork_is_killed_and_the_job_starts_from_a_new_one(harness) -> None:
+    harness.settings()
+    first = harness.submit(harness.job_file("first", total_steps=1_000))
+    harness.start_daemon()
+    harness.wait_state(first.id, State.DONE)
+    server = int(SERVER_LAUNCHED.search(harness.daemon_log()).group(1))
+    os.kill(server, signal.SIGSTOP)  # ready and serving, then deaf: the next fork request gets no answer
+    try:
+        second = harness.submit(harness.job_file("second", total_steps=20_000))
+        worker = psutil.Process(harness.wait_step(second.id, 100, timeout=90).pid)
+    finally:
+        if psutil.pid_exists(server):
+            os.kill(server, signal.SIGKILL)
+    log_text = harness.daemon_log()
+    assert re.search(rf"fork server pid {server} retired: it did not answer within 10 s while forking a worker",
+                     log_text), log_text
+    new_server = worker.parent()
+    assert FORK_SERVER_FLAG in new_server.cmdline() and new_server.pid != server
+    harness.wait_for(lambda: not psutil.pid_exists(server), timeout=30, what="the deaf server to be reaped")
+    assert harness.wait_state(second.id, State.DONE, timeout=120).exit_code == 0, harness.report(second.id)
+    # One worker only: the job was not started twice, though the daemon could not know whether it had been.
+    assert len(re.findall(rf"job {second.id}: spawned worker pid", log_text)) <= 1, log_text
