@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlsup.algos.nets import PolicyValueNetwork, build_policy_value_network
+from rlsup.algos.nets import PolicyValueNetwork, policy_value_network_of
 from rlsup.algos.shared_memory import UnrollArrays, UnrollGroups, UnrollLayout, WeightsBuffer
 from rlsup.algos.envs.vector import VectorStep
 from rlsup.algos.envs.vectorise import env_seeds, make_vector_env
@@ -36,8 +36,7 @@ def build_actor_network(spec: JobSpec, observation_shape: tuple, num_actions: in
     # Its initial weights are overwritten by the first load; fork_rng keeps building it from using up
     # the process's global torch stream, which in serial mode is the learner's.
     with torch.random.fork_rng(devices=[]):
-        network = build_policy_value_network(observation_shape, num_actions, spec.vtrace.hidden_sizes,
-                                             spec.vtrace.feature_size, spec.vtrace.network)
+        network = policy_value_network_of(spec.vtrace, observation_shape, num_actions)
     return network.requires_grad_(False).eval()
 
 

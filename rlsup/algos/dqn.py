@@ -13,7 +13,7 @@ from rlsup.algos.envs.capture import EnvRestart
 from rlsup.algos.envs.training import probe_env
 from rlsup.algos.episodes import EpisodeReturns
 from rlsup.algos.loss_sums import LossSums
-from rlsup.algos.nets import build_q_network, fingerprint, gradient_step, greedy_actions_module, numpy_policy
+from rlsup.algos.nets import fingerprint, gradient_step, greedy_actions_module, numpy_policy, q_network_of
 from rlsup.algos.optimizers import FusedAdam
 from rlsup.algos.overlap import ActingNetwork, learner_rounds
 from rlsup.algos.schedules import LinearSchedule, crossed
@@ -178,8 +178,7 @@ class DqnTrainer(LearnerTrainer):
         exploration_seed, replay_seeds = seed_sequence.spawn(1)[0], seed_sequence.spawn(len(spec.replay))
         self.envs = make_vector_env(spec.env, seeds)
         torch.manual_seed(spec.job.seed)
-        network = build_q_network(self.envs.observation_shape, self.envs.num_actions, settings.hidden_sizes,
-                                  settings.network)
+        network = q_network_of(settings, self.envs.observation_shape, self.envs.num_actions)
         self.learner = DqnLearner(settings, network, device)
         self.replays = build_replays(spec, self.envs, replay_seeds, network.torso.output_size)
         self.scored = any(replay.kind in SCORED_KINDS for replay in spec.replay)
@@ -386,7 +385,7 @@ class DqnTrainer(LearnerTrainer):
 def greedy_network(spec: JobSpec, trainer_state: dict) -> nn.Module:
     """The greedy CPU policy of a checkpoint as a module: the online Q-network's argmax (what export writes)."""
     observation_shape, _, num_actions, _ = probe_env(spec.env)
-    network = build_q_network(observation_shape, num_actions, spec.dqn.hidden_sizes, spec.dqn.network)
+    network = q_network_of(spec.dqn, observation_shape, num_actions)
     return greedy_actions_module(network, trainer_state["learner"]["online"])
 
 

@@ -15,8 +15,8 @@ from rlsup.algos.contract import LearnerTrainer, Policy
 from rlsup.algos.envs.training import probe_env
 from rlsup.algos.episodes import EpisodeReturns
 from rlsup.algos.loss_sums import LossSums
-from rlsup.algos.nets import (PolicyValueNetwork, build_policy_value_network, fingerprint, gradient_step,
-                              greedy_actions_module, numpy_policy)
+from rlsup.algos.nets import (PolicyValueNetwork, fingerprint, gradient_step, greedy_actions_module, numpy_policy,
+                              policy_value_network_of)
 from rlsup.algos.optimizers import RMSprop
 from rlsup.algos.schedules import LinearSchedule
 from rlsup.algos.shared_memory import UnrollLayout
@@ -141,8 +141,7 @@ class VtraceTrainer(LearnerTrainer):
         self.layout = UnrollLayout(settings.envs_per_actor, settings.unroll_length, tuple(observation_shape),
                                    np.dtype(observation_dtype), num_actions, settings.feature_size)
         torch.manual_seed(spec.job.seed)
-        network = build_policy_value_network(observation_shape, num_actions, settings.hidden_sizes,
-                                             settings.feature_size, settings.network)
+        network = policy_value_network_of(settings, observation_shape, num_actions)
         self.learner = VtraceLearner(settings, network, device)
         self.feature_source = LearnerFeatures(self.learner)
         self.replays = build_unroll_replays(spec, self.layout)
@@ -272,8 +271,7 @@ class VtraceTrainer(LearnerTrainer):
 def greedy_network(spec: JobSpec, trainer_state: dict) -> torch.nn.Module:
     """The greedy CPU policy of a checkpoint as a module: the argmax of the policy logits (what export writes)."""
     observation_shape, _, num_actions, _ = probe_env(spec.env)
-    network = build_policy_value_network(observation_shape, num_actions, spec.vtrace.hidden_sizes,
-                                         spec.vtrace.feature_size, spec.vtrace.network)
+    network = policy_value_network_of(spec.vtrace, observation_shape, num_actions)
     return greedy_actions_module(network, trainer_state["learner"]["network"], logits=True)
 
 

@@ -12,14 +12,33 @@ from rlsup.algos.envs.observations import INTENSITY_MAX, network_for
 from rlsup.algos.optimizers import EagerOptimizer
 
 
-class MlpTorso(nn.Module):
-    """Fully connected layers with ReLU; its output is the network's feature vector."""
+class DSiLU(nn.Module):
+    """The derivative of SiLU, sigmoid(x) (1 + x (1 - sigmoid(x))) (Elfwing et al. 2018): bounded, for a last
+    hidden layer."""
 
-    def __init__(self, input_size: int, hidden_sizes: list[int]):
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        sigmoid = torch.sigmoid(inputs)
+        return sigmoid * (1 + inputs * (1 - sigmoid))
+
+
+def hidden_activation(activation: str, *, last: bool) -> nn.Module:
+    """The unit after a hidden layer: relu, ReLU throughout; silu, SiLU and dSiLU on the last hidden layer, as
+    Elfwing et al. 2018 and the MinAtar paper's actor-critic use them."""
+    if activation == "relu":
+        return nn.ReLU()
+    if activation == "silu":
+        return DSiLU() if last else nn.SiLU()
+    raise ValueError(f"unknown activation {activation!r}")
+
+
+class MlpTorso(nn.Module):
+    """Fully connected layers, each followed by the activation; its output is the network's feature vector."""
+
+    def __init__(self, input_size: int, hidden_sizes: list[int], activation: str = "relu"):
         super().__init__()
         layers: list[nn.Module] = []
-        for width in hidden_sizes:
-            layers += [nn.Linear(input_size, width), nn.ReLU()]
+        for index, width in enumerate(hidden_sizes):
+            layers += [nn.Linear(input_size, width), hidden_activation(activation, last=index == len(hidden_sizes) - 1)]
             input_size = width
         self.layers = nn.Sequential(*layers)
         self.output_size = input_size
@@ -38,14 +57,15 @@ def as_float(observations: torch.Tensor) -> torch.Tensor:
 class NatureTorso(nn.Module):
     """The convolutional torso of Mnih et al. 2015 over (channels, height, width) images, ending in 512 features."""
 
-    def __init__(self, input_channels: int, height: int = 84, width: int = 84):
+    def __init__(self, input_channels: int, height: int = 84, width: int = 84, activation: str = "relu"):
         super().__init__()
         self.layers = nn.Sequential(
-            nn.Conv2d(input_channels, 32, kernel_size=8, stride=4), nn.ReLU(),
-            nn.Conv2d(32, 64, kernel_size=4, stride=2), nn.ReLU(),
-            nn.Conv2d(64, 64, kernel_size=3, stride=1), nn.ReLU(),
+            nn.Conv2d(input_channels, 32, kernel_size=8, stride=4), hidden_activation(activation, last=False),
+            nn.Conv2d(32, 64, kernel_size=4, stride=2), hidden_activation(activation, last=False),
+            nn.Conv2d(64, 64, kernel_size=3, stride=1), hidden_activation(activation, last=False),
             nn.Flatten(),
-            nn.Linear(64 * _nature_side(height) * _nature_side(width), 512), nn.ReLU(),  # 3136 at 84x84
+            nn.Linear(64 * _nature_side(height) * _nature_side(width), 512),  # 3136 at 84x84
+            hidden_activation(activation, last=True),
         )
         self.output_size = 512
         # oneDNN and cuDNN run these convolutions fastest on NHWC memory: a CPU update takes ~30% less.
@@ -63,14 +83,15 @@ def _nature_side(side: int) -> int:
 
 
 class SmallConvTorso(nn.Module):
-    """The torso of MinAtar's DQN (Young & Tian 2019): one 3x3 convolution with 16 channels, then 128 units."""
+    """The torso of the MinAtar paper's agents (Young & Tian 2019): one 3x3 convolution with 16 channels, then
+    128 units (its DQN's units are ReLU, its actor-critic's SiLU and dSiLU: activation "silu")."""
 
-    def __init__(self, input_channels: int, height: int, width: int):
+    def __init__(self, input_channels: int, height: int, width: int, activation: str = "relu"):
         super().__init__()
         self.layers = nn.Sequential(
-            nn.Conv2d(input_channels, 16, kernel_size=3, stride=1), nn.ReLU(),
+            nn.Conv2d(input_channels, 16, kernel_size=3, stride=1), hidden_activation(activation, last=False),
             nn.Flatten(),
-            nn.Linear(16 * (height - 2) * (width - 2), 128), nn.ReLU(),
+            nn.Linear(16 * (height - 2) * (width - 2), 128), hidden_activation(activation, last=True),
         )
         self.output_size = 128
 
@@ -123,29 +144,45 @@ class PolicyValueNetwork(nn.Module):
         return PolicyValueOutput(self.policy_head(features), self.value_head(features).squeeze(-1), features)
 
 
-def build_torso(observation_shape: tuple, hidden_sizes: list[int], network: str = "auto") -> nn.Module:
-    """The torso named by network ([dqn]/[vtrace] network), "auto" resolved by observations.network_for.
+def build_torso(observation_shape: tuple, hidden_sizes: list[int], network: str = "auto",
+                activation: str = "relu") -> nn.Module:
+    """The torso named by network ([dqn]/[vtrace] network), "auto" resolved by observations.network_for, with
+    the units named by activation.
 
     Every algorithm builds its networks through this one function, so a run's torso follows its spec.
     """
     name = network_for(network, observation_shape)
     if name == "nature_cnn":
-        return NatureTorso(*observation_shape)
+        return NatureTorso(*observation_shape, activation=activation)
     if name == "small_cnn":
-        return SmallConvTorso(*observation_shape)
-    return MlpTorso(int(np.prod(observation_shape)), list(hidden_sizes))
+        return SmallConvTorso(*observation_shape, activation=activation)
+    return MlpTorso(int(np.prod(observation_shape)), list(hidden_sizes), activation)
 
 
 def build_q_network(observation_shape: tuple, num_actions: int, hidden_sizes: list[int],
-                    network: str = "auto") -> QNetwork:
+                    network: str = "auto", activation: str = "relu") -> QNetwork:
     """A torso (see build_torso) with one Q-value per action."""
-    return QNetwork(build_torso(observation_shape, hidden_sizes, network), num_actions)
+    return QNetwork(build_torso(observation_shape, hidden_sizes, network, activation), num_actions)
 
 
 def build_policy_value_network(observation_shape: tuple, num_actions: int, hidden_sizes: list[int],
-                               feature_size: int, network: str = "auto") -> PolicyValueNetwork:
+                               feature_size: int, network: str = "auto",
+                               activation: str = "relu") -> PolicyValueNetwork:
     """A torso (see build_torso) with feature, policy and value heads."""
-    return PolicyValueNetwork(build_torso(observation_shape, hidden_sizes, network), num_actions, feature_size)
+    return PolicyValueNetwork(build_torso(observation_shape, hidden_sizes, network, activation), num_actions,
+                              feature_size)
+
+
+def q_network_of(settings, observation_shape: tuple, num_actions: int) -> QNetwork:
+    """The Q-network a [dqn] section describes (hidden_sizes, network, activation)."""
+    return build_q_network(observation_shape, num_actions, settings.hidden_sizes, settings.network,
+                           settings.activation)
+
+
+def policy_value_network_of(settings, observation_shape: tuple, num_actions: int) -> PolicyValueNetwork:
+    """The policy/value network a [vtrace] section describes (hidden_sizes, feature_size, network, activation)."""
+    return build_policy_value_network(observation_shape, num_actions, settings.hidden_sizes, settings.feature_size,
+                                      settings.network, settings.activation)
 
 
 def fingerprint(module: nn.Module) -> str:

@@ -37,8 +37,9 @@ SHARED_FIELDS = {
                     "noop_max", "frame_skip", "frame_stack", "max_episode_steps", "fire_reset")},
     "job.seed": "a fork continues its parent's random streams, so another seed would change only its evaluations",
 }
-NETWORK_FIELDS = {"dqn": ("hidden_sizes", "network"),
-                  "vtrace": ("hidden_sizes", "network", "feature_size", "envs_per_actor", "unroll_length")}
+NETWORK_FIELDS = {"dqn": ("hidden_sizes", "network", "activation"),
+                  "vtrace": ("hidden_sizes", "network", "activation", "feature_size", "envs_per_actor",
+                             "unroll_length")}
 # [[replay]] fields that shape a replay's saved state (storage, writer, sampler); the others only tune sampling.
 REPLAY_FIELDS = ("kind", "capacity", "distance", "elite_insertion", "strategy")
 
@@ -156,7 +157,9 @@ def compatibility_problem(parent: specs.JobSpec, fork: specs.JobSpec, *, replay:
     for field in NETWORK_FIELDS.get(algo, ()):
         old, new = getattr(getattr(parent, algo), field), getattr(getattr(fork, algo), field)
         if old != new and not (field == "network" and new == "auto"):
-            return f"{algo}.{field} differs from the parent's {_show(old)}: the networks cannot be loaded"
+            why = ("the parent's weights were learned with it" if field == "activation"
+                   else "the networks cannot be loaded")
+            return f"{algo}.{field} differs from the parent's {_show(old)}: {why}"
     return replay_problem(parent, fork) if replay else None
 
 

@@ -19,6 +19,9 @@ EDIT_CLASSES = (LIVE, RESUME, IDENTITY)
 Network = Literal["auto", "mlp", "nature_cnn", "small_cnn"]
 NETWORK_DOC = ("Network torso; auto follows the observation (mlp for vectors, nature_cnn for images of 36 pixels "
                "a side and more, small_cnn, MinAtar's, below) and the run's job.toml records the choice.")
+Activation = Literal["relu", "silu"]
+ACTIVATION_DOC = ("The torso's units: relu; or silu, SiLU and dSiLU on the last hidden layer (Elfwing et al. 2018), "
+                  "the MinAtar paper's actor-critic's.")
 
 
 def setting(default: Any, doc: str, edit: str, *, minimum: float | None = None,
@@ -151,6 +154,7 @@ class DqnSection:
     hidden_sizes: list[int] = setting([256, 256], "Widths of the MLP's hidden layers (vector obs).",
                                       IDENTITY, minimum=1, maximum=COUNT_MAX)
     network: Network = setting("auto", NETWORK_DOC, IDENTITY, resolved=True)
+    activation: Activation = setting("relu", ACTIVATION_DOC, IDENTITY)
     loss: Literal["huber", "mse"] = setting("huber", "Temporal-difference loss.", IDENTITY)
     max_grad_norm: float = setting(10.0, "Clip the gradient's norm to this (0: no clipping).", IDENTITY,
                                    minimum=0.0)
@@ -227,6 +231,7 @@ class VtraceSection:
     hidden_sizes: list[int] = setting([256, 256], "Widths of the MLP torso's hidden layers (vector obs).",
                                       IDENTITY, minimum=1, maximum=COUNT_MAX)
     network: Network = setting("auto", NETWORK_DOC, IDENTITY, resolved=True)
+    activation: Activation = setting("relu", ACTIVATION_DOC, IDENTITY)
     feature_size: int = setting(512, "Width of the feature head whose outputs elite replay compares.",
                                 IDENTITY, minimum=1, maximum=COUNT_MAX)
     serial: bool = setting(False, "Run actors and learner in one process (debugging; bit-exact resume).",

@@ -12,7 +12,7 @@ import torch
 from rlsup import spec as specs
 from rlsup.algos.envs.sources import EnvError, EnvImportError, describe_env
 from rlsup.algos.envs.training import make_env, probe_env
-from rlsup.algos.nets import NatureTorso, SmallConvTorso, build_q_network
+from rlsup.algos.nets import DSiLU, MlpTorso, NatureTorso, SmallConvTorso, build_q_network
 from rlsup.algos.envs.observations import NetworkError, layout_of, network_for
 from rlsup.spec import EnvSection
 from user_envs import DICT_ID, PACKAGE, PICTURE_ID, WALK_ID, write_package
@@ -104,6 +104,19 @@ def test_torsos_scale_intensities_and_take_floats_as_they_are():
     ones = torch.ones((1, 4, 10, 10))
     assert torch.equal(torso(torch.full((1, 4, 10, 10), 255, dtype=torch.uint8)), torso(ones))
     assert NatureTorso(3, 64, 64)(torch.zeros((2, 3, 64, 64))).shape == (2, 512)
+
+
+def test_silu_torsos_put_silu_after_inner_layers_and_its_derivative_after_the_last():
+    points = torch.linspace(-6, 6, 49, requires_grad=True)
+    (slope,) = torch.autograd.grad(torch.nn.functional.silu(points).sum(), points)
+    assert torch.allclose(DSiLU()(points.detach()), slope, atol=1e-6)
+    kinds = [type(layer).__name__ for layer in SmallConvTorso(4, 10, 10, activation="silu").layers]
+    assert kinds == ["Conv2d", "SiLU", "Flatten", "Linear", "DSiLU"]
+    assert [type(layer).__name__ for layer in MlpTorso(4, [8, 8], "silu").layers] == ["Linear", "SiLU", "Linear",
+                                                                                     "DSiLU"]
+    assert [type(layer).__name__ for layer in MlpTorso(4, [8, 8]).layers][1::2] == ["ReLU", "ReLU"]
+    # The same parameters under the same names: one checkpoint layout whatever the units.
+    assert NatureTorso(4, activation="silu").state_dict().keys() == NatureTorso(4).state_dict().keys()
 
 
 # -- real envs ----------------------------------------------------------------------------------------
