@@ -227,7 +227,12 @@ def changed_job(job: Path, steps: int | None, settings: list[str], directory: Pa
         if not dataclasses.is_dataclass(getattr(spec, table, None)):
             raise SystemExit(f"--set {name}: [{table}] is not a table --set can change (an array of tables such as "
                              "[[replay]] is changed in a copy of the job file)")
-        spec = spec.replace(table, **{field_name: tomllib.loads(f"value = {text}")["value"]})  # TOML's syntax
+        try:
+            value = tomllib.loads(f"value = {text}")["value"]  # TOML's syntax
+        except tomllib.TOMLDecodeError:
+            raise SystemExit(f"--set {setting}: {text!r} is not a TOML value (a string is quoted: "
+                             f"{name}='\"{text}\"')") from None
+        spec = spec.replace(table, **{field_name: value})
     changed = directory / job.name
     changed.write_text(spec.to_toml())
     return changed
