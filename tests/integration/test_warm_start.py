@@ -168,7 +168,7 @@ def test_a_server_that_never_answers_a_fork_is_killed_and_the_job_starts_from_a_
     server = int(SERVER_LAUNCHED.search(harness.daemon_log()).group(1))
     os.kill(server, signal.SIGSTOP)  # ready and serving, then deaf: the next fork request gets no answer
     try:
-        second = harness.submit(harness.job_file("second", total_steps=20_000))
+        second = harness.submit(harness.job_file("second", total_steps=5_000))
         worker = psutil.Process(harness.wait_step(second.id, 100, timeout=90).pid)
     finally:
         if psutil.pid_exists(server):
