@@ -56,8 +56,12 @@ def kill_the_daemon_at_decisions(harness, ids: list[int], counts: tuple[int, ...
 def test_members_pause_at_each_rung_the_best_go_on_and_a_killed_daemon_decides_the_same(harness) -> None:
     """Two experiments of one file: the second's daemon is SIGKILLed as its first decision is recorded and
     again at the first of rung 2; both make the same decisions, each once. Then a stopped member resumed by
-    hand trains on to the end, bit for bit as a member never stopped."""
-    harness.settings(cpu_jobs=2)
+    hand trains on to the end, bit for bit as a member never stopped.
+
+    One job at a time, so that members reach a rung in the order they were queued: ASHA is asynchronous, and a
+    member promoted when few had reported stays promoted, so with two at once the set that goes on depends on
+    which pair finishes first (a CI run once had three of four go on)."""
+    harness.settings(cpu_jobs=1)
     harness.start_daemon()
     path = asha_file(harness, "asha")
     first, second = submit(harness, path, "asha-a"), submit(harness, path, "asha-b")
@@ -95,7 +99,8 @@ def test_members_pause_at_each_rung_the_best_go_on_and_a_killed_daemon_decides_t
     assert "rung 1 at 600: 4 reported" in out and "rung 2 at 1,200: 2 reported" in out, out
     code, out, _ = harness.cli("list")
     assert out.count("paused: stopped at rung 1") == 4 and out.count("paused: stopped at rung 2") == 2, out
-    # The same file, the same seeds: the same decisions (a replay re-derives them, whatever the timing).
+    # The same file, the same seeds, the same order of reports: the same decisions, however often the daemon
+    # died (a replay re-derives them from the standings).
     assert verdicts(harness, first) == verdicts(harness, second)
 
     stopped = next(job_id for job_id in first if harness.job(job_id).state is State.PAUSED)
