@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -22,8 +23,10 @@ PROFILES = {
         "dqn": dict(game="ALE/Pong-v5", steps=8_000, learning_starts=2_000, buffer=20_000, envs=[1, 8], threads=1),
         "vtrace": dict(game="ALE/Pong-v5", actors=14, envs_per_actor=4, unroll=20, batch=32, seconds=8.0,
                        threads=1),
-        "env": dict(game="ALE/Pong-v5", envs=[16, 32, 64], seconds=2.0, repeats=1, threads=16),
+        # N = 64 did not fit the part's time on the H200 machine; 16 and 32 took about 50 s.
+        "env": dict(game="ALE/Pong-v5", envs=[16, 32], seconds=2.0, repeats=1, threads=16),
         "learning": dict(actors=14, frames=5_000_000, log_every=50_000, checkpoint_every=1_000_000),
+        "probe": dict(seconds=3.0, processes=16, updates=300, actions=500),
     },
     "cpu-dry-run": {
         "device": "cpu",
@@ -32,6 +35,7 @@ PROFILES = {
         "vtrace": dict(game="ALE/Pong-v5", actors=2, envs_per_actor=2, unroll=5, batch=4, seconds=0.5, threads=1),
         "env": dict(game="ALE/Pong-v5", envs=[2], seconds=0.3, repeats=1, threads=2),
         "learning": dict(actors=2, frames=2_000, log_every=400, checkpoint_every=0),
+        "probe": dict(seconds=0.3, processes=2, updates=5, actions=10),
     },
 }
 # The suite's dry run (tests/integration/test_device_dry_run.py): one actor where the dry run has two, and
@@ -45,8 +49,9 @@ PROFILES["cpu-quick"] = {**PROFILES["cpu-dry-run"],
 # The ALE vector env (C++ threads) is the reference; "rlsup auto" is what a job gets by default.
 ENV_BACKENDS = ["rlsup auto", "rlsup", "rlsup subp", "ALE vector"]
 LEARNING_JOB = ROOT / "jobs" / "minatar-breakout-vtrace.toml"
-# Seconds the learning part keeps for start-up (14 actors importing torch) and the final checkpoint.
-LEARNING_MARGIN_S = 40
+# Seconds the learning part keeps for start-up (14 actors importing torch) and the final checkpoint: 9 s
+# on the H200 machine (2026-11-28), doubled.
+LEARNING_MARGIN_S = 20
 
 
 def cuda_tests(profile: dict, work: Path, budget_s: float) -> dict:
@@ -76,9 +81,13 @@ def dqn(profile: dict, work: Path, budget_s: float) -> dict:
     by_num_envs = {}
     for num_envs in settings["envs"]:
         directory = Path(tempfile.mkdtemp(prefix=f"dqn-{num_envs}-", dir=work))
-        ours = dqn_throughput.rlsup_timing(arguments, num_envs, directory, overlap=False)
-        overlapped = dqn_throughput.rlsup_timing(arguments, num_envs, directory, overlap=True)
-        theirs = dqn_throughput.sb3_timing(arguments, num_envs, directory) if have_sb3 else None
+        # Each run is told as it ends: a part stopped by its budget still says how far it got.
+        ours = told(f"rlsup num_envs {num_envs}", dqn_throughput.rlsup_timing(arguments, num_envs, directory,
+                                                                                overlap=False))
+        overlapped = told(f"rlsup overlap num_envs {num_envs}",
+                          dqn_throughput.rlsup_timing(arguments, num_envs, directory, overlap=True))
+        theirs = told(f"sb3 num_envs {num_envs}",
+                      dqn_throughput.sb3_timing(arguments, num_envs, directory) if have_sb3 else None)
         by_num_envs[str(num_envs)] = {
             "rlsup_wall_s": ours.wall, "rlsup_cpu_s": ours.cpu, "rlsup_updates": ours.updates,
             "rlsup_steps_per_s": settings["steps"] / ours.wall,
@@ -89,6 +98,11 @@ def dqn(profile: dict, work: Path, budget_s: float) -> dict:
         print(f"dqn num_envs {num_envs}: {by_num_envs[str(num_envs)]}", flush=True)
     return {**settings, "device": profile["device"], "sb3": "measured" if have_sb3 else "not installed",
             "by_num_envs": by_num_envs}
+
+
+def told(what: str, timing):
+    print(f"  {what}: {timing}", flush=True)
+    return timing
 
 
 def vtrace(profile: dict, work: Path, budget_s: float) -> dict:
@@ -159,10 +173,32 @@ def learning(profile: dict, work: Path, budget_s: float) -> dict:
             "final_average": minatar_learning.moving_average_at(episodes, reached)}
 
 
+def probe(profile: dict, work: Path, budget_s: float) -> dict:
+    """What bounds the benches on this machine: its CPU's raw Pong rate in one process and in all at once, and
+    one Pong DQN update and one action on the device, in microseconds."""
+    from device_probe import cpu_model, dqn_timings, raw_pong_rates
+
+    settings = profile["probe"]
+    figures = {"cpu_model": cpu_model(), "cpus": os.cpu_count(), "load_before": os.getloadavg()}
+    figures["pong_steps_per_s_one_process"] = raw_pong_rates(settings["seconds"], 1)[0]
+    print(f"probe: {figures}", flush=True)
+    rates = raw_pong_rates(settings["seconds"], settings["processes"])
+    figures.update(processes=settings["processes"], pong_steps_per_s_all_processes=sum(rates))
+    print(f"probe: {settings['processes']} processes: {sum(rates):.0f} steps/s", flush=True)
+    figures.update(dqn_timings(profile["device"], settings["updates"], settings["actions"]))
+    return figures
+
+
+def update(profile: dict, work: Path, budget_s: float) -> dict:
+    """Where a Pong DQN update's time goes on the device: per-update microseconds with and without deterministic
+    kernels and cuDNN's autotuner, and torch.profiler's kernel table (update-profile.txt in the logs)."""
+    from device_probe import update_breakdown
+
+    return update_breakdown(profile["device"], profile["probe"]["updates"], work / "logs" / "update-profile.txt")
+
+
 def machine(profile_name: str) -> dict:
     """What the figures were measured on."""
-    import os
-
     import torch
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
@@ -180,7 +216,8 @@ def module_available(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-PARTS = {"cuda-tests": cuda_tests, "dqn": dqn, "vtrace": vtrace, "env": env, "learning": learning}
+PARTS = {"cuda-tests": cuda_tests, "dqn": dqn, "vtrace": vtrace, "env": env, "learning": learning, "probe": probe,
+         "update": update}
 # Each part's figures, by key: tests/integration/test_device_dry_run.py checks the dry run wrote them all.
 FIGURE_KEYS = {
     "cuda-tests": ["exit", "tests", "passed", "failed", "skipped", "failures"],
@@ -190,5 +227,8 @@ FIGURE_KEYS = {
     "env": ["game", "envs", "backends", "by_n"],
     "learning": ["game", "actors", "device", "frames_target", "frames", "wall_s", "frames_per_s", "curve",
                  "final_average"],
+    "probe": ["cpu_model", "cpus", "pong_steps_per_s_one_process", "pong_steps_per_s_all_processes",
+              "dqn_update_us", "dqn_update_pinned_us", "dqn_act_us"],
+    "update": ["update_us"],
 }
 

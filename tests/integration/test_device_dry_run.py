@@ -19,6 +19,9 @@ FIGURES = {
               "pipeline_over_raw updates_per_s",
     "env": "game envs backends by_n",
     "learning": "game actors device frames_target frames wall_s frames_per_s curve final_average",
+    "probe": "cpu_model cpus pong_steps_per_s_one_process pong_steps_per_s_all_processes dqn_update_us "
+             "dqn_update_pinned_us dqn_act_us",
+    "update": "update_us",
 }
 DQN_FIGURES = ("rlsup_wall_s rlsup_cpu_s rlsup_updates rlsup_steps_per_s sb3_wall_s sb3_cpu_s sb3_updates "
                "sb3_steps_per_s sb3_wall_over_rlsup").split()
@@ -44,10 +47,14 @@ def test_the_cpu_dry_run_writes_every_figure_and_every_log(tmp_path: Path) -> No
     assert figures["vtrace"]["raw_steps_per_s"] > 0 and figures["vtrace"]["updates_per_s"] > 0
     assert all(rate > 0 for rate in figures["env"]["by_n"]["2"].values())
     assert set(figures["env"]["by_n"]["2"]) == {"rlsup auto", "rlsup", "rlsup subp", "ALE vector"}
+    probe = figures["probe"]
+    assert probe["pong_steps_per_s_all_processes"] > 0 and probe["dqn_update_us"] > 0
+    assert set(figures["update"]["update_us"]) == {"deterministic", "deterministic, autotuned", "free",
+                                                   "free, autotuned"}
     learning = figures["learning"]
     assert learning["frames"] == learning["frames_target"] and learning["curve"][-1]["frames"] == learning["frames"]
 
     with tarfile.open(tmp_path / "logs.tar.gz") as logs:
         names = set(logs.getnames())
-    assert {f"logs/{part}.log" for part in FIGURES} <= names and "status.tsv" in names
+    assert {f"logs/{part}.log" for part in FIGURES} | {"logs/update-profile.txt"} <= names and "status.tsv" in names
     assert sorted(os.listdir(tmp_path)) == ["figures.json", "logs.tar.gz"]
