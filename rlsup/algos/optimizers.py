@@ -117,13 +117,13 @@ class FusedAdam(EagerOptimizer):
 
 
 class RMSprop(EagerOptimizer):
-    """torch.optim.RMSprop, not centered and without weight decay: torch's formula op for op."""
+    """torch.optim.RMSprop without weight decay, plain or centered: torch's formula op for op."""
 
     def __init__(self, parameters: Iterable[nn.Parameter], *, lr: float, alpha: float = 0.99, eps: float = 1e-8,
-                 momentum: float = 0.0) -> None:
-        super().__init__(parameters, {"lr": lr, "momentum": momentum, "alpha": alpha, "eps": eps, "centered": False,
-                                      "weight_decay": 0, "capturable": False, "foreach": None, "maximize": False,
-                                      "differentiable": False})
+                 momentum: float = 0.0, centered: bool = False) -> None:
+        super().__init__(parameters, {"lr": lr, "momentum": momentum, "alpha": alpha, "eps": eps,
+                                      "centered": centered, "weight_decay": 0, "capturable": False, "foreach": None,
+                                      "maximize": False, "differentiable": False})
 
     def initial_state(self, parameter: nn.Parameter) -> dict[str, torch.Tensor]:
         # The step count stays on the CPU, as torch.optim keeps it when not capturable.
@@ -131,7 +131,17 @@ class RMSprop(EagerOptimizer):
                  "square_avg": torch.zeros_like(parameter, memory_format=torch.preserve_format)}
         if self.hyperparameters["momentum"] > 0:
             state["momentum_buffer"] = torch.zeros_like(parameter, memory_format=torch.preserve_format)
+        if self.hyperparameters["centered"]:
+            state["grad_avg"] = torch.zeros_like(parameter, memory_format=torch.preserve_format)
         return state
+
+    def load_state_dict(self, state: dict) -> None:
+        """As torch.optim, and a fork that turns momentum or centering on or off gets the buffers it now
+        needs as zeros (as its first step would make them) and drops the ones it no longer uses."""
+        super().load_state_dict(state)
+        for parameter, saved in self.state.items():
+            needed = self.initial_state(parameter)
+            self.state[parameter] = {key: saved.get(key, needed[key]) for key in needed}
 
     @torch.no_grad()
     def step(self) -> None:
@@ -146,7 +156,14 @@ class RMSprop(EagerOptimizer):
             torch._foreach_add_([state["step"] for state in states], 1)
             torch._foreach_mul_(square_averages, alpha)
             torch._foreach_addcmul_(square_averages, gradients, gradients, value=1 - alpha)
-            averages = torch._foreach_sqrt(square_averages)
+            if settings["centered"]:
+                # The variance about the running mean gradient, not the raw second moment.
+                gradient_averages = [state["grad_avg"] for state in states]
+                torch._foreach_lerp_(gradient_averages, gradients, 1 - alpha)
+                averages = torch._foreach_addcmul(square_averages, gradient_averages, gradient_averages, value=-1)
+                torch._foreach_sqrt_(averages)
+            else:
+                averages = torch._foreach_sqrt(square_averages)
             torch._foreach_add_(averages, eps)
             if momentum > 0:
                 buffers = [state["momentum_buffer"] for state in states]

@@ -37,6 +37,8 @@ SHARED_FIELDS = {
                     "noop_max", "frame_skip", "frame_stack", "max_episode_steps", "fire_reset")},
     "job.seed": "a fork continues its parent's random streams, so another seed would change only its evaluations",
 }
+# A fork loads its parent's optimizer state, which only an optimizer of the same kind can take.
+OPTIMIZER_FIELDS = {"dqn": ("optimizer",)}
 NETWORK_FIELDS = {"dqn": ("hidden_sizes", "network", "activation"),
                   "vtrace": ("hidden_sizes", "network", "activation", "feature_size", "envs_per_actor",
                              "unroll_length")}
@@ -160,6 +162,10 @@ def compatibility_problem(parent: specs.JobSpec, fork: specs.JobSpec, *, replay:
             why = ("the parent's weights were learned with it" if field == "activation"
                    else "the networks cannot be loaded")
             return f"{algo}.{field} differs from the parent's {_show(old)}: {why}"
+    for field in OPTIMIZER_FIELDS.get(algo, ()):
+        old, new = getattr(getattr(parent, algo), field), getattr(getattr(fork, algo), field)
+        if old != new:
+            return f"{algo}.{field} differs from the parent's {_show(old)}: the saved optimizer state is for it"
     return replay_problem(parent, fork) if replay else None
 
 

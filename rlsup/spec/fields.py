@@ -122,6 +122,16 @@ def learning_rate_end() -> Any:
     return setting(0.0, "Learning rate reached at lr_end_step, and kept after it.", IDENTITY, minimum=0.0)
 
 
+def rmsprop_alpha(default: float) -> Any:
+    """[dqn] and [vtrace] rmsprop_alpha."""
+    return setting(default, "RMSProp smoothing constant.", IDENTITY, minimum=0.0, maximum=1.0)
+
+
+def rmsprop_eps(default: float) -> Any:
+    """[dqn] and [vtrace] rmsprop_eps."""
+    return setting(default, "RMSProp epsilon.", IDENTITY, minimum=0.0, exclusive_minimum=True)
+
+
 def discount_factor() -> Any:
     """[dqn] and [vtrace] gamma."""
     return setting(0.99, "Discount factor.", IDENTITY, minimum=0.0, maximum=1.0)
@@ -131,7 +141,7 @@ def discount_factor() -> Any:
 class DqnSection:
     """[dqn]: Deep Q-learning (double, n-step)."""
 
-    lr: float = setting(1e-4, "Adam learning rate at step 0.", IDENTITY, minimum=0.0, exclusive_minimum=True)
+    lr: float = setting(1e-4, "Learning rate at step 0.", IDENTITY, minimum=0.0, exclusive_minimum=True)
     lr_end: float = learning_rate_end()
     lr_end_step: int = setting(0, "Absolute step at which the learning rate has moved linearly from lr to "
                                   "lr_end (0: lr throughout).", IDENTITY, minimum=0, maximum=STEPS_MAX)
@@ -156,6 +166,13 @@ class DqnSection:
     network: Network = setting("auto", NETWORK_DOC, IDENTITY, resolved=True)
     activation: Activation = setting("relu", ACTIVATION_DOC, IDENTITY)
     loss: Literal["huber", "mse"] = setting("huber", "Temporal-difference loss.", IDENTITY)
+    optimizer: Literal["adam", "rmsprop"] = setting("adam", "adam (eps 1e-8); or rmsprop with rmsprop_alpha, "
+                                                    "rmsprop_eps and rmsprop_centered, the DQN papers' choice.",
+                                                    IDENTITY)
+    rmsprop_alpha: float = rmsprop_alpha(0.95)
+    rmsprop_eps: float = rmsprop_eps(0.01)
+    rmsprop_centered: bool = setting(True, "RMSProp divides by the gradient's running standard deviation rather "
+                                           "than its root mean square (the MinAtar paper's DQN).", IDENTITY)
     max_grad_norm: float = setting(10.0, "Clip the gradient's norm to this (0: no clipping).", IDENTITY,
                                    minimum=0.0)
     epsilon_start: float = setting(1.0, "Exploration rate at step 0.", IDENTITY, minimum=0.0, maximum=1.0)
@@ -215,8 +232,8 @@ class VtraceSection:
     lr_end_step: int = setting(50_000_000, "Absolute step at which the learning rate has moved linearly from lr "
                                            "to lr_end.", IDENTITY, minimum=1, maximum=STEPS_MAX)
     gamma: float = discount_factor()
-    rmsprop_alpha: float = setting(0.99, "RMSProp smoothing constant.", IDENTITY, minimum=0.0, maximum=1.0)
-    rmsprop_eps: float = setting(0.01, "RMSProp epsilon.", IDENTITY, minimum=0.0, exclusive_minimum=True)
+    rmsprop_alpha: float = rmsprop_alpha(0.99)
+    rmsprop_eps: float = rmsprop_eps(0.01)
     rmsprop_momentum: float = setting(0.0, "RMSProp momentum.", IDENTITY, minimum=0.0)
     baseline_cost: float = setting(0.5, "Weight of the value loss.", IDENTITY, minimum=0.0)
     entropy_cost: float = setting(0.01, "Weight of the entropy bonus.", IDENTITY, minimum=0.0)

@@ -156,6 +156,8 @@ def test_a_fork_that_cannot_be_made_is_one_sentence_and_queues_nothing(harness, 
     assert_one_line_error(refused(good.replace("[dqn]", '[dqn]\nactivation = "silu"')), 2,
                           'dqn.activation differs from the parent\'s "relu": ',
                           "the parent's weights were learned with it")
+    assert_one_line_error(refused(good.replace("[dqn]", '[dqn]\noptimizer = "rmsprop"')), 2,
+                          'dqn.optimizer differs from the parent\'s "adam": the saved optimizer state is for it')
     assert_one_line_error(refused(good.replace("capacity = 5_000", "capacity = 6_000")), 2,
                           "replay[0].capacity differs from the parent's 5000", "--no-replay")
     assert_one_line_error(refused(good.replace("seed = 3", "seed = 4")), 2, "job.seed differs from the parent's 3")

@@ -44,6 +44,10 @@ PAIRS = {
     "rmsprop-momentum": (lambda parameters: RMSprop(parameters, lr=1e-3, alpha=0.9, eps=1e-5, momentum=0.5),
                          lambda parameters: torch.optim.RMSprop(parameters, lr=1e-3, alpha=0.9, eps=1e-5,
                                                                 momentum=0.5)),
+    # The MinAtar paper's DQN optimizer (its examples/dqn.py).
+    "rmsprop-centered": (lambda parameters: RMSprop(parameters, lr=2.5e-4, alpha=0.95, eps=0.01, centered=True),
+                         lambda parameters: torch.optim.RMSprop(parameters, lr=2.5e-4, alpha=0.95, eps=0.01,
+                                                                centered=True)),
 }
 
 
@@ -131,3 +135,22 @@ print("torch._dynamo" in sys.modules)
 """
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("before, after", [({}, {"momentum": 0.5}), ({"momentum": 0.5}, {}),
+                                           ({}, {"centered": True}), ({"centered": True}, {})])
+def test_a_fork_that_turns_momentum_or_centering_on_or_off_goes_on_training(before, after):
+    """Fork may change optimizer settings: the buffers the new settings need start at zero, as at a first step."""
+    network = small_network()
+    optimizer = RMSprop(network.parameters(), lr=1e-3, alpha=0.95, eps=0.01, **before)
+    train(network, optimizer, range(5))
+    continued = RMSprop(network.parameters(), lr=1e-3, alpha=0.95, eps=0.01, **after)
+    continued.load_state_dict(optimizer.state_dict())
+    trained = parameters_bytes(network)
+    train(network, continued, range(5, 10))
+    assert parameters_bytes(network) != trained
+    fresh = RMSprop(small_network().parameters(), lr=1e-3, **after)
+    fresh.materialize_state()
+    assert [set(state) for state in continued.state.values()] == [set(state) for state in fresh.state.values()]
+    if "square_avg" in optimizer.state_dict()["state"][0]:  # the moments it kept are the ones saved
+        assert not torch.equal(continued.state_dict()["state"][0]["square_avg"], torch.zeros(4, 2, 3, 3))
