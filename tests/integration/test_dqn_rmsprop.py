@@ -5,8 +5,7 @@ from pathlib import Path
 
 from rlsup.checkpoint.choose import latest_verified
 from rlsup.checkpoint.store import load_checkpoint
-from rlsup.run.exit import EXIT_PAUSED, read_exit
-from rlsup_testing import cartpole_job, final_fingerprint, pause_when, run_rlsup, start_rlsup
+from rlsup_testing import cartpole_job, final_fingerprint, pause_then_resume, run_rlsup
 
 STEPS = 1_500
 
@@ -25,18 +24,11 @@ def test_centered_rmsprop_pauses_and_resumes_bit_exact(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
 
     run_dir = tmp_path / "paused"
-    process = start_rlsup("run", rmsprop_job(tmp_path, "paused"), "--run-dir", run_dir)
-    pause_when(process, run_dir, train_step=700)
-    _, stderr = process.communicate(timeout=60)
-    assert process.returncode == EXIT_PAUSED, stderr
-    assert 700 <= read_exit(run_dir).step < STEPS
+    pause_then_resume(rmsprop_job(tmp_path, "paused"), run_dir, train_step=700, total_steps=STEPS)
+    assert final_fingerprint(run_dir) == final_fingerprint(straight)
     # Centered RMSProp's running mean gradient is saved beside its mean square, with its own settings.
     _, state = load_checkpoint(latest_verified(run_dir).path)
     optimizer = state["trainer"]["learner"]["optimizer"]
     assert set(optimizer["state"][0]) == {"step", "square_avg", "grad_avg"}
     assert {key: optimizer["param_groups"][0][key] for key in ("alpha", "eps", "centered")} == {
         "alpha": 0.95, "eps": 0.01, "centered": True}
-
-    result = run_rlsup("run", "--resume", run_dir)
-    assert result.returncode == 0, result.stderr
-    assert final_fingerprint(run_dir) == final_fingerprint(straight)
