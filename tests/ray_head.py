@@ -98,3 +98,33 @@ class RayHead:
         self.process.wait(timeout=30)
         self.log.close()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def started_head(ports: dict[str, int] | None = None) -> RayHead:
+    """A loopback head with 2 CPUs and 2 fake GPUs whose jobs import this rlsup (a test skips without ray)."""
+    import pytest
+
+    try:
+        import ray  # noqa: F401
+    except ImportError as error:
+        pytest.skip(f"ray is not installed ({error}): pip install 'rlsup[ray]' to run the cluster tests")
+    root = Path(__file__).resolve().parents[1]
+    head = RayHead(num_cpus=2, num_gpus=2, ports=ports,
+                   python_path=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+    try:
+        head.wait_ready()
+    except BaseException:
+        head.stop()
+        raise
+    return head
+
+
+def lab_daemon(harness, address: str, run_root: Path, **settings) -> Path:
+    """The test's daemon (with these daemon.toml settings) and cluster "lab" at address; returns its run_root."""
+    from rlsup import paths
+
+    harness.settings(**settings)
+    with open(harness.home / paths.DAEMON_SETTINGS, "a") as daemon_settings:
+        daemon_settings.write(f'\n[[cluster]]\nname = "lab"\naddress = "{address}"\nrun_root = "{run_root}"\n')
+    harness.start_daemon()
+    return run_root

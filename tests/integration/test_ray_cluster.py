@@ -17,26 +17,7 @@ from rlsup.jobs.state import State
 from rlsup_testing import final_fingerprint, run_rlsup
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ray_head import RayHead, free_ports  # noqa: E402  (tests/, beside rlsup_testing)
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def started_head(ports: dict[str, int] | None = None) -> RayHead:
-    """A loopback head with 2 CPUs and 2 fake GPUs whose jobs import this rlsup."""
-    try:
-        import ray  # noqa: F401
-    except ImportError as error:
-        pytest.skip(f"ray is not installed ({error}): pip install 'rlsup[ray]' to run the cluster tests")
-    head = RayHead(num_cpus=2, num_gpus=2, ports=ports,
-                   python_path=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    try:
-        head.wait_ready()
-    except BaseException:
-        head.stop()
-        raise
-    return head
-
+from ray_head import free_ports, lab_daemon, started_head  # noqa: E402  (tests/, beside rlsup_testing)
 
 @pytest.fixture(scope="module")
 def ray_head():
@@ -45,15 +26,6 @@ def ray_head():
         yield head
     finally:
         head.stop()
-
-
-def lab_daemon(harness, address: str, run_root: Path) -> Path:
-    """The test's daemon with cluster "lab" at address; returns its run_root."""
-    harness.settings()
-    with open(harness.home / paths.DAEMON_SETTINGS, "a") as settings:
-        settings.write(f'\n[[cluster]]\nname = "lab"\naddress = "{address}"\nrun_root = "{run_root}"\n')
-    harness.start_daemon()
-    return run_root
 
 
 @pytest.fixture
