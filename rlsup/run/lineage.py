@@ -144,11 +144,13 @@ def lineage_line(run_dir: Path) -> str | None:
 # What a fork may change
 
 
-def compatibility_problem(parent: specs.JobSpec, fork: specs.JobSpec, *, replay: bool) -> str | None:
+def compatibility_problem(parent: specs.JobSpec, fork: specs.JobSpec, *, replay: bool,
+                          fresh_optimizer: bool = False) -> str | None:
     """Why fork's spec cannot start from a checkpoint of a run with parent's spec, naming the field; or None.
 
     Learning rates, discounts, exploration, schedules, batch sizes and the live fields may differ;
-    replay shapes may differ only when the replay is not carried over.
+    replay shapes may differ only when the replay is not carried over, the optimizer's kind only when its
+    state is not.
     """
     for name, why in SHARED_FIELDS.items():
         section, field = name.split(".")
@@ -162,10 +164,11 @@ def compatibility_problem(parent: specs.JobSpec, fork: specs.JobSpec, *, replay:
             why = ("the parent's weights were learned with it" if field == "activation"
                    else "the networks cannot be loaded")
             return f"{algo}.{field} differs from the parent's {_show(old)}: {why}"
-    for field in OPTIMIZER_FIELDS.get(algo, ()):
+    for field in () if fresh_optimizer else OPTIMIZER_FIELDS.get(algo, ()):
         old, new = getattr(getattr(parent, algo), field), getattr(getattr(fork, algo), field)
         if old != new:
-            return f"{algo}.{field} differs from the parent's {_show(old)}: the saved optimizer state is for it"
+            return (f"{algo}.{field} differs from the parent's {_show(old)}: the saved optimizer state is for "
+                    "it; fork with --fresh-optimizer to start the optimizer afresh")
     return replay_problem(parent, fork) if replay else None
 
 
@@ -201,6 +204,9 @@ def fork_advice(job_id: int, path: str | Path, current: specs.JobSpec, edited: s
     if compatibility_problem(current, edited, replay=False) is None:
         return (f"to train with it from this run's newest checkpoint, with an empty replay: "
                 f"rlsup fork {job_id} --checkpoint latest --no-replay {file}")
+    if compatibility_problem(current, edited, replay=True, fresh_optimizer=True) is None:
+        return (f"to train with it from this run's newest checkpoint, with a fresh optimizer: "
+                f"rlsup fork {job_id} --checkpoint latest --fresh-optimizer {file}")
     return f"{compatibility_problem(current, edited, replay=False)}; as a new run: rlsup submit --copy {file}"
 
 
@@ -237,7 +243,8 @@ def holds_replay(checkpoint_dir: Path) -> bool:
 def check_fork(request: ForkRequest, fork: specs.JobSpec) -> None:
     """Refuse (ForkRefused) a fork spec that cannot start from the request's checkpoint."""
     parent = runfiles.read_run_spec(request.parent_run)
-    problem = compatibility_problem(parent, fork, replay=request.carries_replay)
+    problem = compatibility_problem(parent, fork, replay=request.carries_replay,
+                                    fresh_optimizer=request.fresh_optimizer)
     if problem is None and fork.job.total_steps <= request.entry.step:
         problem = (f"job.total_steps = {fork.job.total_steps} is not beyond the checkpoint's step "
                    f"{request.entry.step}: steps are counted from the parent's start, so raise it")

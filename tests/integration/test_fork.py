@@ -157,7 +157,8 @@ def test_a_fork_that_cannot_be_made_is_one_sentence_and_queues_nothing(harness, 
                           'dqn.activation differs from the parent\'s "relu": ',
                           "the parent's weights were learned with it")
     assert_one_line_error(refused(good.replace("[dqn]", '[dqn]\noptimizer = "rmsprop"')), 2,
-                          'dqn.optimizer differs from the parent\'s "adam": the saved optimizer state is for it')
+                          'dqn.optimizer differs from the parent\'s "adam": the saved optimizer state is for it',
+                          "--fresh-optimizer")
     assert_one_line_error(refused(good.replace("capacity = 5_000", "capacity = 6_000")), 2,
                           "replay[0].capacity differs from the parent's 5000", "--no-replay")
     assert_one_line_error(refused(good.replace("seed = 3", "seed = 4")), 2, "job.seed differs from the parent's 3")
@@ -172,8 +173,10 @@ def test_a_fork_that_cannot_be_made_is_one_sentence_and_queues_nothing(harness, 
     with Store(harness.home) as store:
         assert store.jobs() == []
     assert sorted(path.name for path in (harness.home / "runs").iterdir()) == [Path(parent_run).name]
-    # A replay that changed shape is fine when the fork leaves the parent's replay behind.
+    # A replay that changed shape is fine when the fork leaves the parent's replay behind, and another
+    # optimizer when the fork starts its optimizer afresh.
     assert refused(good.replace("capacity = 5_000", "capacity = 6_000"), "--no-replay").returncode == 0
+    assert refused(good.replace("[dqn]", '[dqn]\noptimizer = "rmsprop"'), "--fresh-optimizer").returncode == 0
 
 
 def test_a_fork_and_validate_say_when_a_changed_schedule_start_has_no_effect(harness, tmp_path: Path) -> None:
