@@ -74,9 +74,11 @@ def raw_rate(spec: specs.JobSpec, seconds: float) -> float:
 # ---- the pipeline: actor processes, shared slots, queues, replay, weight publishing ----------------------
 
 
-def pipeline_rates(spec: specs.JobSpec, seconds: float, *, train: bool) -> tuple[float, float, float]:
+def pipeline_rates(spec: specs.JobSpec, seconds: float, *, train: bool) -> tuple[float, float, float, float]:
     """(agent steps/s the actors delivered into the replay, learner updates/s, the learner's seconds spent
-    waiting for actors per update) over `seconds`.
+    waiting for actors per update, its seconds drawing each batch from the replay) over `seconds`.
+
+    The last is the most that assembling the next batch during the current update could hide.
 
     train=False swaps the gradient step for nothing (batches are still sampled and weights still
     published), which isolates what the actor/learner machinery itself costs the actors.
@@ -84,17 +86,29 @@ def pipeline_rates(spec: specs.JobSpec, seconds: float, *, train: bool) -> tuple
     trainer = VtraceTrainer(spec, torch.device(spec.job.device))
     if not train:
         trainer.learner.update = lambda batch, step: dict.fromkeys(LOSS_NAMES, torch.zeros(()))
+    sampling = [0.0]
+    sample = trainer.replays.sample
+
+    def timed_sample(*arguments, **keywords):
+        began = time.perf_counter()
+        try:
+            return sample(*arguments, **keywords)
+        finally:
+            sampling[0] += time.perf_counter() - began
+
+    trainer.replays.sample = timed_sample
     try:
         warm_up_unrolls = spec.vtrace.actors * spec.vtrace.envs_per_actor * WARM_UP_ROUNDS
         while trainer.unrolls < warm_up_unrolls or trainer.step == 0:
             trainer.iterate()
         began, unrolls, steps, waited = time.perf_counter(), trainer.unrolls, trainer.step, trainer.waited_seconds
+        sampled = sampling[0]
         while time.perf_counter() - began < seconds:
             trainer.iterate()
         elapsed = time.perf_counter() - began
         updates = (trainer.step - steps) / (spec.vtrace.unroll_length * spec.vtrace.batch_size)
-        idle = (trainer.waited_seconds - waited) / max(updates, 1)
-        return (trainer.unrolls - unrolls) * spec.vtrace.unroll_length / elapsed, updates / elapsed, idle
+        idle, assembly = (trainer.waited_seconds - waited) / max(updates, 1), (sampling[0] - sampled) / max(updates, 1)
+        return (trainer.unrolls - unrolls) * spec.vtrace.unroll_length / elapsed, updates / elapsed, idle, assembly
     finally:
         trainer.close()
 
@@ -113,8 +127,8 @@ def main() -> int:
     torch.set_num_threads(arguments.threads)
     spec = bench_spec(arguments)
     raw = raw_rate(spec, arguments.seconds)
-    machinery, idle_updates, _ = pipeline_rates(spec, arguments.seconds, train=False)
-    full, updates, idle = pipeline_rates(spec, arguments.seconds, train=True)
+    machinery, idle_updates, _, _ = pipeline_rates(spec, arguments.seconds, train=False)
+    full, updates, idle, assembly = pipeline_rates(spec, arguments.seconds, train=True)
     print(f"{arguments.game}, {arguments.actors} actors x {arguments.envs_per_actor} envs, unroll "
           f"{arguments.unroll}, batch {arguments.batch}, learner on {arguments.device} with "
           f"{arguments.threads} thread(s), {arguments.seconds:g} s per measurement")
@@ -123,7 +137,7 @@ def main() -> int:
     print(f"{'pipeline, no gradient step':38}{machinery:>14.0f}{machinery / raw:>8.2f}{idle_updates:>11.2f}")
     print(f"{'V-trace (pipeline + learner)':38}{full:>14.0f}{full / raw:>8.2f}{updates:>11.2f}")
     print(f"the learner waited for the actors {1000 * idle:.1f} ms per update, of {1000 / updates:.1f} ms "
-          f"({100 * idle * updates:.0f}% idle)")
+          f"({100 * idle * updates:.0f}% idle); drawing each batch from the replay took {1000 * assembly:.1f} ms")
     print("budget: pipeline / raw >= 0.80 (an agent step is 4 emulator frames); with a CPU learner the "
           "last row also measures the learner taking cores from the actors")
     return 0

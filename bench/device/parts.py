@@ -113,9 +113,10 @@ def vtrace(profile: dict, work: Path, budget_s: float) -> dict:
     arguments = argparse.Namespace(**settings, device=profile["device"])
     spec = vtrace_throughput.bench_spec(arguments)
     raw = vtrace_throughput.raw_rate(spec, settings["seconds"])
-    machinery, idle_updates, _ = vtrace_throughput.pipeline_rates(spec, settings["seconds"], train=False)
-    full, updates, waited = vtrace_throughput.pipeline_rates(spec, settings["seconds"], train=True)
+    machinery, idle_updates, _, _ = vtrace_throughput.pipeline_rates(spec, settings["seconds"], train=False)
+    full, updates, waited, assembly = vtrace_throughput.pipeline_rates(spec, settings["seconds"], train=True)
     return {**settings, "device": profile["device"], "raw_steps_per_s": raw, "learner_waited_s_per_update": waited,
+            "batch_assembly_s_per_update": assembly,
             "pipeline_no_update_steps_per_s": machinery, "pipeline_steps_per_s": full,
             "pipeline_over_raw": full / raw, "updates_per_s": updates, "updates_per_s_no_update": idle_updates}
 
