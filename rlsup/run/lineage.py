@@ -199,15 +199,18 @@ def _show(value: object) -> str:
 def fork_advice(job_id: int, path: str | Path, current: specs.JobSpec, edited: specs.JobSpec) -> str:
     """The command that does what a refused identity edit asked, from the job's newest checkpoint."""
     file = shlex.quote(str(path))
-    if compatibility_problem(current, edited, replay=True) is None:
-        return f"to train with it from this run's newest checkpoint: rlsup fork {job_id} --checkpoint latest {file}"
-    if compatibility_problem(current, edited, replay=False) is None:
-        return (f"to train with it from this run's newest checkpoint, with an empty replay: "
-                f"rlsup fork {job_id} --checkpoint latest --no-replay {file}")
-    if compatibility_problem(current, edited, replay=True, fresh_optimizer=True) is None:
-        return (f"to train with it from this run's newest checkpoint, with a fresh optimizer: "
-                f"rlsup fork {job_id} --checkpoint latest --fresh-optimizer {file}")
+    for options, leaving in FORK_OPTIONS:
+        if compatibility_problem(current, edited, replay="--no-replay" not in options,
+                                 fresh_optimizer="--fresh-optimizer" in options) is None:
+            return (f"to train with it from this run's newest checkpoint{leaving}: "
+                    f"rlsup fork {job_id} --checkpoint latest {' '.join([*options, file])}")
     return f"{compatibility_problem(current, edited, replay=False)}; as a new run: rlsup submit --copy {file}"
+
+
+# What a fork can leave behind, least first: the advice names the first set of options that makes it possible.
+FORK_OPTIONS = (((), ""), (("--no-replay",), ", with an empty replay"),
+                (("--fresh-optimizer",), ", with a fresh optimizer"),
+                (("--no-replay", "--fresh-optimizer"), ", with an empty replay and a fresh optimizer"))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -49,6 +49,24 @@ def test_a_replay_of_another_shape_is_fine_when_it_stays_behind() -> None:
         "rlsup fork 7 --checkpoint latest --no-replay '/jobs/a b.toml'")
 
 
+def test_another_optimizer_needs_a_fresh_one_and_the_advice_says_so() -> None:
+    """The optimizer's state is for its kind; its settings (rmsprop_centered, alpha, eps) may change freely."""
+    rmsprop = changed("dqn", optimizer="rmsprop")
+    assert lineage.compatibility_problem(PARENT, rmsprop, replay=True).startswith(
+        'dqn.optimizer differs from the parent\'s "adam": the saved optimizer state is for it; fork with '
+        "--fresh-optimizer")
+    assert lineage.compatibility_problem(PARENT, rmsprop, replay=True, fresh_optimizer=True) is None
+    assert lineage.compatibility_problem(rmsprop, changed("dqn", optimizer="rmsprop", rmsprop_centered=False,
+                                                          rmsprop_alpha=0.99), replay=True) is None
+    assert lineage.fork_advice(7, "/jobs/a.toml", PARENT, rmsprop) == (
+        "to train with it from this run's newest checkpoint, with a fresh optimizer: "
+        "rlsup fork 7 --checkpoint latest --fresh-optimizer /jobs/a.toml")
+    both = dataclasses.replace(rmsprop, replay=(dataclasses.replace(PARENT.replay[0], capacity=9),))
+    assert lineage.fork_advice(7, "/jobs/a.toml", PARENT, both) == (
+        "to train with it from this run's newest checkpoint, with an empty replay and a fresh optimizer: "
+        "rlsup fork 7 --checkpoint latest --no-replay --fresh-optimizer /jobs/a.toml")
+
+
 def record(run_dir: Path, parent_run: Path, name: str, step: int) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     parent = lineage.Parent(run_dir=str(parent_run), job_name=name, job_id=None, step=step, checkpoint="c",
