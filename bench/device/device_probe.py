@@ -90,8 +90,14 @@ def update_breakdown(device_name: str, updates: int, profile_path: Path) -> dict
             name = f"{'deterministic' if deterministic else 'free'}{', autotuned' if benchmark else ''}"
             figures[name] = timer(lambda: learner.update(batches[learner.updates % len(batches)], 0), updates)
             print(f"update {name}: {figures[name]:.0f} us", flush=True)
+    graphed = {}
+    for deterministic in (True, False):
+        torch.use_deterministic_algorithms(deterministic, warn_only=True)
+        torch.backends.cudnn.benchmark = False
+        name = "deterministic" if deterministic else "free"
+        graphed[name] = graphed_update_us(learner, batches, timer, updates)
+        print(f"graphed update {name}: {graphed[name]}", flush=True)
     torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.backends.cudnn.benchmark = False
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     with profile(activities=activities) as profiled:
         for index in range(20):
@@ -101,7 +107,59 @@ def update_breakdown(device_name: str, updates: int, profile_path: Path) -> dict
     table = profiled.key_averages().table(sort_by=sort, row_limit=25)
     profile_path.write_text(table)
     print(table[:6000], flush=True)
-    return {"update_us": figures}
+    return {"update_us": figures, "graphed_update_us": graphed}
+
+
+def graphed_update_us(learner, batches, timer, updates: int):
+    """Microseconds per update of a copy of the learner's networks, its step (DQN's loss, Adam) captured as one
+    CUDA graph and replayed after the batch is copied into its static tensors: what an update costs when the
+    host launches it at once. The capture follows torch's whole-network example (warm-up on a side stream,
+    a capturable optimizer). A string says why not, where it cannot run."""
+    import copy
+
+    import torch
+    from torch.nn import functional
+
+    if learner.device.type != "cuda":
+        return "needs CUDA"
+    device = learner.device
+    online, target = copy.deepcopy(learner.online), copy.deepcopy(learner.target)
+    names = ("observations", "actions", "returns", "next_observations", "discounts")
+    static = {name: torch.as_tensor(getattr(batches[0], name)).to(device) for name in names}
+    optimizer = torch.optim.Adam(online.parameters(), lr=torch.tensor(learner.settings.lr, device=device),
+                                 capturable=True)
+
+    def step() -> None:
+        chosen = online(static["observations"]).gather(1, static["actions"].long().unsqueeze(1)).squeeze(1)
+        with torch.no_grad():
+            targets = static["returns"] + static["discounts"] * target(static["next_observations"]).max(1).values
+        functional.smooth_l1_loss(chosen, targets).backward()
+        optimizer.step()
+
+    count = [0]
+
+    def replay() -> None:
+        batch = batches[count[0] % len(batches)]
+        count[0] += 1
+        for name in names:
+            static[name].copy_(torch.as_tensor(getattr(batch, name)))
+        graph.replay()
+
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                optimizer.zero_grad(set_to_none=True)
+                step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        optimizer.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            step()
+        return timer(replay, updates)
+    except Exception as error:  # the probe reports why, and the other figures still come back
+        return f"failed: {type(error).__name__}: {str(error)[:300]}"
 
 
 def update_rig(device_name: str):

@@ -192,7 +192,8 @@ def probe(profile: dict, work: Path, budget_s: float) -> dict:
 
 def update(profile: dict, work: Path, budget_s: float) -> dict:
     """Where a Pong DQN update's time goes on the device: per-update microseconds with and without deterministic
-    kernels and cuDNN's autotuner, and torch.profiler's kernel table (update-profile.txt in the logs)."""
+    kernels and cuDNN's autotuner, the same step replayed as one CUDA graph, and torch.profiler's kernel table
+    (update-profile.txt in the logs)."""
     from device_probe import update_breakdown
 
     return update_breakdown(profile["device"], profile["probe"]["updates"], work / "logs" / "update-profile.txt")
@@ -230,6 +231,6 @@ FIGURE_KEYS = {
                  "final_average"],
     "probe": ["cpu_model", "cpus", "pong_steps_per_s_one_process", "pong_steps_per_s_all_processes",
               "dqn_update_us", "dqn_update_pinned_us", "dqn_act_us"],
-    "update": ["update_us"],
+    "update": ["update_us", "graphed_update_us"],
 }
 

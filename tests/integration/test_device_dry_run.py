@@ -21,7 +21,7 @@ FIGURES = {
     "learning": "game actors device frames_target frames wall_s frames_per_s curve final_average",
     "probe": "cpu_model cpus pong_steps_per_s_one_process pong_steps_per_s_all_processes dqn_update_us "
              "dqn_update_pinned_us dqn_act_us",
-    "update": "update_us",
+    "update": "update_us graphed_update_us",
 }
 DQN_FIGURES = ("rlsup_wall_s rlsup_cpu_s rlsup_updates rlsup_steps_per_s sb3_wall_s sb3_cpu_s sb3_updates "
                "sb3_steps_per_s sb3_wall_over_rlsup").split()
@@ -51,6 +51,7 @@ def test_the_cpu_dry_run_writes_every_figure_and_every_log(tmp_path: Path) -> No
     assert probe["pong_steps_per_s_all_processes"] > 0 and probe["dqn_update_us"] > 0
     assert set(figures["update"]["update_us"]) == {"deterministic", "deterministic, autotuned", "free",
                                                    "free, autotuned"}
+    assert figures["update"]["graphed_update_us"] == {"deterministic": "needs CUDA", "free": "needs CUDA"}
     learning = figures["learning"]
     assert learning["frames"] == learning["frames_target"] and learning["curve"][-1]["frames"] == learning["frames"]
 
