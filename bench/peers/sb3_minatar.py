@@ -1,4 +1,4 @@
-"""The peer's curve on MinAtar: stable-baselines3's A2C or PPO with rlsup's MinAtar network, episodes to JSON.
+"""The peer's curve on MinAtar: stable-baselines3's A2C, PPO or DQN with rlsup's MinAtar network, episodes to JSON.
 
 bench/minatar_learning.py prints the paper's measure (the mean return of the last 100 training episodes) of
 these runs beside rlsup's, at the same frames (one frame = one env step, counted over all envs as rlsup does).
@@ -11,7 +11,12 @@ hidden units, the MinAtar paper's, with linear policy and value heads on those 1
 stable-baselines3's defaults (Mnih et al. 2016's settings: 5-step updates, RMSProp lr 7e-4, entropy 0.01)
 on 16 envs, as rlsup's V-trace example acts with 16; PPO takes the MinAtar settings of PureJaxRL/gymnax
 (128-step rollouts, 4 epochs of 8 minibatches, lr 5e-4 decaying to 0, GAE 0.95, clip 0.2) on 16 envs.
---entropy-cost sets either's ent_coef (0.01 by default, both libraries' and IMPALA's).
+--entropy-cost sets either's ent_coef (0.01 by default, both libraries' and IMPALA's). DQN takes the MinAtar
+paper's settings (its examples/dqn.py, as jobs/minatar-dqn.toml does) on one env: replay 100,000, batch 32, an
+update every frame after 5,000, the target copied every 1,000, Huber loss, no gradient clipping, epsilon 1 to
+0.1 (stable-baselines3 anneals it from step 0, over the paper's 5,000 + 100,000 frames), and the paper's
+centered RMSProp (lr 2.5e-4, alpha 0.95, eps 0.01). The --out file is rewritten every 100,000 frames, so a
+long run can be read before it ends.
 """
 from __future__ import annotations
 
@@ -61,14 +66,24 @@ def small_conv_extractor():
     return SmallConv
 
 
-def make_model(algo: str, game: str, seed: int, entropy_cost: float):
+def make_model(algo: str, game: str, seed: int, entropy_cost: float, frames: int):
     import stable_baselines3
     from minatar import gym as minatar_gym
     from stable_baselines3.common.env_util import make_vec_env
 
     minatar_gym.register_envs()
-    envs = make_vec_env(f"MinAtar/{game}-v1", n_envs=ENVS, seed=seed, wrapper_class=ChannelsFirst)
+    envs = make_vec_env(f"MinAtar/{game}-v1", n_envs=1 if algo == "dqn" else ENVS, seed=seed,
+                        wrapper_class=ChannelsFirst)
     policy_kwargs = dict(features_extractor_class=small_conv_extractor(), net_arch=[])
+    if algo == "dqn":
+        policy_kwargs.update(optimizer_class=torch.optim.RMSprop,
+                             optimizer_kwargs=dict(alpha=0.95, eps=0.01, centered=True))
+        return stable_baselines3.DQN("CnnPolicy", envs, seed=seed, device="cpu", policy_kwargs=policy_kwargs,
+                                     learning_rate=2.5e-4, buffer_size=100_000, learning_starts=5_000,
+                                     batch_size=32, gamma=0.99, train_freq=1, gradient_steps=1,
+                                     target_update_interval=1_000, exploration_initial_eps=1.0,
+                                     exploration_final_eps=0.1, exploration_fraction=105_000 / frames,
+                                     max_grad_norm=float("inf"), optimize_memory_usage=False)
     if algo == "a2c":
         return stable_baselines3.A2C("CnnPolicy", envs, seed=seed, device="cpu", policy_kwargs=policy_kwargs,
                                      ent_coef=entropy_cost)
@@ -78,34 +93,47 @@ def make_model(algo: str, game: str, seed: int, entropy_cost: float):
                                  learning_rate=lambda remaining: 5e-4 * remaining)
 
 
-def episode_recorder(episodes: list):
+PROGRESS_FRAMES = 100_000
+
+
+def episode_recorder(episodes: list, progress):
     from stable_baselines3.common.callbacks import BaseCallback
 
     class Recorder(BaseCallback):
-        """(frames, return) of every finished training episode, from the Monitor wrapper make_vec_env adds."""
+        """(frames, return) of every finished training episode, from the Monitor wrapper make_vec_env adds;
+        progress() every PROGRESS_FRAMES frames."""
 
         def _on_step(self) -> bool:
             for info in self.locals["infos"]:
                 if "episode" in info:
                     episodes.append((self.num_timesteps, float(info["episode"]["r"])))
+            if self.num_timesteps % PROGRESS_FRAMES < self.training_env.num_envs:
+                progress()
             return True
 
     return Recorder()
 
 
-def train(algo: str, game: str, seed: int, frames: int, entropy_cost: float) -> dict:
+def train(algo: str, game: str, seed: int, frames: int, entropy_cost: float, progress) -> dict:
+    """One seed's run; progress(run so far) every PROGRESS_FRAMES frames."""
     torch.set_num_threads(1)  # as rlsup's jobs run ([job] threads = 1)
-    model = make_model(algo, game, seed, entropy_cost)
-    episodes: list[tuple[int, float]] = []
+    model = make_model(algo, game, seed, entropy_cost, frames)
+    run: dict = {"episodes": [], "wall_s": 0.0}
     started = time.monotonic()
-    model.learn(total_timesteps=frames, callback=episode_recorder(episodes))
-    return {"episodes": episodes, "wall_s": time.monotonic() - started}
+
+    def report() -> None:
+        run["wall_s"] = time.monotonic() - started
+        progress(run)
+
+    model.learn(total_timesteps=frames, callback=episode_recorder(run["episodes"], report))
+    report()
+    return run
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--game", default="Breakout", help="Asterix, Breakout, Freeway, Seaquest or SpaceInvaders")
-    parser.add_argument("--algo", choices=["a2c", "ppo"], default="a2c")
+    parser.add_argument("--algo", choices=["a2c", "ppo", "dqn"], default="a2c")
     parser.add_argument("--frames", type=int, default=2_000_000)
     parser.add_argument("--seeds", default="1-3")
     parser.add_argument("--entropy-cost", type=float, default=0.01, help="ent_coef (both algorithms' default)")
@@ -113,15 +141,19 @@ def main() -> None:
     arguments = parser.parse_args()
     import stable_baselines3
 
-    runs = {}
+    settings = "the MinAtar paper's DQN" if arguments.algo == "dqn" else f"ent_coef {arguments.entropy_cost:g}"
+    result = {"peer": f"stable-baselines3 {stable_baselines3.__version__} {arguments.algo.upper()} {settings}",
+              "game": f"MinAtar/{arguments.game}-v1", "frames": arguments.frames,
+              "envs": 1 if arguments.algo == "dqn" else ENVS, "seeds": {}}
     for seed in parse_seeds(arguments.seeds):
-        runs[str(seed)] = train(arguments.algo, arguments.game, seed, arguments.frames, arguments.entropy_cost)
-        print(f"{arguments.algo} {arguments.game} seed {seed}: {len(runs[str(seed)]['episodes'])} episodes, "
-              f"{runs[str(seed)]['wall_s']:.0f} s", flush=True)
-    result = {"peer": f"stable-baselines3 {stable_baselines3.__version__} {arguments.algo.upper()} "
-                      f"ent_coef {arguments.entropy_cost:g}",
-              "game": f"MinAtar/{arguments.game}-v1", "frames": arguments.frames, "envs": ENVS, "seeds": runs}
-    arguments.out.write_text(json.dumps(result))
+
+        def progress(run: dict, seed: int = seed) -> None:
+            result["seeds"][str(seed)] = run
+            arguments.out.write_text(json.dumps(result))
+
+        run = train(arguments.algo, arguments.game, seed, arguments.frames, arguments.entropy_cost, progress)
+        print(f"{arguments.algo} {arguments.game} seed {seed}: {len(run['episodes'])} episodes, "
+              f"{run['wall_s']:.0f} s", flush=True)
 
 
 if __name__ == "__main__":
