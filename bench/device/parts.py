@@ -45,7 +45,8 @@ PROFILES["cpu-quick"] = {**PROFILES["cpu-dry-run"],
                          "vtrace": {**PROFILES["cpu-dry-run"]["vtrace"], "actors": 1, "seconds": 0.2},
                          "env": {**PROFILES["cpu-dry-run"]["env"], "seconds": 0.1},
                          "learning": {**PROFILES["cpu-dry-run"]["learning"], "actors": 1, "frames": 400,
-                                      "log_every": 100}}
+                                      "log_every": 100},
+                         "probe": dict(seconds=0.1, processes=1, updates=3, actions=5)}
 # The ALE vector env (C++ threads) is the reference; "rlsup auto" is what a job gets by default.
 ENV_BACKENDS = ["rlsup auto", "rlsup", "rlsup subp", "ALE vector"]
 LEARNING_JOB = ROOT / "jobs" / "minatar-breakout-vtrace.toml"
