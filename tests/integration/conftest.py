@@ -196,3 +196,15 @@ def harness(rlsup_home: Path, tmp_path: Path) -> Harness:
         yield made
     finally:
         made.clean_up()
+
+
+@pytest.fixture(scope="module")
+def ray_head():
+    """A real Ray head on loopback (tests/ray_head.py), one per test module; the test skips without ray."""
+    from ray_head import started_head
+
+    head = started_head()
+    try:
+        yield head
+    finally:
+        head.stop()

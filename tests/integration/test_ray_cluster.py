@@ -19,15 +19,6 @@ from rlsup_testing import final_fingerprint, run_rlsup
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ray_head import free_ports, lab_daemon, started_head  # noqa: E402  (tests/, beside rlsup_testing)
 
-@pytest.fixture(scope="module")
-def ray_head():
-    head = started_head()
-    try:
-        yield head
-    finally:
-        head.stop()
-
-
 @pytest.fixture
 def lab(harness, ray_head, tmp_path: Path) -> Path:
     return lab_daemon(harness, ray_head.address, tmp_path / "cluster-runs")

@@ -11,19 +11,10 @@ from rlsup.jobs import standings
 from rlsup.jobs.state import State
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ray_head import lab_daemon, started_head  # noqa: E402  (tests/, beside rlsup_testing)
+from ray_head import lab_daemon  # noqa: E402  (tests/, beside rlsup_testing)
 
 TOTAL, RUNG = 1_200, 600
 SCHEDULER = f'\n[scheduler]\nkind = "asha"\nmetric = "eval_return"\nrungs = [{RUNG}]\nkeep = 0.5\n'
-
-
-@pytest.fixture
-def ray_head():
-    head = started_head()
-    try:
-        yield head
-    finally:
-        head.stop()
 
 
 @pytest.mark.slow  # a Ray head and an experiment through a daemon
