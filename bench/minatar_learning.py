@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from learning_seeds import changed_job, parse_seeds  # bench/ beside this script
-from minatar_paper import BREAKOUT_EARLY, GAMES, MARKS, game_of, paper_value
+from minatar_paper import BREAKOUT_EARLY, GAMES, MARKS, game_of, paper_value, version_of
 
 from rlsup.run import files as runfiles
 from rlsup import spec as specs
@@ -51,7 +51,8 @@ class SeedRun:
 def train(job: Path, game: str, seed: int, steps: int, directory: Path, evaluate: bool,
           linked: dict | None = None) -> SeedRun:
     """Every training episode and evaluation of one seed of one game, and its wall time."""
-    values = {"job.seed": seed, "job.total_steps": steps, "env.id": f"MinAtar/{game}-v1", **(linked or {})}
+    env_id = f"MinAtar/{game}-{version_of(specs.load(job).env.id)}"  # the job's action set, for every game
+    values = {"job.seed": seed, "job.total_steps": steps, "env.id": env_id, **(linked or {})}
     spec = experiments.variant_spec(specs.load(job), experiments.PlannedJob(game, values))  # as submit makes it
     if not evaluate:
         spec = spec.replace("eval", every_steps=0)
@@ -147,7 +148,7 @@ def game_values(job: Path, game: str, settings: list[str]) -> dict:
     a --set of the same field wins."""
     given = {setting.partition("=")[0] for setting in settings}
     for variant in specs.sweep_of(job.read_text(), file=str(job)).variants():
-        if variant.get("env.id") == f"MinAtar/{game}-v1":
+        if game_of(variant.get("env.id", "")) == game:
             return {name: value for name, value in variant.items() if name != "env.id" and name not in given}
     return {}
 

@@ -37,6 +37,11 @@ def game_of(env_id: str) -> str:
     return env_id.split("/")[-1].split("-")[0]
 
 
+def version_of(env_id: str) -> str:
+    """'MinAtar/Breakout-v1' -> 'v1' (each game's minimal action set); 'v0' has all 6 actions, as the paper."""
+    return env_id.rpartition("-")[2]
+
+
 def paper_value(game: str, agent: str, frames: int) -> float | None:
     """The paper's measure for a game and agent at frames, where the figure gives one."""
     curve = {**(BREAKOUT_EARLY.get(agent, {}) if game == "Breakout" else {}), **PAPER.get(game, {}).get(agent, {})}
