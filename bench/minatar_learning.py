@@ -51,7 +51,8 @@ class SeedRun:
 def train(job: Path, game: str, seed: int, steps: int, directory: Path, evaluate: bool,
           linked: dict | None = None) -> SeedRun:
     """Every training episode and evaluation of one seed of one game, and its wall time."""
-    env_id = f"MinAtar/{game}-{version_of(specs.load(job).env.id)}"  # the job's action set, for every game
+    # The game's id in the [sweep] (in `linked`) wins; else the job's action set (-v0 or -v1) for every game.
+    env_id = f"MinAtar/{game}-{version_of(specs.load(job).env.id)}"
     values = {"job.seed": seed, "job.total_steps": steps, "env.id": env_id, **(linked or {})}
     spec = experiments.variant_spec(specs.load(job), experiments.PlannedJob(game, values))  # as submit makes it
     if not evaluate:
@@ -144,12 +145,12 @@ def parse_games(text_value: str | None, job: Path) -> list[str]:
 
 
 def game_values(job: Path, game: str, settings: list[str]) -> dict:
-    """What the job's [sweep] sets beside this game (a linked entropy cost, say), as `rlsup submit` would;
-    a --set of the same field wins."""
+    """What the job's [sweep] sets for this game (its id, and a linked entropy cost, say), as `rlsup submit`
+    would; a --set of the same field wins."""
     given = {setting.partition("=")[0] for setting in settings}
     for variant in specs.sweep_of(job.read_text(), file=str(job)).variants():
         if game_of(variant.get("env.id", "")) == game:
-            return {name: value for name, value in variant.items() if name != "env.id" and name not in given}
+            return {name: value for name, value in variant.items() if name not in given}
     return {}
 
 
