@@ -82,9 +82,10 @@ def test_lunarlander_resumes_bit_exact_by_action_replay(tmp_path: Path) -> None:
     assert_resumes_bit_exact(tmp_path, "LunarLander-v3", total_steps=1_500, train_step=600)
 
 
-def test_minatar_breakout_resumes_bit_exact_by_action_replay(tmp_path: Path) -> None:
+@pytest.mark.parametrize("env_id", ["MinAtar/Breakout-v1", "MinAtar/Breakout-v0"])  # minimal and all 6 actions
+def test_minatar_breakout_resumes_bit_exact_by_action_replay(tmp_path: Path, env_id: str) -> None:
     pytest.importorskip("minatar")
-    assert_resumes_bit_exact(tmp_path, "MinAtar/Breakout-v1", total_steps=1_500, train_step=600)
+    assert_resumes_bit_exact(tmp_path, env_id, total_steps=1_500, train_step=600)
 
 
 def test_a_user_env_named_in_imports_resumes_bit_exact(tmp_path: Path, replay_envs_on_path: Path) -> None:

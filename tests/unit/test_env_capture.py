@@ -172,6 +172,42 @@ def test_minatar_breakout_resumes_by_action_replay(tmp_path: Path) -> None:
     assert_same_steps(play(original, actions[333:]), play(copy, actions[333:]))
 
 
+@pytest.mark.parametrize("env_id", ["MinAtar/Breakout-v1", "MinAtar/Breakout-v0"])
+def test_a_minatar_episode_resumes_bit_for_bit_with_the_action_it_carried_in(tmp_path: Path, env_id: str) -> None:
+    """MinAtar keeps its last action across a reset, and a sticky first step repeats it: a pause at any step of
+    an episode, its first included, must bring that action back, or the run goes on another way, unannounced."""
+    pytest.importorskip("minatar")
+    settings = EnvSection(id=env_id)
+    left = 1  # the paddle's left in both action sets: an action a sticky step visibly repeats
+    for seed in range(40):
+        original = make_env(settings, seed=seed)
+        actions = np.random.default_rng(seed).integers(original.num_actions, size=600)
+        original.reset()
+        steps = play(original, actions[:300])
+        # The episode that follows ends moving left; pause at the first step of the next one, or one step in.
+        while not steps[-1].done:
+            steps.append(original.step(left))
+        original.reset()
+        play(original, actions[300:300 + seed % 2])
+        copy = make_env(settings, seed=0)
+        assert copy.load_state_dict(through_the_store(original.state_dict(), tmp_path / str(seed))) is None
+        assert_same_steps(play(original, actions[300:]), play(copy, actions[300:]))
+
+
+@pytest.mark.parametrize("carried", [{"last_action": 99}, {"last_action": -1}, {"last_action": "1"}, {}, [1]])
+def test_a_minatar_carry_outside_the_game_starts_a_fresh_episode_and_says_why(carried) -> None:
+    pytest.importorskip("minatar")
+    original = make_env(EnvSection(id="MinAtar/Breakout-v1"), seed=3)
+    original.reset()
+    play(original, [1, 2, 1])
+    state = original.state_dict()
+    state["replay"]["carried"] = carried  # a stranger's checkpoint
+    copy = make_env(EnvSection(id="MinAtar/Breakout-v1"), seed=0)
+    mismatch = copy.load_state_dict(state)
+    assert mismatch is not None and "carried a last action of" in mismatch.sentence(0), mismatch
+    assert copy.reset().shape == original.observation_shape  # a fresh episode, and the env still works
+
+
 def test_stable_digest_sees_every_bit_and_no_insertion_order() -> None:
     assert stable_digest({"a": 1, "b": np.zeros(2)}) == stable_digest({"b": np.zeros(2), "a": 1})
     distinct = [np.zeros(2, np.float32), np.zeros(2, np.float64), np.zeros((2, 1), np.float32), 0.0, -0.0, 0,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -29,21 +29,35 @@ class ReplayMismatch:
                 f"started")
 
 
+class ResetCarry(Protocol):
+    """What a game keeps across its own resets, which a seeded reset therefore does not rebuild (MinAtar's
+    last action, which a sticky first step repeats): taken at each reset, put back before a replay."""
+
+    def capture(self) -> dict: ...
+
+    def restore(self, state: dict) -> str | None:
+        """Put a captured carry back; what is wrong with it (the end of a sentence), or None."""
+        ...
+
+
 class ActionReplay:
     """The state of an env as the seed of its last reset, the actions since, and a digest of where they led.
 
     Every reset is seeded, from a generator of the env's own, so that replaying them reaches the same
     state in a deterministic env; the digest of the last observation and info tells when it does not.
+    A game that keeps state across its resets names it in a ResetCarry, saved with the seed.
     """
 
     kind = "replay"
 
-    def __init__(self, stack: gym.Env, env_id: str, seed: int):
+    def __init__(self, stack: gym.Env, env_id: str, seed: int, carry: ResetCarry | None = None):
         self._stack = stack
         self._env_id = env_id
         self._seeds = np.random.Generator(np.random.PCG64(seed))
         self._reset_seed: int | None = None
         self._actions: list[int] = []
+        self._carry = carry
+        self._carried: dict | None = None  # the carry as the last reset left it
         # The last observation, info and whether it ended the episode, digested only when a checkpoint asks.
         self._last: tuple[Any, Any, bool] = (None, None, False)
 
@@ -53,6 +67,7 @@ class ActionReplay:
 
     def record_reset(self, seed: int | None, observation: Any, info: Any) -> None:
         self._reset_seed, self._actions, self._last = seed, [], (observation, info, False)
+        self._carried = self._carry.capture() if self._carry is not None else None
 
     def record_step(self, action: int, observation: Any, info: Any, ended: bool) -> None:
         self._actions.append(action)
@@ -60,7 +75,8 @@ class ActionReplay:
 
     def capture(self) -> dict:
         return {"seeds": generator_state(self._seeds), "reset_seed": self._reset_seed,
-                "actions": np.array(self._actions, dtype=np.int64), "digest": self._digest()}
+                "actions": np.array(self._actions, dtype=np.int64), "digest": self._digest(),
+                "carried": self._carried}
 
     def restore(self, state: dict) -> ReplayMismatch | None:
         """Reset with the saved seed and replay the saved actions; None when it reached the saved state."""
@@ -71,6 +87,12 @@ class ActionReplay:
             self._reset_seed, self._actions, self._last = None, [], (None, None, False)
             return None
         observation, info = self._stack.reset(seed=int(reset_seed))
+        # A checkpoint from before carries were saved has none: its replay is what it always was.
+        carried = state.get("carried")
+        if carried is not None and self._carry is not None:
+            problem = self._carry.restore(carried)
+            if problem is not None:
+                return ReplayMismatch(self._env_id, len(actions), problem)
         self.record_reset(int(reset_seed), observation, info)
         for count, action in enumerate(actions):
             observation, _, terminated, truncated, info = self._stack.step(action)

@@ -16,6 +16,7 @@ from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, OrderE
 from rlsup.algos.envs.action_replay import ActionReplay, ReplayMismatch
 from rlsup.algos.envs.sources import EnvError
 from rlsup.algos.envs.fire_reset import FireReset
+from rlsup.algos.envs.minatar_seeding import reset_carry
 from rlsup.checkpoint.rng import generator_state, restore_generator
 from rlsup.spec import EnvSection, env_state_fields
 
@@ -69,7 +70,7 @@ def choose_capture(stack: gym.Env, env_id: str, seed: int) -> StateCapture:
     # Exact types only: a subclass may hold state the base class's capturer would miss.
     if len(set(names)) == len(names) and all(type(layer) in CAPTURERS for layer in layers):
         return LayerCapture(layers)
-    return ActionReplay(stack, env_id, seed)
+    return ActionReplay(stack, env_id, seed, reset_carry(stack))
 
 
 def capture_state(capture: StateCapture, stack: gym.Env, settings: EnvSection) -> dict:

@@ -1,9 +1,10 @@
-"""MinAtar's seeded resets, reseeding its generator in place: the same stream at a fiftieth of the cost."""
+"""MinAtar's resets: seeded by reseeding its generator in place, and the last action they leave alone."""
 from __future__ import annotations
 
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 
 def is_minatar(stack: gym.Env) -> bool:
@@ -27,3 +28,27 @@ class ReseedInPlace(gym.Wrapper):
             game.random.seed(seed)
             game.env.random = game.random
         return self.env.reset(seed=None, options=options)
+
+
+class LastActionCarry:
+    """MinAtar's Environment keeps its last action across resets, and a sticky first step (one in ten)
+    repeats it: the action an episode started with, which action replay saves beside the reset seed."""
+
+    def __init__(self, stack: gym.Env) -> None:
+        self._game = stack.unwrapped.game
+
+    def capture(self) -> dict:
+        return {"last_action": int(self._game.last_action)}
+
+    def restore(self, state: dict) -> str | None:
+        # A checkpoint may come from a stranger: an action outside the game's would fail its next sticky step.
+        action = state.get("last_action") if isinstance(state, dict) else None
+        if isinstance(action, (int, np.integer)) and 0 <= int(action) < self._game.num_actions():
+            self._game.last_action = int(action)
+            return None
+        return f"carried a last action of {action!r}, not one of the game's {self._game.num_actions()}"
+
+
+def reset_carry(stack: gym.Env) -> LastActionCarry | None:
+    """What the stack's game keeps across its resets, where it keeps anything (MinAtar)."""
+    return LastActionCarry(stack) if is_minatar(stack) else None
