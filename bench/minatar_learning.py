@@ -52,9 +52,10 @@ def train(job: Path, game: str, seed: int, steps: int, directory: Path, evaluate
           linked: dict | None = None) -> SeedRun:
     """Every training episode and evaluation of one seed of one game, and its wall time."""
     # The game's id in the [sweep] (in `linked`) wins; else the job's action set (-v0 or -v1) for every game.
-    env_id = f"MinAtar/{game}-{version_of(specs.load(job).env.id)}"
+    base = specs.load(job)
+    env_id = f"MinAtar/{game}-{version_of(base.env.id)}"
     values = {"job.seed": seed, "job.total_steps": steps, "env.id": env_id, **(linked or {})}
-    spec = experiments.variant_spec(specs.load(job), experiments.PlannedJob(game, values))  # as submit makes it
+    spec = experiments.variant_spec(base, experiments.PlannedJob(game, values))  # as submit makes it
     if not evaluate:
         spec = spec.replace("eval", every_steps=0)
     copy = directory / f"{game.lower()}-seed-{seed}.toml"

@@ -23,13 +23,13 @@ def submit(harness, path: Path, experiment: str) -> None:
     assert code == 0, err
 
 
-def settled(harness, experiment: str) -> list:
-    """Every member done, or replaced by a fork and paused for good: 4 done and 2 replaced after 2 generations."""
+def settled(harness, experiment: str, generations: int = 2) -> list:
+    """Every member of 4 done, or replaced by a fork and paused for good: one replaced each generation."""
     def over():
         jobs = harness.store.experiment_jobs(experiment)
         done = [job for job in jobs if job.state is State.DONE]
         replaced = [job for job in jobs if job.state is State.PAUSED and job.reason.startswith("replaced at")]
-        return jobs if len(done) == 4 and len(replaced) == 2 and len(jobs) == 6 else None
+        return jobs if len(done) == 4 and len(replaced) == generations and len(jobs) == 4 + generations else None
     return harness.wait_for(over, timeout=300, what=f"experiment {experiment} over", report=lambda: harness.report())
 
 

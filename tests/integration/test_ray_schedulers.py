@@ -14,6 +14,7 @@ from rlsup.run.lineage import INHERITED_CHECKPOINT, read_parent
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ray_head import lab_daemon  # noqa: E402  (tests/, beside rlsup_testing)
+from test_pbt import SCHEDULER as PBT, settled, submit  # noqa: E402  (beside this file)
 
 TOTAL, RUNG = 1_200, 600
 SCHEDULER = f'\n[scheduler]\nkind = "asha"\nmetric = "eval_return"\nrungs = [{RUNG}]\nkeep = 0.5\n'
@@ -51,9 +52,7 @@ def test_asha_members_on_the_cluster_pause_at_the_rung_and_only_the_best_goes_on
     assert stopped.reason.startswith("stopped by ASHA at rung 1: eval_return ") and "(kept: top 1)" in stopped.reason
 
 
-PBT_TOTAL, INTERVAL = 1_000, 500
-PBT = ('\n[scheduler]\nkind = "pbt"\nmetric = "eval_return"\ninterval = 500\nquantile = 0.25\n'
-       'perturb = { "dqn.lr" = [0.8, 1.25] }\n')
+PBT_TOTAL, INTERVAL = 1_000, 500  # one generation of test_pbt.py's scheduler
 
 
 @pytest.mark.slow  # a Ray head and an experiment through a daemon
@@ -62,17 +61,8 @@ def test_pbt_forks_the_weakest_member_on_the_cluster_from_a_strong_ones_checkpoi
     run_root = lab_daemon(harness, ray_head.address, tmp_path / "cluster-runs")
     path = harness.job_file("pbt", total_steps=PBT_TOTAL, checkpoint_every=0, lr="1e-3")
     path.write_text(path.read_text().replace("[job]\n", '[job]\ncluster = "lab"\n', 1) + PBT)
-    code, _, err = harness.cli("submit", path, "--seeds", "1-4", "--experiment", "pbt-lab")
-    assert code == 0, err
-
-    def settled():
-        jobs = harness.store.experiment_jobs("pbt-lab")
-        done = [job for job in jobs if job.state is State.DONE]
-        replaced = [job for job in jobs if job.state is State.PAUSED and job.reason.startswith("replaced at")]
-        return jobs if len(jobs) == 5 and len(done) == 4 and len(replaced) == 1 else None
-
-    jobs = harness.wait_for(settled, timeout=300, what="one generation: 4 done, 1 replaced",
-                            report=lambda: harness.report())
+    submit(harness, path, "pbt-lab")
+    jobs = settled(harness, "pbt-lab", generations=1)
     # The fork is made on the cluster's run_root and runs there, like the members it joins.
     assert all(Path(job.run_dir).parent == run_root and job.cluster == "lab" for job in jobs), harness.report()
     (fork,) = [job for job in jobs if read_parent(Path(job.run_dir)) is not None]
