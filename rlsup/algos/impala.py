@@ -28,7 +28,8 @@ from rlsup.spec import JobSpec, VtraceSection
 RECEIVE_WAIT_S = 0.1
 # States per forward pass when elite replay asks for the current network's view of stored unrolls.
 FEATURE_CHUNK = 4096
-LOSS_NAMES = ("total_loss", "pg_loss", "baseline_loss", "entropy_loss", "entropy", "mean_value", "mean_rho")
+LOSS_NAMES = ("total_loss", "pg_loss", "baseline_loss", "entropy_loss", "entropy", "mean_value", "mean_rho",
+              "grad_norm", "clipped")
 
 
 class VtraceLearner:
@@ -63,13 +64,18 @@ class VtraceLearner:
                   "baseline_loss": settings.baseline_cost * vtrace.baseline_loss(returns.vs - values[:-1]),
                   "entropy_loss": settings.entropy_cost * vtrace.entropy_loss(logits)}
         total_loss = sum(losses.values())
-        gradient_step(self.optimizer, total_loss, self.network.parameters(), learning_rate=self.learning_rate(step),
-                      max_grad_norm=settings.max_grad_norm)
+        # The norm before clipping, and the share of updates clipped: a clip that binds on every update (sums
+        # over the batch of unclipped rewards) turns the step into a normalised one, which the metrics show.
+        norm = gradient_step(self.optimizer, total_loss, self.network.parameters(),
+                             learning_rate=self.learning_rate(step), max_grad_norm=settings.max_grad_norm,
+                             measure_norm=True)
         self.updates += 1
         with torch.no_grad():
             entropy = -vtrace.entropy_loss(logits) / (length * size)
+            clipped = (norm > settings.max_grad_norm) if settings.max_grad_norm > 0 else torch.zeros((), dtype=bool)
             return {"total_loss": total_loss.detach(), **{name: loss.detach() for name, loss in losses.items()},
-                    "entropy": entropy, "mean_value": values.mean(), "mean_rho": log_rhos.exp().mean()}
+                    "entropy": entropy, "mean_value": values.mean(), "mean_rho": log_rhos.exp().mean(),
+                    "grad_norm": norm, "clipped": clipped.float()}
 
     @torch.no_grad()
     def greedy_actions(self, observations: np.ndarray) -> np.ndarray:

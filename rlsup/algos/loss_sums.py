@@ -57,6 +57,13 @@ class LossSums:
         return means
 
     def load(self, totals: Mapping[str, float], count: int) -> None:
-        """Sums and count as a checkpoint recorded them (totals() and count)."""
+        """Sums and count as a checkpoint recorded them (totals() and count).
+
+        Sums from a learner that measured fewer scalars (a checkpoint older than one of them) are dropped, so
+        that the next line averages every scalar over the same updates: those since the resume.
+        """
+        if not all(name in totals for name in self.names):
+            self.reset()
+            return
         self.sums = torch.tensor([float(totals[name]) for name in self.names], dtype=torch.float64)
         self.count = int(count)

@@ -196,15 +196,24 @@ def fingerprint(module: nn.Module) -> str:
 
 
 def gradient_step(optimizer: torch.optim.Optimizer | EagerOptimizer, loss: torch.Tensor,
-                  parameters: Iterable[nn.Parameter], *, learning_rate: float, max_grad_norm: float) -> None:
-    """One optimizer step on loss at a scheduled learning rate, gradients clipped to max_grad_norm when above 0."""
+                  parameters: Iterable[nn.Parameter], *, learning_rate: float, max_grad_norm: float,
+                  measure_norm: bool = False) -> torch.Tensor | None:
+    """One optimizer step on loss at a scheduled learning rate, gradients clipped to max_grad_norm when above 0.
+
+    Returns the gradients' total norm before clipping, on the device, when it was computed anyway (clipping)
+    or asked for (measure_norm); else None, so that a learner that neither clips nor logs it pays nothing.
+    """
     for group in optimizer.param_groups:
         group["lr"] = learning_rate
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
+    norm = None
     if max_grad_norm > 0:
-        nn.utils.clip_grad_norm_(parameters, max_grad_norm)
+        norm = nn.utils.clip_grad_norm_(parameters, max_grad_norm)
+    elif measure_norm:
+        norm = nn.utils.get_total_norm([parameter.grad for parameter in parameters if parameter.grad is not None])
     optimizer.step()
+    return norm
 
 
 class GreedyActions(nn.Module):

@@ -59,3 +59,18 @@ def test_a_non_finite_loss_is_refused_when_read_for_a_metrics_line_or_a_checkpoi
     for read in (sums.totals, sums.means):
         with pytest.raises(Diverged, match=r"^training diverged: the q of the last 7 updates reached NaN"):
             read()
+
+
+def test_sums_from_a_learner_that_measured_fewer_scalars_start_the_line_afresh():
+    # A checkpoint written before a scalar was added (V-trace's grad_norm) lacks its sum: the first line
+    # after resuming then averages the updates since, every scalar over the same ones, rather than failing.
+    older = LossSums(("loss",))
+    for update in updates(9, seed=3):
+        older.add({"loss": update["loss"]})
+    resumed = LossSums(("loss", "q"))
+    resumed.load(older.totals(), older.count)
+    assert resumed.count == 0 and resumed.means() == {}
+    values = updates(4, seed=4)
+    for update in values:
+        resumed.add(update)
+    assert resumed.means() == python_means(values)
