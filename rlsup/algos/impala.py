@@ -72,10 +72,11 @@ class VtraceLearner:
         self.updates += 1
         with torch.no_grad():
             entropy = -vtrace.entropy_loss(logits) / (length * size)
-            clipped = (norm > settings.max_grad_norm) if settings.max_grad_norm > 0 else torch.zeros((), dtype=bool)
+            # On the norm's device, as every scalar here: LossSums stacks them without a copy.
+            clipped = (norm > settings.max_grad_norm).float() if settings.max_grad_norm > 0 else torch.zeros_like(norm)
             return {"total_loss": total_loss.detach(), **{name: loss.detach() for name, loss in losses.items()},
                     "entropy": entropy, "mean_value": values.mean(), "mean_rho": log_rhos.exp().mean(),
-                    "grad_norm": norm, "clipped": clipped.float()}
+                    "grad_norm": norm, "clipped": clipped}
 
     @torch.no_grad()
     def greedy_actions(self, observations: np.ndarray) -> np.ndarray:
