@@ -3,37 +3,13 @@ from __future__ import annotations
 
 import copy
 
-import numpy as np
 import pytest
 import torch
 
-from rlsup.algos.impala import VtraceLearner
-from rlsup.algos.nets import policy_value_network_of
-from rlsup.replay.unrolls import UnrollBatch
-from rlsup.spec import VtraceSection
-
-LENGTH, SIZE, ACTIONS, OBSERVATION = 5, 6, 3, (4,)
+from vtrace_testing import learner, unrolls
 
 
-def unrolls(seed: int) -> UnrollBatch:
-    generator = np.random.default_rng(seed)
-    return UnrollBatch(
-        observations=generator.normal(size=(LENGTH + 1, SIZE, *OBSERVATION)).astype(np.float32),
-        actions=generator.integers(0, ACTIONS, size=(LENGTH, SIZE)),
-        rewards=generator.normal(0, 5, size=(LENGTH, SIZE)).astype(np.float32),
-        dones=generator.random((LENGTH, SIZE)) < 0.1,
-        behaviour_logits=generator.normal(size=(LENGTH, SIZE, ACTIONS)).astype(np.float32),
-        features=np.zeros((LENGTH + 1, SIZE, 8), np.float32),
-        indices=np.arange(SIZE))
-
-
-def learner(max_grad_norm: float) -> VtraceLearner:
-    settings = VtraceSection(hidden_sizes=[16], feature_size=8, max_grad_norm=max_grad_norm)
-    torch.manual_seed(0)
-    return VtraceLearner(settings, policy_value_network_of(settings, OBSERVATION, ACTIONS), torch.device("cpu"))
-
-
-def unclipped_norm(max_grad_norm: float, batch: UnrollBatch) -> float:
+def unclipped_norm(batch) -> float:
     """The gradient norm of the same update, measured by an unclipped learner from the same weights."""
     reference = learner(0.0)
     reference.update(batch, step=0)
@@ -44,7 +20,7 @@ def unclipped_norm(max_grad_norm: float, batch: UnrollBatch) -> float:
 @pytest.mark.parametrize("max_grad_norm", [0.0, 1e-3, 1e6])
 def test_the_update_reports_the_gradient_norm_before_clipping_and_whether_it_clipped(max_grad_norm):
     batch = unrolls(seed=1)
-    expected = unclipped_norm(max_grad_norm, batch)
+    expected = unclipped_norm(batch)
     statistics = learner(max_grad_norm).update(copy.deepcopy(batch), step=0)
     assert statistics["grad_norm"].item() == pytest.approx(expected, rel=1e-5)
     assert expected > 1e-3  # so that 1e-3 clips and 1e6 does not
