@@ -6,6 +6,7 @@ import difflib
 import functools
 import importlib
 import importlib.metadata
+import warnings
 from dataclasses import dataclass
 
 import ale_py
@@ -21,6 +22,12 @@ from rlsup.algos.envs.render_imports import defer_render_imports
 from rlsup.algos.envs.observations import NetworkError, ObservationLayout, layout_of
 from rlsup.formatting import Sentence, one_line
 from rlsup.spec import EnvSection
+
+# gymnasium calls every id that has a newer version "out of date". MinAtar's -v0 ids are not stale: they have
+# all 6 actions, as the MinAtar paper's agents had (v1 is each game's minimal set), and rlsup's MinAtar job
+# files choose them on purpose, so their users are not told to "upgrade". Other ids keep the warning.
+warnings.filterwarnings("ignore", message=r".*The environment MinAtar/\w+-v0 is out of date",
+                        category=DeprecationWarning)
 
 gym.register_envs(ale_py)
 # The ALE's banner would land on the stderr of `rlsup validate` and `rlsup submit`, which make the env once.
