@@ -14,6 +14,9 @@ bench/minatar_paper.py; a peer's runs (bench/peers/sb3_minatar.py --out FILE) ar
 
 --eval keeps the job's [eval] and prints its greedy means too; --keep DIR keeps the run directories (which
 `rlsup plot` draws); --json FILE writes every table's numbers; --set TABLE.FIELD=VALUE changes the job.
+Run again with the same --keep DIR, a bench goes on where it stopped: each kept run resumes from its newest
+checkpoint (after a Ctrl-C, which pauses the runs, or with a larger --steps), and the wall times printed are
+this call's.
 """
 from __future__ import annotations
 
@@ -34,11 +37,16 @@ from learning_seeds import changed_job, parse_seeds  # bench/ beside this script
 from minatar_paper import BREAKOUT_EARLY, GAMES, MARKS, game_of, paper_value, version_of
 
 from rlsup.run import files as runfiles
+from rlsup.run.exit import EXIT_PAUSED, read_exit
 from rlsup import spec as specs
 from rlsup.spec import experiments
 
 WINDOW = 100  # episodes in the paper's moving average
 DEFAULT_JOB = Path(__file__).parents[1] / "jobs" / "minatar-breakout-dqn.toml"
+
+
+class BenchStopped(Exception):
+    """A seed's run ended short of its budget: paused (a Ctrl-C reaches it too) or failed."""
 
 
 @dataclass
@@ -61,11 +69,16 @@ def train(job: Path, game: str, seed: int, steps: int, directory: Path, evaluate
     copy = directory / f"{game.lower()}-seed-{seed}.toml"
     copy.write_text(spec.to_toml())
     run_dir = directory / f"{game.lower()}-{seed}"
+    # A run kept from an earlier call (paused, stopped, or given a smaller --steps) goes on from its newest
+    # checkpoint with this copy as its spec; one already at its budget ends at once.
+    where = ["--resume", str(run_dir)] if run_dir.exists() else ["--run-dir", str(run_dir)]
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "rlsup.cli", "run", str(copy), "--run-dir", str(run_dir)],
+    result = subprocess.run([sys.executable, "-m", "rlsup.cli", "run", str(copy), *where],
                             capture_output=True, text=True)
+    if result.returncode == EXIT_PAUSED:
+        raise BenchStopped(f"{game} seed {seed} paused at step {read_exit(run_dir).step:,} with a checkpoint")
     if result.returncode != 0:
-        raise RuntimeError(f"{game} seed {seed}: rlsup run exited {result.returncode}: {result.stderr.strip()}")
+        raise BenchStopped(f"{game} seed {seed}: rlsup run exited {result.returncode}: {result.stderr.strip()}")
     records = runfiles.read_metrics(run_dir)
     return SeedRun(episodes=[(record["step"], record["return"]) for record in records
                              if record["kind"] == "episode"],
@@ -156,6 +169,16 @@ def game_values(job: Path, game: str, settings: list[str]) -> dict:
 
 
 def main() -> None:
+    try:
+        compare()
+    except (BenchStopped, KeyboardInterrupt) as stopped:
+        # The seeds' runs pause on the same Ctrl-C; kept ones go on when the command runs again.
+        print(f"stopped: {stopped or 'interrupted'}; with --keep, the same command goes on from each run's "
+              "newest checkpoint", file=sys.stderr)
+        sys.exit(130 if isinstance(stopped, KeyboardInterrupt) else 1)
+
+
+def compare() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("job", nargs="?", type=Path, default=DEFAULT_JOB)
     parser.add_argument("--games", default=None, help="comma-separated, or all (default: the job's game)")
