@@ -1,8 +1,8 @@
 """DQN on Atari or MinAtar as a user experiences it: whole-process wall time of `rlsup run` vs stable-baselines3.
 
 Each side runs in a fresh Python process, timed from spawn to exit: imports, env start-up, a fixed
-number of agent steps and the final save are all in the figure. rlsup runs twice, with `[dqn] overlap`
-off and on. On Atari both see the same env pipeline (ALE v5, AtariPreprocessing, FIRE on reset,
+number of agent steps and the final save are all in the figure. rlsup runs four times, with `[dqn] overlap`
+and `[job] flush_denormals` each off and on. On Atari both see the same env pipeline (ALE v5, AtariPreprocessing, FIRE on reset,
 4-frame stack, clipped rewards) and the Nature CNN; on MinAtar the raw game and rlsup's SmallConvTorso. Adam
 at 1e-4, Huber loss, gradient norm 10, batch 32, one gradient step per 4 transitions (at num_envs
 N: N/4 gradient steps every batch of N, or one every 4/N batches), and the same torch thread count.
@@ -14,6 +14,7 @@ Each side's count of gradient steps is printed too, to show both did the same wo
     pip install -e '.[bench]'
     python bench/dqn_throughput.py [--game ALE/Pong-v5] [--steps 8000] [--envs 1 8] [--threads 1]
     python bench/dqn_throughput.py --game MinAtar/Breakout-v1 --envs 1 --transitions-per-update 1
+    python bench/dqn_throughput.py --variants plain flush     # only those rlsup sides (and SB3)
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ seed = 1
 total_steps = {steps}
 threads = {threads}
 device = "{device}"
+flush_denormals = {flush}
 
 [env]
 id = "{game}"
@@ -66,6 +68,11 @@ every_steps = {log_every}
 """
 
 
+# The rlsup sides: [dqn] overlap and [job] flush_denormals, each off and on. Flushing leaves the network's
+# trajectory as it is wherever no weight's step changes by it (bench/flush_denormals.py checks a game).
+VARIANTS = {"plain": {"overlap": False}, "overlap": {"overlap": True}, "flush": {"overlap": False, "flush": True},
+            "flush+overlap": {"overlap": True, "flush": True}}
+
 # What the Atari side's env pipeline is in rlsup's job (SB3's is env_throughput.atari_stack); MinAtar needs none.
 ATARI_ENV_SETTINGS = 'preset = "atari"\nclip_rewards = true\nepisodic_life = true'
 
@@ -89,20 +96,22 @@ class Timing(NamedTuple):
     updates: int
 
 
-def rlsup_timing(arguments: argparse.Namespace, num_envs: int, directory: Path, *, overlap: bool) -> Timing:
+def rlsup_timing(arguments: argparse.Namespace, num_envs: int, directory: Path, *, overlap: bool,
+                 flush: bool = False) -> Timing:
     cadence = training_cadence(num_envs, arguments.transitions_per_update)
-    job = directory / f"rlsup-{num_envs}-{overlap}.toml"
+    job = directory / f"rlsup-{num_envs}-{overlap}-{flush}.toml"
     # SB3 trains once its step count exceeds learning_starts, rlsup once it reaches it: one more step here
     # gives both the same number of gradient steps.
     job.write_text(RLSUP_JOB.format(steps=arguments.steps, threads=arguments.threads, device=arguments.device,
                                     game=arguments.game, num_envs=num_envs, overlap=str(overlap).lower(),
+                                    flush=str(flush).lower(),
                                     env_settings="" if is_minatar(arguments.game) else ATARI_ENV_SETTINGS,
                                     learning_starts=arguments.learning_starts + 1,
                                     train_every=cadence["rlsup_train_every"],
                                     gradient_steps=cadence["gradient_steps"],
                                     epsilon_end_step=arguments.steps // 10, buffer=arguments.buffer,
                                     log_every=math.gcd(arguments.steps, 1000)))
-    run_dir = directory / f"run-{num_envs}-{overlap}"
+    run_dir = directory / f"run-{num_envs}-{overlap}-{flush}"
     wall, cpu, _ = timed([sys.executable, "-m", "rlsup.cli", "run", str(job), "--run-dir", str(run_dir)])
     return Timing(wall, cpu, rlsup_updates(run_dir / "metrics.jsonl"))
 
@@ -191,6 +200,8 @@ def main() -> int:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--transitions-per-update", type=int, default=4,
                         help="1 is the MinAtar paper's cadence (jobs/minatar-breakout-dqn.toml)")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS),
+                        help="which rlsup sides to time (default: all)")
     parser.add_argument("--sb3-child", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--save-to", default="", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
@@ -205,20 +216,21 @@ def main() -> int:
           f"step of batch 32 per {arguments.transitions_per_update} transitions, "
           f"{'rlsup SmallConvTorso' if is_minatar(arguments.game) else 'Nature CNN'}, device {arguments.device}, "
           f"{arguments.threads} torch thread(s); whole-process wall time, start-up and final save included")
-    print(f"{'num_envs':>8}{'rlsup s':>9}{'overlap s':>11}{'SB3 s':>8}{'rlsup cpu':>11}{'overlap cpu':>13}"
-          f"{'SB3 cpu':>9}{'updates':>9}{'SB3 upd':>9}{'SB3/rlsup':>11}{'SB3/overlap':>13}")
+    print(f"{'num_envs':>8}  {'side':<15}{'wall s':>8}{'cpu s':>8}{'updates':>9}{'x plain':>9}{'SB3/side':>10}")
     for num_envs in arguments.envs:
         with tempfile.TemporaryDirectory(prefix="rlsup-dqn-bench-") as directory:
-            plain = rlsup_timing(arguments, num_envs, Path(directory), overlap=False)
-            overlapped = rlsup_timing(arguments, num_envs, Path(directory), overlap=True)
+            timings = {name: rlsup_timing(arguments, num_envs, Path(directory), **fields)
+                       for name, fields in VARIANTS.items() if name in arguments.variants}
             theirs = sb3_timing(arguments, num_envs, Path(directory))
-        assert plain.updates == overlapped.updates, (plain.updates, overlapped.updates)
-        print(f"{num_envs:>8}{plain.wall:>9.1f}{overlapped.wall:>11.1f}{theirs.wall:>8.1f}{plain.cpu:>11.1f}"
-              f"{overlapped.cpu:>13.1f}{theirs.cpu:>9.1f}{plain.updates:>9}{theirs.updates:>9}"
-              f"{theirs.wall / plain.wall:>11.2f}{theirs.wall / overlapped.wall:>13.2f}", flush=True)
-    print("SB3/rlsup is how many times faster rlsup finishes the same job (goal: >= 1.5 at each num_envs), without "
-          "and with [dqn] overlap; cpu columns are CPU seconds (user + system), which overlap raises by running "
-          "the learner beside the envs")
+        assert len({timing.updates for timing in timings.values()}) == 1, timings
+        plain = timings.get("plain")
+        for name, timing in [*timings.items(), ("stable-baselines3", theirs)]:
+            speed_up = f"{plain.wall / timing.wall:>9.2f}" if plain else f"{'':>9}"
+            print(f"{num_envs:>8}  {name:<15}{timing.wall:>8.1f}{timing.cpu:>8.1f}{timing.updates:>9}{speed_up}"
+                  f"{theirs.wall / timing.wall:>10.2f}", flush=True)
+    print("x plain: how many times faster than rlsup with both off (today's trajectory); SB3/side: how many times "
+          "faster than stable-baselines3 on the same job (goal: >= 1.5 at each num_envs). cpu s is user + system, "
+          "which overlap raises by running the learner beside the envs")
     return 0
 
 

@@ -134,15 +134,16 @@ def enjoy(run_dir: Path, *, which: str = "latest", episodes: int = 5, seed: int 
     """
     import torch
 
+    from rlsup.algos.device import configure_torch
     from rlsup.algos.evaluate import play_episodes
 
     spec = runfiles.read_run_spec(run_dir)
     if video or terminal:
         require_renderer(spec.env)
-    # The run's own thread count, as its worker trained: torch's default of one thread per core gains nothing
-    # on one observation at a time, and its threads spin against any other busy process (measured on 2 busy
-    # cores: a Pong episode took 25 s of convolutions with 2 threads, 0.8 s with 1).
-    torch.set_num_threads(spec.job.threads)
+    # The run's own thread count and float mode, as its worker trained: torch's default of one thread per core
+    # gains nothing on one observation at a time, and its threads spin against any other busy process
+    # (measured on 2 busy cores: a Pong episode took 25 s of convolutions with 2 threads, 0.8 s with 1).
+    configure_torch(spec)
     policy, entry = load_policy(run_dir, which, report)
     report(f"{entry.path.name}: step {entry.step}, fingerprint {entry.fingerprint[:12]}")
     sink = frame_sink(spec, video, terminal, fps)

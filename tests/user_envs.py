@@ -20,6 +20,11 @@ UNMADE_MESSAGE = "no licence file at /opt/simulateur/licence.txt"
 # The old Gym API, still common in researchers' own envs: reset without seed, and step with four values.
 OLD_RESET_ID = "UserEnvs/OldReset-v0"
 OLD_STEP_ID = "UserEnvs/OldStep-v0"
+# The walk, noting at each reset in $RLSUP_TEST_SUBNORMAL_LOG its pid, whether its process flushes subnormal
+# floats to zero, and whether it is rlsup's check of the env: which of a run's processes run in [job]
+# flush_denormals' mode.
+SUBNORMAL_ID = "UserEnvs/Subnormal-v0"
+SUBNORMAL_LOG_VARIABLE = "RLSUP_TEST_SUBNORMAL_LOG"
 
 SOURCE = '''"""Deterministic test envs, registered when this package is imported."""
 import gymnasium as gym
@@ -118,6 +123,18 @@ class Unmade(Walk):
         raise FileNotFoundError({unmade_message!r})
 
 
+class Subnormal(Walk):
+    def reset(self, *, seed=None, options=None):
+        import os
+        import traceback
+        flushed = np.float32(1e-20) * np.float32(1e-20) == 0  # 1e-40 is below float32's normal range
+        # rlsup's check of a job's env steps a copy of it before any run starts: not one of the run's envs.
+        checking = any(frame.name == "check_env" for frame in traceback.extract_stack())
+        with open(os.environ["{subnormal_log}"], "a") as log:
+            log.write(f"{{os.getpid()}} {{int(flushed)}} {{'check' if checking else 'run'}}\\n")
+        return super().reset(seed=seed, options=options)
+
+
 class OldReset(Walk):
     def reset(self):
         self.position = 0
@@ -133,6 +150,7 @@ class OldStep(Walk):
 gym.register("{old_reset}", entry_point=OldReset)
 gym.register("{old_step}", entry_point=OldStep)
 gym.register("{heavy}", entry_point=Heavy, max_episode_steps=20)
+gym.register("{subnormal}", entry_point=Subnormal, max_episode_steps=20)
 gym.register("{unmade}", entry_point=Unmade, max_episode_steps=20)
 gym.register("{walk}", entry_point=Walk, max_episode_steps=20)
 gym.register("{picture}", entry_point=Picture, max_episode_steps=20)
@@ -147,7 +165,7 @@ def write_package(directory: Path) -> Path:
     source = SOURCE.format(walk=WALK_ID, picture=PICTURE_ID, dict=DICT_ID, fault_message=FAULT_MESSAGE,
                            faulty_ids=FAULTY_IDS, heavy=HEAVY_ID,
                            unmade=UNMADE_ID, unmade_message=UNMADE_MESSAGE, old_reset=OLD_RESET_ID,
-                           old_step=OLD_STEP_ID)
+                           old_step=OLD_STEP_ID, subnormal=SUBNORMAL_ID, subnormal_log=SUBNORMAL_LOG_VARIABLE)
     (package / "__init__.py").write_text(source, encoding="utf-8")
     return Path(directory)
 

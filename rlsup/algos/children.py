@@ -1,4 +1,4 @@
-"""What a worker's helper processes (actors, a learner) share: a name, death with the worker, no pause signals."""
+"""What a worker's helpers (actors, a learner) share: a name, death with the worker, no pause signals, its float mode."""
 from __future__ import annotations
 
 import contextlib
@@ -11,6 +11,7 @@ import torch
 
 from rlsup.run.fault_stacks import record_where_the_worker_does
 from rlsup.run.signals import STOP_SIGNALS  # a helper ignores a pause's signals: the worker decides
+from rlsup.run.float_mode import inherit_flush_denormals
 
 PR_SET_NAME, PR_SET_PDEATHSIG = 15, 1
 
@@ -34,7 +35,9 @@ def stop_signals_blocked() -> Iterator[None]:
 
 def become_child(name: str) -> None:
     """A helper's first act: ignore the pause signals (a terminal's Ctrl-C reaches the whole foreground group,
-    and the worker would take a helper killed by it for a crash), die with the worker, dump stacks where it does."""
+    and the worker would take a helper killed by it for a crash), die with the worker, dump stacks where it does,
+    and compute in the worker's float mode ([job] flush_denormals)."""
+    inherit_flush_denormals()
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)  # also drops one that arrived while blocked
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)

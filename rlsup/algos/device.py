@@ -1,9 +1,10 @@
-"""The torch side of a worker's start: which device, how many threads, deterministic kernels."""
+"""The torch side of a worker's start: which device, how many threads, which float mode, deterministic kernels."""
 from __future__ import annotations
 
 import os
 
 from rlsup import spec as specs
+from rlsup.run.float_mode import set_flush_denormals
 
 
 class UsageError(Exception):
@@ -25,11 +26,15 @@ def select_device(requested: str):
 
 
 def configure_torch(spec: specs.JobSpec) -> None:
-    """A fixed thread count: CPU kernels are deterministic for a given count, so CPU resumes are bit-exact."""
+    """A fixed thread count and the job's float mode: CPU kernels are deterministic for a given count, so CPU
+    resumes are bit-exact."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts, so set it first
     import torch
 
     torch.set_num_threads(spec.job.threads)
+    if not set_flush_denormals(spec.job.flush_denormals):
+        raise UsageError("[job] flush_denormals = true needs a CPU that flushes subnormal floats to zero (x86-64's "
+                         "FTZ and DAZ), and this one cannot: set it to false")
 
 
 def make_cuda_deterministic(device) -> None:

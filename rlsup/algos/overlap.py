@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from rlsup.algos.learner_process import LearnerProcess
+from rlsup.run.float_mode import inherit_flush_denormals
 
 
 class ActingNetwork:
@@ -54,7 +55,9 @@ class LearnerThread:
         if self.round is not None:
             raise RuntimeError("a learner round is still running: collect it before starting another")
         if self.executor is None:
-            self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlsup-learner")
+            # A new thread starts with its creator's float mode; set from the run's, not left to where it was made.
+            self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlsup-learner",
+                                               initializer=inherit_flush_denormals)
         self.round = self.executor.submit(self._run, batches, step)
 
     def _run(self, batches: list, step: int) -> list[dict]:

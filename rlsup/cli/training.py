@@ -124,6 +124,7 @@ def apply_resume_edit(run_dir: Path, edited: specs.JobSpec) -> None:
 
 def command_enjoy(args: argparse.Namespace) -> int:
     note_stops()  # until its first episode begins (enjoy calls answer_stops)
+    from rlsup.algos.device import UsageError
     from rlsup.algos.envs.sources import EnvError
     from rlsup.enjoy import RenderUnavailable, enjoy
 
@@ -138,8 +139,8 @@ def command_enjoy(args: argparse.Namespace) -> int:
     except RenderUnavailable as error:
         print(f"rlsup: {error}", file=sys.stderr)
         return 1
-    except EnvError as error:  # not made here (its package not installed), or it failed while playing
-        raise CliError(str(error)) from None
+    except (EnvError, UsageError) as error:  # not made here (its package not installed, a CPU without its float
+        raise CliError(str(error)) from None     # mode), or it failed while playing
     finished()  # played, and the video (if any) closed: a Ctrl-C now would report a failure that did not happen
     mean = sum(returns) / len(returns)
     if args.json:

@@ -13,6 +13,7 @@ from rlsup.run.fault_stacks import record_where_the_worker_does
 # The worker's own signals (pause and reload): an env process leaves them to the worker.
 from rlsup.run.signals import LISTENED_SIGNALS as WORKER_SIGNALS
 from rlsup.spec import EnvSection
+from rlsup.run.float_mode import inherit_flush_denormals
 
 # What the parent may ask of a running slice; each command is answered by exactly one reply.
 COMMANDS: dict[str, Callable[[SerialVectorEnv, Any], Any]] = {
@@ -35,6 +36,7 @@ def serve(descriptor: int) -> None:
         signal.signal(signum, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, WORKER_SIGNALS)
     record_where_the_worker_does()
+    inherit_flush_denormals()  # the worker's float mode, which imports torch only where it flushes
     connection = Connection(descriptor)
     vector: SerialVectorEnv | None = None
     try:
