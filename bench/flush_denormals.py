@@ -66,6 +66,10 @@ def main() -> int:
     if spec.job.algo != "dqn":
         print(f"{arguments.job}: this bench trains DQN jobs, not {spec.job.algo}", file=sys.stderr)
         return 2
+    if spec.job.threads != 1:  # torch's intra-op threads keep the mode they were made with
+        print(f"{arguments.job}: this bench switches the float mode between its sides in one thread, so it "
+              "needs [job] threads = 1 (--set job.threads=1)", file=sys.stderr)
+        return 2
     kept, flushed = Side(spec, flush=False), Side(spec, flush=True)
     print(f"{spec.env.id}, seed {spec.job.seed}, {spec.job.threads} thread(s): fingerprints without and with "
           "[job] flush_denormals")

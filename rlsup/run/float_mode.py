@@ -4,7 +4,9 @@ from __future__ import annotations
 import os
 
 # The CPU keeps the mode per thread, and a spawned or exec'd process starts without it: the environment carries
-# it to each child of a run (learner, actor, env process), which applies it at its start.
+# it to each child of a run (learner, actor, env process), which applies it at its start. A new thread takes
+# the mode of the thread that makes it, once: torch's intra-op threads are made at its first parallel kernel,
+# so the mode is set before any (configure_torch is a worker's first touch of torch), and never switched back.
 VARIABLE = "RLSUP_FLUSH_DENORMALS"
 
 
