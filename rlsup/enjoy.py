@@ -132,8 +132,6 @@ def enjoy(run_dir: Path, *, which: str = "latest", episodes: int = 5, seed: int 
     video writes the frames to an mp4 file; terminal draws them in place (fps: None is the env's own).
     started is called once everything is loaded and the env made, as the first episode begins.
     """
-    import torch
-
     from rlsup.algos.device import configure_torch
     from rlsup.algos.evaluate import play_episodes
 

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import torch
 
 from rlsup.run.fault_stacks import record_where_the_worker_does
-from rlsup.run.signals import STOP_SIGNALS  # a helper ignores a pause's signals: the worker decides
 from rlsup.run.float_mode import inherit_flush_denormals
+from rlsup.run.signals import STOP_SIGNALS  # a helper ignores a pause's signals: the worker decides
 
 PR_SET_NAME, PR_SET_PDEATHSIG = 15, 1
 

@@ -6,7 +6,7 @@ import os
 # The CPU keeps the mode per thread, and a spawned or exec'd process starts without it: the environment carries
 # it to each child of a run (learner, actor, env process), which applies it at its start. A new thread takes
 # the mode of the thread that makes it, once: torch's intra-op threads are made at its first parallel kernel,
-# so the mode is set before any (configure_torch is a worker's first touch of torch), and never switched back.
+# so the mode is set before any (configure_torch is a worker's first touch of torch) and not switched after.
 VARIABLE = "RLSUP_FLUSH_DENORMALS"
 
 

@@ -64,8 +64,9 @@ class JobSection:
     threads: int = setting(1, "Torch CPU threads of the worker; results are bit-exact for a fixed count.",
                            RESUME, minimum=1, maximum=4096)
     flush_denormals: bool = setting(
-        False, "Subnormal floats (below 1.2e-38) read and written as zero by the CPU, as x86-64's FTZ and DAZ do: "
-               "faster where Adam's moments decay into them (MinAtar DQN; see README), but another run's floats.",
+        False, "Subnormal floats (below 1.2e-38) read and written as zero by the CPU (x86-64's FTZ and DAZ): faster "
+               "where Adam's moments decay into them (MinAtar DQN; see README), and another run, if one that has "
+               "kept the same networks as far as measured.",
         IDENTITY)
     priority: int = setting(0, "Higher runs first; ties go by submission order.", LIVE, minimum=-(2 ** 31),
                             maximum=2 ** 31 - 1)

@@ -10,10 +10,10 @@ from rlsup.algos.envs.sources import EnvError
 from rlsup.algos.envs.memory import make_envs
 from rlsup.algos.envs.vector import SerialVectorEnv
 from rlsup.run.fault_stacks import record_where_the_worker_does
+from rlsup.run.float_mode import inherit_flush_denormals
 # The worker's own signals (pause and reload): an env process leaves them to the worker.
 from rlsup.run.signals import LISTENED_SIGNALS as WORKER_SIGNALS
 from rlsup.spec import EnvSection
-from rlsup.run.float_mode import inherit_flush_denormals
 
 # What the parent may ask of a running slice; each command is answered by exactly one reply.
 COMMANDS: dict[str, Callable[[SerialVectorEnv, Any], Any]] = {
