@@ -24,9 +24,10 @@ class Change:
 
 
 def _show(value: Any) -> str:
+    """A value as the job file spells it (true, not Python's True), or how many tables an array of them holds."""
     if isinstance(value, tuple):
         return f"{len(value)} tables"
-    return json.dumps(value) if isinstance(value, (str, list)) else repr(value)
+    return json.dumps(value) if isinstance(value, (str, list, bool)) else repr(value)
 
 
 def diff(old: JobSpec, new: JobSpec) -> list[Change]:

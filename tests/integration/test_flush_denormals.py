@@ -9,6 +9,7 @@ from rlsup_testing import final_fingerprint, pause_then_resume, run_rlsup
 from test_env_faults import DQN_FIELDS, DQN_REPLAY, JOB, VTRACE_FIELDS, VTRACE_REPLAY
 from user_envs import PACKAGE, SUBNORMAL_ID, SUBNORMAL_LOG_VARIABLE, with_python_path, write_package
 
+from rlsup import spec as specs
 from rlsup.checkpoint.choose import latest_verified
 from rlsup.checkpoint.store import load_checkpoint
 
@@ -119,3 +120,13 @@ def test_a_flushing_run_paused_mid_way_resumes_bit_for_bit(straight_minatar_runs
     resumed, straight = adam_moments(run_dir), adam_moments(straight_minatar_runs[True])
     assert all(torch.equal(one, other) for one, other in zip(resumed, straight, strict=True))
     assert not all(torch.equal(one, other) for one, other in zip(resumed, adam_moments(straight_minatar_runs[False])))
+
+
+def test_flushing_is_part_of_what_a_run_is():
+    # Measured to keep the networks so far, but not guaranteed to: a run keeps the mode it was started in.
+    run = specs.JobSpec()
+    judgement = specs.judge(run, run.replace("job", flush_denormals=True))
+    assert [change.field for change in judgement.refused] == ["job.flush_denormals"]
+    assert judgement.spec.job.flush_denormals is False
+    assert "job.flush_denormals: false -> true: defines what the run learns, refused" in \
+        specs.refusal_message(list(judgement.refused))
