@@ -15,8 +15,9 @@ on 16 envs, as rlsup's V-trace example acts with 16; PPO takes the MinAtar setti
 paper's settings (its examples/dqn.py, as jobs/minatar-dqn.toml does) on one env: replay 100,000, batch 32, an
 update every frame after 5,000, the target copied every 1,000, Huber loss, no gradient clipping, epsilon 1 to
 0.1 (stable-baselines3 anneals it from step 0, over the paper's 5,000 + 100,000 frames), and the paper's
-centered RMSProp (lr 2.5e-4, alpha 0.95, eps 0.01). The --out file is rewritten every 100,000 frames, so a
-long run can be read before it ends.
+centered RMSProp (lr 2.5e-4, alpha 0.95, eps 0.01); --adam LR and --n-steps N give it a job file's Adam and
+n-step targets instead, and --version v0 the full action set (jobs/minatar-dqn.toml's Breakout). The --out file
+is rewritten every 100,000 frames, so a long run can be read before it ends.
 """
 from __future__ import annotations
 
@@ -66,20 +67,23 @@ def small_conv_extractor():
     return SmallConv
 
 
-def make_model(algo: str, game: str, seed: int, entropy_cost: float, frames: int):
+def make_model(algo: str, game_id: str, seed: int, entropy_cost: float, frames: int, dqn_changes: dict):
     import stable_baselines3
     from minatar import gym as minatar_gym
     from stable_baselines3.common.env_util import make_vec_env
 
     minatar_gym.register_envs()
-    envs = make_vec_env(f"MinAtar/{game}-v1", n_envs=1 if algo == "dqn" else ENVS, seed=seed,
+    envs = make_vec_env(game_id, n_envs=1 if algo == "dqn" else ENVS, seed=seed,
                         wrapper_class=ChannelsFirst)
     policy_kwargs = dict(features_extractor_class=small_conv_extractor(), net_arch=[])
     if algo == "dqn":
-        policy_kwargs.update(optimizer_class=torch.optim.RMSprop,
-                             optimizer_kwargs=dict(alpha=0.95, eps=0.01, centered=True))
+        settings = {"learning_rate": 2.5e-4, "n_steps": 1, **dqn_changes}
+        if "adam" not in dqn_changes:
+            policy_kwargs.update(optimizer_class=torch.optim.RMSprop,
+                                 optimizer_kwargs=dict(alpha=0.95, eps=0.01, centered=True))
+        settings.pop("adam", None)
         return stable_baselines3.DQN("CnnPolicy", envs, seed=seed, device="cpu", policy_kwargs=policy_kwargs,
-                                     learning_rate=2.5e-4, buffer_size=100_000, learning_starts=5_000,
+                                     **settings, buffer_size=100_000, learning_starts=5_000,
                                      batch_size=32, gamma=0.99, train_freq=1, gradient_steps=1,
                                      target_update_interval=1_000, exploration_initial_eps=1.0,
                                      exploration_final_eps=0.1, exploration_fraction=105_000 / frames,
@@ -114,10 +118,11 @@ def episode_recorder(episodes: list, progress):
     return Recorder()
 
 
-def train(algo: str, game: str, seed: int, frames: int, entropy_cost: float, progress) -> dict:
+def train(algo: str, game_id: str, seed: int, frames: int, entropy_cost: float, dqn_changes: dict,
+          progress) -> dict:
     """One seed's run; progress(run so far) every PROGRESS_FRAMES frames."""
     torch.set_num_threads(1)  # as rlsup's jobs run ([job] threads = 1)
-    model = make_model(algo, game, seed, entropy_cost, frames)
+    model = make_model(algo, game_id, seed, entropy_cost, frames, dqn_changes)
     run: dict = {"episodes": [], "wall_s": 0.0}
     started = time.monotonic()
 
@@ -137,13 +142,22 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=2_000_000)
     parser.add_argument("--seeds", default="1-3")
     parser.add_argument("--entropy-cost", type=float, default=0.01, help="ent_coef (both algorithms' default)")
+    parser.add_argument("--version", choices=["v0", "v1"], default="v1", help="v0: all 6 actions (the paper's)")
+    parser.add_argument("--adam", type=float, metavar="LR", help="DQN: Adam (its defaults) at this step size")
+    parser.add_argument("--n-steps", type=int, default=1, help="DQN: steps of reward summed into each target")
     parser.add_argument("--out", type=Path, required=True, help="JSON file for bench/minatar_learning.py --peer")
     arguments = parser.parse_args()
     import stable_baselines3
 
-    settings = "the MinAtar paper's DQN" if arguments.algo == "dqn" else f"ent_coef {arguments.entropy_cost:g}"
+    game_id = f"MinAtar/{arguments.game}-{arguments.version}"
+    dqn_changes = {"n_steps": arguments.n_steps}
+    if arguments.adam is not None:
+        dqn_changes.update(adam=True, learning_rate=arguments.adam)
+    settings = (f"ent_coef {arguments.entropy_cost:g}" if arguments.algo != "dqn" else "the MinAtar paper's DQN" +
+                (f" with Adam at {arguments.adam:g}" if arguments.adam is not None else "") +
+                (f", {arguments.n_steps}-step targets" if arguments.n_steps > 1 else ""))
     result = {"peer": f"stable-baselines3 {stable_baselines3.__version__} {arguments.algo.upper()} {settings}",
-              "game": f"MinAtar/{arguments.game}-v1", "frames": arguments.frames,
+              "game": game_id, "frames": arguments.frames,
               "envs": 1 if arguments.algo == "dqn" else ENVS, "seeds": {}}
     for seed in parse_seeds(arguments.seeds):
 
@@ -151,7 +165,7 @@ def main() -> None:
             result["seeds"][str(seed)] = run
             arguments.out.write_text(json.dumps(result))
 
-        run = train(arguments.algo, arguments.game, seed, arguments.frames, arguments.entropy_cost, progress)
+        run = train(arguments.algo, game_id, seed, arguments.frames, arguments.entropy_cost, dqn_changes, progress)
         print(f"{arguments.algo} {arguments.game} seed {seed}: {len(run['episodes'])} episodes, "
               f"{run['wall_s']:.0f} s", flush=True)
 
