@@ -67,7 +67,8 @@ def small_conv_extractor():
     return SmallConv
 
 
-def make_model(algo: str, game_id: str, seed: int, entropy_cost: float, frames: int, dqn_changes: dict):
+def make_model(algo: str, game_id: str, seed: int, entropy_cost: float, frames: int, adam_lr: float | None,
+               n_steps: int):
     import stable_baselines3
     from minatar import gym as minatar_gym
     from stable_baselines3.common.env_util import make_vec_env
@@ -77,13 +78,12 @@ def make_model(algo: str, game_id: str, seed: int, entropy_cost: float, frames: 
                         wrapper_class=ChannelsFirst)
     policy_kwargs = dict(features_extractor_class=small_conv_extractor(), net_arch=[])
     if algo == "dqn":
-        settings = {"learning_rate": 2.5e-4, "n_steps": 1, **dqn_changes}
-        if "adam" not in dqn_changes:
+        if adam_lr is None:  # the paper's optimizer; else stable-baselines3's own, Adam
             policy_kwargs.update(optimizer_class=torch.optim.RMSprop,
                                  optimizer_kwargs=dict(alpha=0.95, eps=0.01, centered=True))
-        settings.pop("adam", None)
         return stable_baselines3.DQN("CnnPolicy", envs, seed=seed, device="cpu", policy_kwargs=policy_kwargs,
-                                     **settings, buffer_size=100_000, learning_starts=5_000,
+                                     learning_rate=2.5e-4 if adam_lr is None else adam_lr, n_steps=n_steps,
+                                     buffer_size=100_000, learning_starts=5_000,
                                      batch_size=32, gamma=0.99, train_freq=1, gradient_steps=1,
                                      target_update_interval=1_000, exploration_initial_eps=1.0,
                                      exploration_final_eps=0.1, exploration_fraction=105_000 / frames,
@@ -118,11 +118,11 @@ def episode_recorder(episodes: list, progress):
     return Recorder()
 
 
-def train(algo: str, game_id: str, seed: int, frames: int, entropy_cost: float, dqn_changes: dict,
-          progress) -> dict:
+def train(arguments: argparse.Namespace, game_id: str, seed: int, progress) -> dict:
     """One seed's run; progress(run so far) every PROGRESS_FRAMES frames."""
     torch.set_num_threads(1)  # as rlsup's jobs run ([job] threads = 1)
-    model = make_model(algo, game_id, seed, entropy_cost, frames, dqn_changes)
+    model = make_model(arguments.algo, game_id, seed, arguments.entropy_cost, arguments.frames, arguments.adam,
+                       arguments.n_steps)
     run: dict = {"episodes": [], "wall_s": 0.0}
     started = time.monotonic()
 
@@ -130,9 +130,16 @@ def train(algo: str, game_id: str, seed: int, frames: int, entropy_cost: float, 
         run["wall_s"] = time.monotonic() - started
         progress(run)
 
-    model.learn(total_timesteps=frames, callback=episode_recorder(run["episodes"], report))
+    model.learn(total_timesteps=arguments.frames, callback=episode_recorder(run["episodes"], report))
     report()
     return run
+
+
+def dqn_settings(arguments: argparse.Namespace) -> str:
+    """The DQN's settings in words, for the --out file's peer name."""
+    changes = [f"Adam at {arguments.adam:g}"] if arguments.adam is not None else []
+    changes += [f"{arguments.n_steps}-step targets"] if arguments.n_steps > 1 else []
+    return "the MinAtar paper's DQN" + (f" with {', '.join(changes)}" if changes else "")
 
 
 def main() -> None:
@@ -150,12 +157,7 @@ def main() -> None:
     import stable_baselines3
 
     game_id = f"MinAtar/{arguments.game}-{arguments.version}"
-    dqn_changes = {"n_steps": arguments.n_steps}
-    if arguments.adam is not None:
-        dqn_changes.update(adam=True, learning_rate=arguments.adam)
-    settings = (f"ent_coef {arguments.entropy_cost:g}" if arguments.algo != "dqn" else "the MinAtar paper's DQN" +
-                (f" with Adam at {arguments.adam:g}" if arguments.adam is not None else "") +
-                (f", {arguments.n_steps}-step targets" if arguments.n_steps > 1 else ""))
+    settings = dqn_settings(arguments) if arguments.algo == "dqn" else f"ent_coef {arguments.entropy_cost:g}"
     result = {"peer": f"stable-baselines3 {stable_baselines3.__version__} {arguments.algo.upper()} {settings}",
               "game": game_id, "frames": arguments.frames,
               "envs": 1 if arguments.algo == "dqn" else ENVS, "seeds": {}}
@@ -165,7 +167,7 @@ def main() -> None:
             result["seeds"][str(seed)] = run
             arguments.out.write_text(json.dumps(result))
 
-        run = train(arguments.algo, game_id, seed, arguments.frames, arguments.entropy_cost, dqn_changes, progress)
+        run = train(arguments, game_id, seed, progress)
         print(f"{arguments.algo} {arguments.game} seed {seed}: {len(run['episodes'])} episodes, "
               f"{run['wall_s']:.0f} s", flush=True)
 
