@@ -1,4 +1,4 @@
-"""The peer's curve on MinAtar: stable-baselines3's A2C, PPO or DQN with rlsup's MinAtar network, episodes to JSON.
+"""The peer's curve on MinAtar: stable-baselines3's A2C, PPO or DQN on rlsup's MinAtar network, to JSON.
 
 bench/minatar_learning.py prints the paper's measure (the mean return of the last 100 training episodes) of
 these runs beside rlsup's, at the same frames (one frame = one env step, counted over all envs as rlsup does).
@@ -15,9 +15,10 @@ on 16 envs, as rlsup's V-trace example acts with 16; PPO takes the MinAtar setti
 paper's settings (its examples/dqn.py, as jobs/minatar-dqn.toml does) on one env: replay 100,000, batch 32, an
 update every frame after 5,000, the target copied every 1,000, Huber loss, no gradient clipping, epsilon 1 to
 0.1 (stable-baselines3 anneals it from step 0, over the paper's 5,000 + 100,000 frames), and the paper's
-centered RMSProp (lr 2.5e-4, alpha 0.95, eps 0.01); --adam LR and --n-steps N give it a job file's Adam and
-n-step targets instead, and --version v0 the full action set (jobs/minatar-dqn.toml's Breakout). The --out file
-is rewritten every 100,000 frames, so a long run can be read before it ends.
+centered RMSProp (lr 2.5e-4, alpha 0.95, eps 0.01); --adam LR and --n-steps N give it a job file's Adam
+and n-step targets instead (DQN only: the actor-critics refuse them), and --version v0 the full action set
+(jobs/minatar-dqn.toml's Breakout). The --out file is rewritten every 100,000 frames, so a long run can be
+read before it ends.
 """
 from __future__ import annotations
 
@@ -121,8 +122,8 @@ def episode_recorder(episodes: list, progress):
 def train(arguments: argparse.Namespace, game_id: str, seed: int, progress) -> dict:
     """One seed's run; progress(run so far) every PROGRESS_FRAMES frames."""
     torch.set_num_threads(1)  # as rlsup's jobs run ([job] threads = 1)
-    model = make_model(arguments.algo, game_id, seed, arguments.entropy_cost, arguments.frames, arguments.adam,
-                       arguments.n_steps)
+    model = make_model(arguments.algo, game_id, seed, arguments.entropy_cost, arguments.frames,
+                       arguments.adam, arguments.n_steps)
     run: dict = {"episodes": [], "wall_s": 0.0}
     started = time.monotonic()
 
@@ -142,24 +143,41 @@ def dqn_settings(arguments: argparse.Namespace) -> str:
     return "the MinAtar paper's DQN" + (f" with {', '.join(changes)}" if changes else "")
 
 
-def main() -> None:
+def parse_arguments() -> argparse.Namespace:
+    """The command line, refusing DQN-only settings for the actor-critics, which would ignore them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--game", default="Breakout", help="Asterix, Breakout, Freeway, Seaquest or SpaceInvaders")
+    parser.add_argument("--game", default="Breakout",
+                        help="Asterix, Breakout, Freeway, Seaquest or SpaceInvaders")
     parser.add_argument("--algo", choices=["a2c", "ppo", "dqn"], default="a2c")
     parser.add_argument("--frames", type=int, default=2_000_000)
     parser.add_argument("--seeds", default="1-3")
-    parser.add_argument("--entropy-cost", type=float, default=0.01, help="ent_coef (both algorithms' default)")
-    parser.add_argument("--version", choices=["v0", "v1"], default="v1", help="v0: all 6 actions (the paper's)")
+    parser.add_argument("--entropy-cost", type=float, default=0.01,
+                        help="ent_coef (both actor-critics' default)")
+    parser.add_argument("--version", choices=["v0", "v1"], default="v1",
+                        help="v0: all 6 actions (the paper's)")
     parser.add_argument("--adam", type=float, metavar="LR", help="DQN: Adam (its defaults) at this step size")
-    parser.add_argument("--n-steps", type=int, default=1, help="DQN: steps of reward summed into each target")
-    parser.add_argument("--out", type=Path, required=True, help="JSON file for bench/minatar_learning.py --peer")
+    parser.add_argument("--n-steps", type=int,
+                        help="DQN: steps of reward summed into each target (default 1)")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="JSON file for bench/minatar_learning.py --peer")
     arguments = parser.parse_args()
+    if arguments.algo != "dqn" and (arguments.adam is not None or arguments.n_steps is not None):
+        parser.error(f"--adam and --n-steps are DQN settings; --algo {arguments.algo} would ignore them")
+    if arguments.n_steps is None:
+        arguments.n_steps = 1
+    if arguments.n_steps < 1:
+        parser.error(f"--n-steps must be 1 or more, not {arguments.n_steps}")
+    return arguments
+
+
+def main() -> None:
+    arguments = parse_arguments()
     import stable_baselines3
 
     game_id = f"MinAtar/{arguments.game}-{arguments.version}"
     settings = dqn_settings(arguments) if arguments.algo == "dqn" else f"ent_coef {arguments.entropy_cost:g}"
-    result = {"peer": f"stable-baselines3 {stable_baselines3.__version__} {arguments.algo.upper()} {settings}",
-              "game": game_id, "frames": arguments.frames,
+    peer = f"stable-baselines3 {stable_baselines3.__version__} {arguments.algo.upper()} {settings}"
+    result = {"peer": peer, "game": game_id, "frames": arguments.frames,
               "envs": 1 if arguments.algo == "dqn" else ENVS, "seeds": {}}
     for seed in parse_seeds(arguments.seeds):
 
