@@ -12,7 +12,8 @@ import torch
 from rlsup import spec as specs
 from rlsup.algos.envs.sources import EnvError, EnvImportError, describe_env
 from rlsup.algos.envs.training import make_env, probe_env
-from rlsup.algos.nets import DSiLU, MlpTorso, NatureTorso, SmallConvTorso, build_q_network
+from rlsup.algos.nets import (DSiLU, MlpTorso, NatureTorso, SmallConvTorso, as_float, build_q_network,
+                              channels_last)
 from rlsup.algos.envs.observations import NetworkError, layout_of, network_for
 from rlsup.spec import EnvSection
 from user_envs import DICT_ID, PACKAGE, PICTURE_ID, WALK_ID, write_package
@@ -104,6 +105,25 @@ def test_torsos_scale_intensities_and_take_floats_as_they_are():
     ones = torch.ones((1, 4, 10, 10))
     assert torch.equal(torso(torch.full((1, 4, 10, 10), 255, dtype=torch.uint8)), torso(ones))
     assert NatureTorso(3, 64, 64)(torch.zeros((2, 3, 64, 64))).shape == (2, 512)
+    intensities = torch.arange(256, dtype=torch.uint8)
+    assert torch.equal(as_float(intensities), intensities / 255.0)  # every byte's quotient, to the bit
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_the_channel_by_channel_reorder_equals_torchs_and_leaves_the_network_bit_for_bit(dtype, channels):
+    generator = torch.Generator().manual_seed(channels)
+    images = torch.randint(0, 256, (5, channels, 84, 84), dtype=torch.uint8, generator=generator).to(dtype)
+    reordered = channels_last(images)
+    assert reordered.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(reordered, images)
+    assert reordered.stride() == images.contiguous(memory_format=torch.channels_last).stride()
+    torch.manual_seed(0)
+    torso = NatureTorso(channels)
+    # What the torso computed before the reorder was its own: torch's one call, then the same layers.
+    assert torch.equal(torso(images), torso.layers(as_float(images.contiguous(memory_format=torch.channels_last))))
+    transposed = images.permute(0, 1, 3, 2)  # neither layout contiguous: still copied by value
+    assert torch.equal(channels_last(transposed), transposed)
 
 
 def test_silu_torsos_put_silu_after_inner_layers_and_its_derivative_after_the_last():
