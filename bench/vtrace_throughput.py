@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import time
 
 import torch
 
 from rlsup import spec as specs
+from rlsup.algos import actor_processes
 from rlsup.algos.actors import Actor, actor_seed
 from rlsup.algos.impala import LOSS_NAMES, VtraceTrainer
 from rlsup.algos.shared_memory import UnrollGroups, UnrollLayout, WeightsBuffer
@@ -74,43 +76,80 @@ def raw_rate(spec: specs.JobSpec, seconds: float) -> float:
 # ---- the pipeline: actor processes, shared slots, queues, replay, weight publishing ----------------------
 
 
-def pipeline_rates(spec: specs.JobSpec, seconds: float, *, train: bool) -> tuple[float, float, float, float]:
-    """(agent steps/s the actors delivered into the replay, learner updates/s, the learner's seconds spent
-    waiting for actors per update, its seconds drawing each batch from the replay) over `seconds`.
+@dataclasses.dataclass(frozen=True)
+class PipelineRates:
+    """What the actor/learner pipeline did over a measurement, per second and per update."""
 
-    The last is the most that assembling the next batch during the current update could hide.
+    steps_per_second: float     # agent steps the actors delivered into the replay
+    updates_per_second: float
+    waited: float               # the learner's seconds waiting for actors, per update
+    assembly: float             # its seconds drawing each batch from the replay: the most a prefetch could hide
+    learner_cpu: float          # its CPU seconds in the update itself, per update
+
+
+def pipeline_rates(spec: specs.JobSpec, seconds: float, *, train: bool) -> PipelineRates:
+    """The pipeline's rates over `seconds`, after the actors' warm-up rounds.
 
     train=False swaps the gradient step for nothing (batches are still sampled and weights still
     published), which isolates what the actor/learner machinery itself costs the actors.
     """
     trainer = VtraceTrainer(spec, torch.device(spec.job.device))
-    if not train:
-        trainer.learner.update = lambda batch, step: dict.fromkeys(LOSS_NAMES, torch.zeros(()))
-    sampling = [0.0]
-    sample = trainer.replays.sample
-
-    def timed_sample(*arguments, **keywords):
-        began = time.perf_counter()
-        try:
-            return sample(*arguments, **keywords)
-        finally:
-            sampling[0] += time.perf_counter() - began
-
-    trainer.replays.sample = timed_sample
+    update = trainer.learner.update if train else (lambda batch, step: dict.fromkeys(LOSS_NAMES, torch.zeros(())))
+    seconds_in = {"sample": 0.0, "update": 0.0}
+    trainer.replays.sample = _timed(trainer.replays.sample, seconds_in, "sample", time.perf_counter)
+    # CPU time of the process (all its torch threads): what the update takes from the cores, not its waits.
+    trainer.learner.update = _timed(update, seconds_in, "update", time.process_time)
     try:
         warm_up_unrolls = spec.vtrace.actors * spec.vtrace.envs_per_actor * WARM_UP_ROUNDS
         while trainer.unrolls < warm_up_unrolls or trainer.step == 0:
             trainer.iterate()
         began, unrolls, steps, waited = time.perf_counter(), trainer.unrolls, trainer.step, trainer.waited_seconds
-        sampled = sampling[0]
+        before = dict(seconds_in)
         while time.perf_counter() - began < seconds:
             trainer.iterate()
         elapsed = time.perf_counter() - began
-        updates = (trainer.step - steps) / (spec.vtrace.unroll_length * spec.vtrace.batch_size)
-        idle, assembly = (trainer.waited_seconds - waited) / max(updates, 1), (sampling[0] - sampled) / max(updates, 1)
-        return (trainer.unrolls - unrolls) * spec.vtrace.unroll_length / elapsed, updates / elapsed, idle, assembly
+        updates = max((trainer.step - steps) / (spec.vtrace.unroll_length * spec.vtrace.batch_size), 1)
+        return PipelineRates((trainer.unrolls - unrolls) * spec.vtrace.unroll_length / elapsed, updates / elapsed,
+                             (trainer.waited_seconds - waited) / updates,
+                             (seconds_in["sample"] - before["sample"]) / updates,
+                             (seconds_in["update"] - before["update"]) / updates)
     finally:
         trainer.close()
+
+
+def pipeline_with_groups(spec: specs.JobSpec, seconds: float, count: int) -> PipelineRates:
+    """pipeline_rates with the learner, each actor given count unroll groups instead of rlsup's rule."""
+    rule = actor_processes.groups_per_actor
+    actor_processes.groups_per_actor = lambda settings: count
+    try:
+        return pipeline_rates(spec, seconds, train=True)
+    finally:
+        actor_processes.groups_per_actor = rule
+
+
+def _timed(function, totals: dict, key: str, clock):
+    """function, adding the seconds of each call by clock to totals[key]."""
+    def timed(*arguments, **keywords):
+        began = clock()
+        try:
+            return function(*arguments, **keywords)
+        finally:
+            totals[key] += clock() - began
+    return timed
+
+
+def cpu_bound(spec: specs.JobSpec, raw: float, learner_cpu: float, cores: int) -> float:
+    """The most agent steps/s actors can deliver when the learner's update takes learner_cpu CPU seconds of
+    the same cores: each update's steps need their share of actor-core time, and the update its own.
+
+    Actors alone make raw steps/s on min(actors, cores) cores; per update they must make S = unroll x batch
+    steps, so an update's wall time T satisfies cores x T >= learner_cpu + S / per-core rate, and the actors
+    can use no more than their own count of cores."""
+    settings = spec.vtrace
+    steps = settings.unroll_length * settings.batch_size
+    per_core = raw / min(settings.actors, cores)
+    seconds = max((learner_cpu + steps / per_core) / cores, steps / (per_core * settings.actors), learner_cpu)
+    return steps / seconds
 
 
 def main() -> int:
@@ -123,21 +162,37 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="timed seconds per measurement")
     parser.add_argument("--threads", type=int, default=1, help="learner torch threads")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--also-groups", type=int, action="append", default=[], metavar="N",
+                        help="also run the whole pipeline with N unroll groups per actor instead of rlsup's rule "
+                             "(2 was the rule before the learner could take a whole batch's rounds)")
     arguments = parser.parse_args()
     torch.set_num_threads(arguments.threads)
     spec = bench_spec(arguments)
     raw = raw_rate(spec, arguments.seconds)
-    machinery, idle_updates, _, _ = pipeline_rates(spec, arguments.seconds, train=False)
-    full, updates, idle, assembly = pipeline_rates(spec, arguments.seconds, train=True)
+    machinery = pipeline_rates(spec, arguments.seconds, train=False)
+    full = pipeline_rates(spec, arguments.seconds, train=True)
+    others = {count: pipeline_with_groups(spec, arguments.seconds, count) for count in arguments.also_groups}
+    cores = len(os.sched_getaffinity(0))
     print(f"{arguments.game}, {arguments.actors} actors x {arguments.envs_per_actor} envs, unroll "
           f"{arguments.unroll}, batch {arguments.batch}, learner on {arguments.device} with "
-          f"{arguments.threads} thread(s), {arguments.seconds:g} s per measurement")
+          f"{arguments.threads} thread(s), {cores} cores, {arguments.seconds:g} s per measurement")
     print(f"{'':38}{'agent steps/s':>14}{'ratio':>8}{'updates/s':>11}")
     print(f"{'raw actor loops (no learner)':38}{raw:>14.0f}{1.0:>8.2f}{'':>11}")
-    print(f"{'pipeline, no gradient step':38}{machinery:>14.0f}{machinery / raw:>8.2f}{idle_updates:>11.2f}")
-    print(f"{'V-trace (pipeline + learner)':38}{full:>14.0f}{full / raw:>8.2f}{updates:>11.2f}")
-    print(f"the learner waited for the actors {1000 * idle:.1f} ms per update, of {1000 / updates:.1f} ms "
-          f"({100 * idle * updates:.0f}% idle); drawing each batch from the replay took {1000 * assembly:.1f} ms")
+    groups = actor_processes.groups_per_actor(spec.vtrace)
+    rows = [("pipeline, no gradient step", machinery), (f"V-trace (pipeline + learner), {groups} groups", full)]
+    rows += [(f"V-trace, {count} groups per actor", rates) for count, rates in others.items()]
+    for label, rates in rows:
+        print(f"{label:38}{rates.steps_per_second:>14.0f}{rates.steps_per_second / raw:>8.2f}"
+              f"{rates.updates_per_second:>11.2f}")
+    for label, rates in rows[1:]:
+        print(f"{label}: the learner waited for the actors {1000 * rates.waited:.1f} ms per update, of "
+              f"{1000 / rates.updates_per_second:.1f} ms ({100 * rates.waited * rates.updates_per_second:.0f}% "
+              f"idle); drawing each batch from the replay took {1000 * rates.assembly:.1f} ms")
+    if arguments.device == "cpu":
+        bound = cpu_bound(spec, raw, full.learner_cpu, cores)
+        print(f"the update took {1000 * full.learner_cpu:.0f} ms of CPU, which leaves the actors at most {bound:.0f} "
+              f"agent steps/s on {cores} cores ({bound / raw:.2f}x raw): the pipeline made "
+              f"{full.steps_per_second / bound:.0%} of that bound")
     print("budget: pipeline / raw >= 0.80 (an agent step is 4 emulator frames); with a CPU learner the "
           "last row also measures the learner taking cores from the actors")
     return 0

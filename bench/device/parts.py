@@ -114,12 +114,14 @@ def vtrace(profile: dict, work: Path, budget_s: float) -> dict:
     arguments = argparse.Namespace(**settings, device=profile["device"])
     spec = vtrace_throughput.bench_spec(arguments)
     raw = vtrace_throughput.raw_rate(spec, settings["seconds"])
-    machinery, idle_updates, _, _ = vtrace_throughput.pipeline_rates(spec, settings["seconds"], train=False)
-    full, updates, waited, assembly = vtrace_throughput.pipeline_rates(spec, settings["seconds"], train=True)
-    return {**settings, "device": profile["device"], "raw_steps_per_s": raw, "learner_waited_s_per_update": waited,
-            "batch_assembly_s_per_update": assembly,
-            "pipeline_no_update_steps_per_s": machinery, "pipeline_steps_per_s": full,
-            "pipeline_over_raw": full / raw, "updates_per_s": updates, "updates_per_s_no_update": idle_updates}
+    machinery = vtrace_throughput.pipeline_rates(spec, settings["seconds"], train=False)
+    full = vtrace_throughput.pipeline_rates(spec, settings["seconds"], train=True)
+    return {**settings, "device": profile["device"], "raw_steps_per_s": raw,
+            "learner_waited_s_per_update": full.waited, "batch_assembly_s_per_update": full.assembly,
+            "learner_cpu_s_per_update": full.learner_cpu,
+            "pipeline_no_update_steps_per_s": machinery.steps_per_second,
+            "pipeline_steps_per_s": full.steps_per_second, "pipeline_over_raw": full.steps_per_second / raw,
+            "updates_per_s": full.updates_per_second, "updates_per_s_no_update": machinery.updates_per_second}
 
 
 def env(profile: dict, work: Path, budget_s: float) -> dict:

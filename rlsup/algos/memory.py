@@ -5,7 +5,7 @@ import numpy as np
 import psutil
 
 from rlsup import formatting
-from rlsup.algos.actor_processes import GROUPS_PER_ACTOR
+from rlsup.algos.actor_processes import groups_per_actor
 from rlsup.algos.envs.training import probe_env
 from rlsup.spec import JobSpec
 
@@ -25,8 +25,8 @@ def replay_bytes(spec: JobSpec) -> int:
         # T + 1 observations and features, then per step an action (int64), a reward, a done flag and the
         # behaviour logits: what a replay item and an unroll slot each hold.
         item = (steps + 1) * (observation_bytes + 4 * settings.feature_size) + steps * (8 + 4 + 1 + 4 * num_actions)
-        # The slots actors write their rounds into: one group per serial learner, GROUPS_PER_ACTOR per actor process.
-        groups = 1 if settings.serial else settings.actors * GROUPS_PER_ACTOR
+        # The slots actors write their rounds into: one group per serial learner, groups_per_actor per process.
+        groups = 1 if settings.serial else settings.actors * groups_per_actor(settings)
         slots = groups * settings.envs_per_actor
     else:
         # One frame a row (stacks are rebuilt from neighbouring rows), an action, a reward and three flags.

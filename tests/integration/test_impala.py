@@ -15,6 +15,7 @@ import psutil
 import torch
 
 from rlsup.run import files as runfiles
+from rlsup.algos.actor_processes import groups_per_actor
 from rlsup.algos.impala import VtraceTrainer
 from rlsup.algos.nets import build_policy_value_network, fingerprint
 from rlsup.algos.shared_memory import WeightsBuffer
@@ -216,3 +217,27 @@ def test_closed_actors_leave_no_queue_thread_to_race_the_exit(tmp_path: Path) ->
     trainer.close()
     feeders = [thread for thread in threading.enumerate() if thread.name == "QueueFeederThread"]
     assert feeders == []
+
+
+def test_actors_fill_a_whole_batch_while_the_learner_takes_nothing(tmp_path: Path) -> None:
+    """The learner takes the actors' rounds only between updates. With two groups each, Pong's actors filled
+    theirs early in an update and waited out the rest, and the learner then waited for the batch: the actors
+    must be able to hold a whole batch beyond the rounds they are writing."""
+    from rlsup.spec import loading
+    spec = loading.loads(vtrace_job(tmp_path, total_steps=10_000, serial=False).read_text())
+    settings = spec.vtrace
+    trainer = VtraceTrainer(spec, torch.device("cpu"))
+    try:
+        trainer.actors.start(generation=0)
+        expected = settings.actors * groups_per_actor(settings)
+        deliveries = []
+
+        def all_groups_full() -> bool:
+            deliveries.extend(trainer.actors.receive(0.2))
+            return len(deliveries) >= expected
+        wait_for(all_groups_full, timeout=120, what=f"{expected} rounds from actors never released")
+        deliveries.extend(trainer.actors.receive(2.0))  # a round past every group would come now
+        assert len(deliveries) == expected
+        assert len(deliveries) * settings.envs_per_actor >= settings.batch_size + settings.actors * settings.envs_per_actor
+    finally:
+        trainer.close()
