@@ -70,6 +70,10 @@ def print_report(statistics: pstats.Stats, steps: int, top: int) -> None:
         seconds, calls = part_seconds(statistics, suffix, name)
         if calls:
             print(f"{label:40}{1e6 * seconds / steps:>9.0f}{calls / steps:>12.2f}")
+        else:
+            # Some parts run only in some jobs (a vectoriser, a target copy in a short profile); a renamed
+            # function shows here too, rather than dropping out of the table unseen.
+            print(f"{label:40}{'-':>9}{'not called':>12}  ({suffix}:{name})")
     print(f"\nthe {top} functions with the most time of their own (µs per env step):")
     rows = sorted(statistics.stats.items(), key=lambda item: item[1][2], reverse=True)[:top]
     for (file, line, function), (_, calls, own, cumulative, _) in rows:
