@@ -108,11 +108,12 @@ def pipeline_rates(spec: specs.JobSpec, seconds: float, *, train: bool) -> Pipel
         while time.perf_counter() - began < seconds:
             trainer.iterate()
         elapsed = time.perf_counter() - began
-        updates = max((trainer.step - steps) / (spec.vtrace.unroll_length * spec.vtrace.batch_size), 1)
+        updates = (trainer.step - steps) / (spec.vtrace.unroll_length * spec.vtrace.batch_size)
+        per_update = max(updates, 1)  # a measurement without an update still divides
         return PipelineRates((trainer.unrolls - unrolls) * spec.vtrace.unroll_length / elapsed, updates / elapsed,
-                             (trainer.waited_seconds - waited) / updates,
-                             (seconds_in["sample"] - before["sample"]) / updates,
-                             (seconds_in["update"] - before["update"]) / updates)
+                             (trainer.waited_seconds - waited) / per_update,
+                             (seconds_in["sample"] - before["sample"]) / per_update,
+                             (seconds_in["update"] - before["update"]) / per_update)
     finally:
         trainer.close()
 
@@ -166,6 +167,8 @@ def main() -> int:
                         help="also run the whole pipeline with N unroll groups per actor instead of rlsup's rule "
                              "(2 was the rule before the learner could take a whole batch's rounds)")
     arguments = parser.parse_args()
+    if not arguments.game.startswith(("ALE/", "MinAtar/")):
+        parser.error(f"--game {arguments.game}: this bench runs Atari (ALE/...) and MinAtar (MinAtar/...) games")
     torch.set_num_threads(arguments.threads)
     spec = bench_spec(arguments)
     raw = raw_rate(spec, arguments.seconds)
@@ -185,6 +188,9 @@ def main() -> int:
         print(f"{label:38}{rates.steps_per_second:>14.0f}{rates.steps_per_second / raw:>8.2f}"
               f"{rates.updates_per_second:>11.2f}")
     for label, rates in rows[1:]:
+        if rates.updates_per_second == 0:
+            print(f"{label}: no update in {arguments.seconds:g} s")
+            continue
         print(f"{label}: the learner waited for the actors {1000 * rates.waited:.1f} ms per update, of "
               f"{1000 / rates.updates_per_second:.1f} ms ({100 * rates.waited * rates.updates_per_second:.0f}% "
               f"idle); drawing each batch from the replay took {1000 * rates.assembly:.1f} ms")
@@ -194,7 +200,7 @@ def main() -> int:
               f"agent steps/s on {cores} cores ({bound / raw:.2f}x raw): the pipeline made "
               f"{full.steps_per_second / bound:.0%} of that bound")
     print("budget: pipeline / raw >= 0.80 (an agent step is 4 emulator frames); with a CPU learner the "
-          "last row also measures the learner taking cores from the actors")
+          "V-trace rows also measure the learner taking cores from the actors")
     return 0
 
 

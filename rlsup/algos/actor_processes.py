@@ -40,12 +40,13 @@ def groups_per_actor(settings: VtraceSection) -> int:
     actors together can hold a whole batch while the learner updates.
 
     An actor whose groups are all full waits for the learner to take one, which it does only between updates:
-    with two groups each, Pong's 2 actors x 4 envs filled theirs in the first quarter of a 1 s CPU update and
-    waited out the rest, then the learner waited 29% of its time for the batch they had not made
-    (bench/vtrace_throughput.py). With 5 it waited 1%, and the actors delivered 1.36x the agent steps.
+    with two groups each, Pong's 2 actors x 4 envs filled theirs early in a 1 s CPU update and waited out the
+    rest, then the learner waited 29% of its time for the batch they had not made. With 5 it waited 0%, and
+    the pipeline delivered 1.25x the agent steps (bench/vtrace_throughput.py --also-groups 2). Rounds then wait
+    longer for the learner, so they are up to an update more off-policy, which V-trace corrects for.
     """
-    rounds_per_batch = -(-settings.batch_size // (settings.actors * settings.envs_per_actor))
-    return min(1 + max(rounds_per_batch, 1), MAX_GROUPS_PER_ACTOR)
+    rounds_per_batch = -(-settings.batch_size // (settings.actors * settings.envs_per_actor))  # ceil
+    return min(1 + rounds_per_batch, MAX_GROUPS_PER_ACTOR)
 
 
 class ActorFailure(NamedTuple):
