@@ -36,17 +36,18 @@ log = logging.getLogger("rlsup.impala")
 
 
 def groups_per_actor(settings: VtraceSection) -> int:
-    """Unroll groups (slots for one round) per actor process: one being written, and enough full ones that the
-    actors together can hold a whole batch while the learner updates.
+    """Unroll groups (slots for one round) per actor process: enough that the actors together hold a whole
+    batch, the rounds being written included, and never fewer than two.
 
     An actor whose groups are all full waits for the learner to take one, which it does only between updates:
-    with two groups each, Pong's 2 actors x 4 envs filled theirs early in a 1 s CPU update and waited out the
-    rest, then the learner waited 29% of its time for the batch they had not made. With 5 it waited 0%, and
-    the pipeline delivered 1.25x the agent steps (bench/vtrace_throughput.py --also-groups 2). Rounds then wait
-    longer for the learner, so they are up to an update more off-policy, which V-trace corrects for.
+    with two groups each, Pong's 2 actors x 4 envs (a batch of 32 is 4 rounds each) filled theirs early in a
+    1 s CPU update and waited out the rest, then the learner waited 28-29% of its time for the batch they had
+    not made. With 4 it waited 0-2%, and 5 gained nothing more (bench/vtrace_throughput.py --also-groups).
+    Rounds then wait longer for the learner, so they are up to an update more off-policy, which V-trace
+    corrects for; a layout whose round of all actors already fills a batch keeps two.
     """
     rounds_per_batch = -(-settings.batch_size // (settings.actors * settings.envs_per_actor))  # ceil
-    return min(1 + rounds_per_batch, MAX_GROUPS_PER_ACTOR)
+    return min(max(2, rounds_per_batch), MAX_GROUPS_PER_ACTOR)
 
 
 class ActorFailure(NamedTuple):

@@ -39,14 +39,15 @@ def test_private_slots_are_plain_zeroed_tensors() -> None:
     assert not arrays.observations.any()
 
 
-def test_each_actor_gets_groups_for_its_share_of_a_batch_and_one_to_write_within_a_cap() -> None:
+def test_each_actor_gets_groups_for_its_share_of_a_batch_within_a_floor_and_a_cap() -> None:
     from rlsup.algos.actor_processes import MAX_GROUPS_PER_ACTOR, groups_per_actor
     from rlsup.spec import VtraceSection
 
     def groups(actors: int, envs: int, batch: int) -> int:
         return groups_per_actor(VtraceSection(actors=actors, envs_per_actor=envs, batch_size=batch))
     assert groups(2, 8, 16) == 2     # jobs/minatar-vtrace.toml: one round of all actors is a batch
-    assert groups(2, 4, 16) == 3     # jobs/cartpole-vtrace.toml
-    assert groups(2, 4, 32) == 5     # bench/vtrace_throughput.py's Pong
+    assert groups(2, 4, 16) == 2     # jobs/cartpole-vtrace.toml: two rounds each
+    assert groups(2, 4, 32) == 4     # bench/vtrace_throughput.py's Pong
+    assert groups(2, 4, 33) == 5     # a batch that needs part of a fifth round
     assert groups(8, 4, 8) == 2      # more than a batch a round: never fewer than two
     assert groups(1, 1, 256) == MAX_GROUPS_PER_ACTOR
