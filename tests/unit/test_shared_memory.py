@@ -4,7 +4,9 @@ from __future__ import annotations
 import numpy as np
 import psutil
 
+from rlsup.algos.actor_processes import MAX_GROUPS_PER_ACTOR, groups_per_actor
 from rlsup.algos.shared_memory import UnrollGroups, UnrollLayout
+from rlsup.spec import VtraceSection
 
 # 4 groups of 40,000 envs of 20-step unrolls with 128 features: about 1.6 GiB of slots.
 LAYOUT = UnrollLayout(envs=40_000, unroll_length=20, observation_shape=(4,), observation_dtype=np.dtype(np.float32),
@@ -40,9 +42,6 @@ def test_private_slots_are_plain_zeroed_tensors() -> None:
 
 
 def test_each_actor_gets_groups_for_its_share_of_a_batch_within_a_floor_and_a_cap() -> None:
-    from rlsup.algos.actor_processes import MAX_GROUPS_PER_ACTOR, groups_per_actor
-    from rlsup.spec import VtraceSection
-
     def groups(actors: int, envs: int, batch: int) -> int:
         return groups_per_actor(VtraceSection(actors=actors, envs_per_actor=envs, batch_size=batch))
     assert groups(2, 8, 16) == 2     # jobs/minatar-vtrace.toml: one round of all actors is a batch
