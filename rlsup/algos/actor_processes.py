@@ -91,7 +91,7 @@ class ActorContext:
     free_groups: object    # multiprocessing queue of group numbers the actor may fill
     full_groups: object    # multiprocessing queue of Delivery (or an error text) back to the learner
     stop: object           # multiprocessing event: the learner asks the actors to finish
-    learner_pid: int
+    learner_alive: object  # read end of a pipe only the learner holds open for writing: end of file once it died
 
 
 class ActorProcesses:
@@ -128,11 +128,12 @@ class ActorProcesses:
         self.free_groups = self.context.Queue()
         self.full_groups = self.context.Queue()
         self.stop = self.context.Event()
+        self.alive_reader, self.alive_writer = self.context.Pipe(duplex=False)  # never written: only held
         for group in range(self.groups.groups):
             self.free_groups.put(group)
         for index in range(count):
             context = ActorContext(spec, index, actor_seed(spec.job.seed, index, generation), self.groups,
-                                   self.weights, self.free_groups, self.full_groups, self.stop, os.getpid())
+                                   self.weights, self.free_groups, self.full_groups, self.stop, self.alive_reader)
             # daemon: multiprocessing's exit handler terminates them if close() is never reached.
             process = self.context.Process(target=run_actor_process, args=(context,),
                                            name=PROCESS_NAME.format(index=index), daemon=True)
@@ -221,6 +222,8 @@ class ActorProcesses:
         for channel in (self.free_groups, self.full_groups):
             channel.close()
             channel.join_thread()
+        self.alive_reader.close()
+        self.alive_writer.close()
 
     def _drain(self) -> None:
         with contextlib.suppress(queue.Empty, OSError, ValueError):
@@ -260,7 +263,7 @@ def report_failure(context: ActorContext, failure: ActorFailure) -> None:
 
 def take_free_group(context: ActorContext) -> int | None:
     """The next group to fill, or None once the learner asks to stop or has died."""
-    while not context.stop.is_set() and learner_alive(context.learner_pid):
+    while not context.stop.is_set() and learner_alive(context.learner_alive):
         try:
             return context.free_groups.get(timeout=POLL_S)
         except queue.Empty:
@@ -268,6 +271,10 @@ def take_free_group(context: ActorContext) -> int | None:
     return None
 
 
-def learner_alive(learner_pid: int) -> bool:
-    # A dead parent's children are re-parented (to init or a subreaper), so the parent pid changes.
-    return os.getppid() == learner_pid
+def learner_alive(reader) -> bool:
+    """Whether the learner still holds the pipe's write end: the kernel closes it when the learner dies, even by
+    SIGKILL, and a pipe, unlike a pid, is never reused (actors' parent is the fork server, not the learner)."""
+    try:
+        return not reader.poll()  # nothing is ever written, so ready means end of file
+    except (OSError, EOFError):
+        return False

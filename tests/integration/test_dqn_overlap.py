@@ -78,7 +78,7 @@ def same_weights(first: torch.nn.Module, second: torch.nn.Module) -> bool:
 
 
 def learner_processes() -> list[psutil.Process]:
-    return [child for child in psutil.Process().children() if child.name() == LEARNER_PROCESS]
+    return [child for child in psutil.Process().children(recursive=True) if child.name() == LEARNER_PROCESS]
 
 
 def test_the_envs_act_one_round_behind_and_the_process_never_outlives_its_trainer() -> None:
@@ -181,7 +181,8 @@ def test_sigkill_then_resume_from_the_last_checkpoint_is_bit_exact(tmp_path: Pat
                                               checkpoint_every=500), "--run-dir", run_dir)
     wait_for(lambda: any(entry.step >= 500 for entry in list_checkpoints(run_dir)) or process.poll() is not None,
              what="a checkpoint at step 500")
-    (learner,) = [child for child in psutil.Process(process.pid).children() if child.name() == LEARNER_PROCESS]
+    (learner,) = [child for child in psutil.Process(process.pid).children(recursive=True)
+                  if child.name() == LEARNER_PROCESS]
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
     # The kernel kills the learner process with its worker: nothing trains on unseen.

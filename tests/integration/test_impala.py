@@ -182,7 +182,9 @@ def test_actors_ignore_ctrl_c_and_never_outlive_their_learner(tmp_path: Path) ->
     try:
         wait_for_training(run_dir, process, past_step=10 * STEPS_PER_UPDATE)
         actors = actor_pids(run_dir)
-        assert len(actors) == 2 and set(actors) <= {child.pid for child in psutil.Process(process.pid).children()}
+        # The actors are forked by multiprocessing's fork server, the worker's child: its grandchildren.
+        descendants = {child.pid for child in psutil.Process(process.pid).children(recursive=True)}
+        assert len(actors) == 2 and set(actors) <= descendants
         wait_for_actors_set_up(actors)
         # A terminal's Ctrl-C reaches the whole group: the actors must leave the pause to the learner.
         os.killpg(process.pid, signal.SIGINT)
