@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from rlsup.algos.actors import Actor, Delivery, actor_seed
-from rlsup.algos.children import become_child, spawn_context, stop_signals_blocked
+from rlsup.algos.children import become_child, helper_context, stop_signals_blocked
 from rlsup.algos.device import UsageError
 from rlsup.algos.envs.sources import EnvError
 from rlsup.algos.shared_memory import UnrollArrays, UnrollGroups, UnrollLayout, WeightsBuffer
@@ -121,7 +121,7 @@ class ActorProcesses:
 
     def _make_processes(self, generation: int) -> None:
         """The shared slots and weights, the queues, and one process per actor, not yet started."""
-        self.context = spawn_context()
+        self.context = helper_context()
         spec, count = self.spec, self.spec.vtrace.actors
         self.weights = WeightsBuffer(self.network, lock=self.context.Lock(), shared=True)
         self.groups = UnrollGroups(self.layout, count * groups_per_actor(spec.vtrace), shared=True)

@@ -21,7 +21,7 @@ PR_SET_NAME, PR_SET_PDEATHSIG = 15, 1
 HELPER_PRELOAD = ["torch", "rlsup.algos.actor_processes", "rlsup.algos.learner_process"]
 
 
-def spawn_context():
+def helper_context():
     """multiprocessing's fork server, never a fork of the worker, whose torch thread pools do not survive one:
     a fresh single-threaded process imports HELPER_PRELOAD once and forks each helper. It ends when the
     worker does, and its helpers with it (watch_parent)."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from rlsup.algos.children import become_child, spawn_context, stop_signals_blocked
+from rlsup.algos.children import become_child, helper_context, stop_signals_blocked
 from rlsup.formatting import one_line
 from rlsup.run.fault_stacks import child_ended
 from rlsup.run.log import FILE_ONLY
@@ -124,7 +124,7 @@ class LearnerProcess:
         for state in states:
             for tensor in state.values():
                 tensor.share_memory_()
-        context = spawn_context()
+        context = helper_context()
         self.connection, child_end = context.Pipe()
         settings = dataclasses.replace(learner.settings, overlap=False)  # the child needs no acting copy
         learner_context = LearnerContext(settings, learner.online, learner.target, states, torch.get_num_threads())

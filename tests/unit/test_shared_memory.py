@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import psutil
 
-from rlsup.algos.actor_processes import MAX_GROUPS_PER_ACTOR, groups_per_actor
+from rlsup.algos.actor_processes import MAX_GROUPS_PER_ACTOR, groups_per_actor, learner_alive
+from rlsup.algos.children import helper_context
 from rlsup.algos.shared_memory import UnrollGroups, UnrollLayout
 from rlsup.spec import VtraceSection
 
@@ -50,3 +51,13 @@ def test_each_actor_gets_groups_for_its_share_of_a_batch_within_a_floor_and_a_ca
     assert groups(2, 4, 33) == 5     # a batch that needs part of a fifth round
     assert groups(8, 4, 8) == 2      # more than a batch a round: never fewer than two
     assert groups(1, 1, 256) == MAX_GROUPS_PER_ACTOR
+
+
+def test_an_actor_sees_its_learner_die_by_the_pipe_the_learner_holds() -> None:
+    # Actors' parent is the fork server, not the learner: only the pipe's end of file says the learner is gone.
+    reader, writer = helper_context().Pipe(duplex=False)
+    assert learner_alive(reader) and learner_alive(reader)  # polling reads nothing, so it can repeat
+    writer.close()
+    assert not learner_alive(reader)
+    reader.close()
+    assert not learner_alive(reader)
