@@ -22,7 +22,7 @@ VTRACE = """
 [job]
 algo = "vtrace"
 seed = 5
-total_steps = 6_000
+total_steps = 4_000
 threads = 1
 
 [env]
@@ -45,7 +45,7 @@ capacity = 8
 MINATAR = """
 [job]
 seed = 2
-total_steps = 2_000
+total_steps = 800
 threads = 1
 
 [env]
@@ -62,7 +62,7 @@ epsilon_end_step = 500
 capacity = 1_000
 """
 
-JOBS = {"dqn-cartpole": cartpole_text(total_steps=4_000, lr="3e-3"), "vtrace-cartpole": VTRACE, "dqn-minatar": MINATAR}
+JOBS = {"dqn-cartpole": cartpole_text(total_steps=1_500, lr="3e-3"), "vtrace-cartpole": VTRACE, "dqn-minatar": MINATAR}
 
 
 def trained(tmp_path: Path, text: str) -> Path:
