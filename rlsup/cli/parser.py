@@ -13,7 +13,7 @@ from rlsup import spec as specs
 from rlsup.checkpoint.manifest import CheckpointProblem
 from rlsup.cli import checkpoints, completion, daemon_control, job_files, jobs, lineage, plot, status, training
 from rlsup.cli.arguments import CliError
-from rlsup.cli.program import answer_stop_signals, answer_stops, finished, note_stops
+from rlsup.cli.program import answer_stop_signals, answer_stops, finished, leave, note_stops
 from rlsup.run.lineage import ForkRefused
 from rlsup.jobs.store_file import StoreError
 from rlsup.run.exit import EXIT_ERROR, EXIT_SPEC
@@ -59,6 +59,11 @@ def leave_closed_stdout() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return leave(run_command(argv))
+
+
+def run_command(argv: list[str] | None) -> int:
+    """The command's exit code; every error it can meet is one sentence on stderr."""
     try:
         answer_stop_signals()
         args = build_parser().parse_args(argv)

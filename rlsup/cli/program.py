@@ -77,3 +77,13 @@ def finished() -> None:
     if AS_PROGRAM and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def leave(code: int) -> int:
+    """The program ends here, without torch's teardown where a command loaded it (run/exit.py's end_process);
+    a test or tool that called main() gets the code back."""
+    if AS_PROGRAM and threading.current_thread() is threading.main_thread():
+        from rlsup.run.exit import end_process  # here: this module is imported before the signals are held
+
+        return end_process(code)
+    return code

@@ -9,9 +9,10 @@ import sys  # noqa: E402  (after the hold, on purpose)
 from rlsup.run.fork_protocol import FORK_SERVER_FLAG  # noqa: E402
 
 if sys.argv[1:2] == [FORK_SERVER_FLAG]:
+    from rlsup.run.exit import end_process  # noqa: E402
     from rlsup.worker.fork_server import main  # noqa: E402
 
-    sys.exit(main(sys.argv[2:]))
+    sys.exit(end_process(main(sys.argv[2:])))  # torch's teardown would hold the daemon's stop up by a second
 
 from rlsup.worker.training import main  # noqa: E402
 
