@@ -6,6 +6,7 @@ import atexit
 import contextlib
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,8 +77,10 @@ def end_process(code: int) -> int:
     """Leave with code as any exit would, exit handlers and buffered output included, but once torch is loaded
     without the interpreter's teardown of its modules: 0.75-0.87 s of CPU after `import torch` on a 2-core
     EPYC (2026-12-01), which every `rlsup enjoy` or `export` and every fork server paid before it could end.
-    Without torch it returns code, for an ordinary exit."""
-    if "torch" not in sys.modules:
+    Without torch, or while a thread the interpreter would wait for still runs, it returns code, for an ordinary
+    exit."""
+    if "torch" not in sys.modules or any(thread.is_alive() and not thread.daemon for thread in threading.enumerate()
+                                         if thread is not threading.main_thread()):
         return code
     atexit._run_exitfuncs()  # logging's flush, multiprocessing's clean-up, weakref finalizers (temporary dirs)
     for stream in (sys.stdout, sys.stderr):
