@@ -79,4 +79,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from rlsup.run.exit import end_process
+
+    sys.exit(end_process(main()))  # without torch's teardown: 0.8 s of each part's time on the CPU dry run
