@@ -79,11 +79,16 @@ def end_process(code: int) -> int:
     EPYC (2026-12-01), which every `rlsup enjoy` or `export` and every fork server paid before it could end.
     Without torch, or while a thread the interpreter would wait for still runs, it returns code, for an ordinary
     exit."""
-    if "torch" not in sys.modules or any(thread.is_alive() and not thread.daemon for thread in threading.enumerate()
-                                         if thread is not threading.main_thread()):
+    if "torch" not in sys.modules or threads_waited_for():
         return code
     atexit._run_exitfuncs()  # logging's flush, multiprocessing's clean-up, weakref finalizers (temporary dirs)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a reader gone, or a stream closed: nothing more to say
             stream.flush()
     os._exit(code)
+
+
+def threads_waited_for() -> list[threading.Thread]:
+    """Threads other than main that the interpreter joins before it exits (os._exit would cut them off)."""
+    return [thread for thread in threading.enumerate()
+            if thread is not threading.main_thread() and thread.is_alive() and not thread.daemon]
