@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -170,13 +171,34 @@ def run_rlsup(*arguments: str, timeout: float = 240) -> subprocess.CompletedProc
                           env=os.environ.copy())
 
 
-def finished_cartpole(directory: Path, total_steps: int) -> Path:
-    """A small CartPole run trained to its budget in directory/run, a checkpoint every 500 steps."""
-    run_dir = directory / "run"
-    job = cartpole_job(directory, total_steps=total_steps, checkpoint_every=500)
-    result = run_rlsup("run", job, "--run-dir", run_dir)
-    assert result.returncode == 0, result.stderr
-    return run_dir
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], object]) -> Path:
+    """A directory that build() fills once per test session, shared by every xdist worker that asks for it.
+
+    The first to ask builds it, holding a lock the others wait on; a build that failed half-way is built again
+    by the next. Every test gets the same directory, so a test reads it or copies it (copy_run), never writes.
+    """
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "built-once"
+    shared.mkdir(exist_ok=True)
+    directory, built = shared / name, shared / f"{name}.built"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, by a crash too
+        if not built.exists():
+            shutil.rmtree(directory, ignore_errors=True)
+            directory.mkdir()
+            build(directory)
+            built.touch()
+    return directory
+
+
+def finished_cartpole(tmp_path_factory, total_steps: int) -> Path:
+    """A small CartPole run trained to its budget, a checkpoint every 500 steps: built once, shared (built_once)."""
+    def train(directory: Path) -> None:
+        job = cartpole_job(directory, total_steps=total_steps, checkpoint_every=500)
+        result = run_rlsup("run", job, "--run-dir", directory / "run")
+        assert result.returncode == 0, result.stderr
+
+    return built_once(tmp_path_factory, f"finished-cartpole-{total_steps}", train) / "run"
 
 
 def copy_run(source: Path, tmp_path: Path) -> Path:
@@ -252,16 +274,18 @@ def screen_shown(app, kind: type) -> bool:
     return isinstance(app.screen, kind) and app.screen.is_mounted
 
 
-def trained_runs(directory: Path, seeds: tuple[int, ...], total_steps: int = 1_500) -> list[Path]:
-    """Run directories of short real CartPole runs (`rlsup run`), one per seed, with evaluations."""
-    run_dirs = []
-    for seed in seeds:
-        job = cartpole_job(directory, name=f"seed-{seed}", seed=seed, total_steps=total_steps, eval_every=500)
-        run_dir = directory / f"run-{seed}"
-        result = run_rlsup("run", job, "--run-dir", run_dir)
-        assert result.returncode == 0, result.stderr
-        run_dirs.append(run_dir)
-    return run_dirs
+def trained_runs(tmp_path_factory, seeds: tuple[int, ...], total_steps: int = 1_500) -> list[Path]:
+    """Run directories of short real CartPole runs (`rlsup run`), one per seed, with evaluations: built once
+    and shared (built_once)."""
+    def train(directory: Path) -> None:
+        for seed in seeds:
+            job = cartpole_job(directory, name=f"seed-{seed}", seed=seed, total_steps=total_steps, eval_every=500)
+            result = run_rlsup("run", job, "--run-dir", directory / f"run-{seed}")
+            assert result.returncode == 0, result.stderr
+
+    name = f"trained-cartpole-{total_steps}-seeds-{'-'.join(map(str, seeds))}"
+    directory = built_once(tmp_path_factory, name, train)
+    return [directory / f"run-{seed}" for seed in seeds]
 
 
 def metric_steps(run_dir: Path, kind: str) -> list[int]:

@@ -16,7 +16,7 @@ from rlsup.jobs.store import Store
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> list[Path]:
-    return trained_runs(tmp_path_factory.mktemp("plotted-runs"), seeds=(1, 2))
+    return trained_runs(tmp_path_factory, seeds=(1, 2))
 
 
 @pytest.mark.parametrize("suffix, header", [(".png", b"\x89PNG\r\n\x1a\n"), (".svg", b"<?xml")])

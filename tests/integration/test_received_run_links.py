@@ -17,7 +17,7 @@ OUTSIDE_BYTES = b"a colleague's file, not the run's\n" * 32_768  # about 1 MiB, 
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return finished_cartpole(tmp_path_factory.mktemp("finished"), 1_000)
+    return finished_cartpole(tmp_path_factory, 2_000)
 
 
 def outside_file(tmp_path: Path) -> Path:

@@ -22,7 +22,7 @@ STEPS = 2_000
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small CartPole run to its budget: checkpoints at 1000, 1500 and 2000."""
-    run_dir = finished_cartpole(tmp_path_factory.mktemp("finished"), STEPS)
+    run_dir = finished_cartpole(tmp_path_factory, STEPS)
     assert [step for step, _ in checkpoint_reasons(run_dir)] == [1000, 1500, 2000]
     return run_dir
 

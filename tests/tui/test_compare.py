@@ -26,7 +26,7 @@ SIZE = (160, 48)
 
 @pytest.fixture(scope="module")
 def real_runs(tmp_path_factory) -> list[Path]:
-    return trained_runs(tmp_path_factory.mktemp("compared-runs"), seeds=(1, 2))
+    return trained_runs(tmp_path_factory, seeds=(1, 2))
 
 
 def submit_runs(home: Path, runs: list[Path], names: list[str]) -> list[tuple[int, Path]]:
