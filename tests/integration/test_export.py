@@ -130,8 +130,20 @@ def test_exported_policies_play_enjoys_actions(tmp_path: Path, job: str) -> None
             assert play(out, observations[index:index + 1]).tolist() == [actions[index]]
 
 
-def test_onnx_without_its_extra_is_one_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    run_dir = trained(tmp_path, cartpole_text(total_steps=300))
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 300-step CartPole run, for the tests below that need a run to export but not what it learned."""
+    directory = tmp_path_factory.mktemp("short")
+    job = directory / "job.toml"
+    job.write_text(cartpole_text(total_steps=300))
+    result = run_rlsup("run", job, "--run-dir", directory / "run")
+    assert result.returncode == 0, result.stderr
+    return directory / "run"
+
+
+def test_onnx_without_its_extra_is_one_sentence(short_run: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir = short_run
     blocker = tmp_path / "blocker"
     blocker.mkdir()
     (blocker / "onnxscript.py").write_text('raise ModuleNotFoundError("No module named \'onnxscript\'", '
@@ -143,9 +155,9 @@ def test_onnx_without_its_extra_is_one_sentence(tmp_path: Path, monkeypatch: pyt
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated")
-def test_the_description_has_the_models_mode(tmp_path: Path) -> None:
+def test_the_description_has_the_models_mode(short_run: Path, tmp_path: Path) -> None:
     """Both files are the user's artefacts, shared alike: FILE.json was 0600 beside a 0644 model."""
-    run_dir = trained(tmp_path, cartpole_text(total_steps=300))
+    run_dir = short_run
     out = tmp_path / "policy.torchscript"
     export(run_dir, "torchscript", out)
     umask = os.umask(0)
