@@ -10,6 +10,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 from rlsup import atomic, paths
 from rlsup.formatting import number, whole
@@ -82,8 +83,16 @@ def end_process(code: int) -> int:
     if "torch" not in sys.modules or threads_waited_for():
         return code
     atexit._run_exitfuncs()  # logging's flush, multiprocessing's clean-up, weakref finalizers (temporary dirs)
+    leave_now(code)
+
+
+def leave_now(code: int) -> NoReturn:
+    """Flush what stdout and stderr hold, then end the process with code at once: no exit handler, no teardown.
+
+    Output that cannot be written (a reader gone, a full disk, a closed stream) is dropped rather than raised,
+    since an exception here would replace code (a pause's 75, a full disk's 74) with a crash's 1."""
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a reader gone, or a stream closed: nothing more to say
+        with contextlib.suppress(OSError, ValueError):
             stream.flush()
     os._exit(code)
 

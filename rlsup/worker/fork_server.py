@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from rlsup.run import fork_protocol as protocol
+from rlsup.run.exit import leave_now
 from rlsup.run.signals import LISTENED_SIGNALS, release_signals
 
 # What every worker imports before it trains: about 2.5 s and a torch import's CPU, paid here once. The env's
@@ -56,7 +57,7 @@ class Server:
 
 def main(argv: list[str]) -> int:
     """`python -m rlsup.worker --fork-server HOME`, its channel to the daemon as stdin. Returns when the
-    daemon closes its end; in a forked worker, never returns (the worker leaves with os._exit)."""
+    daemon closes its end; in a forked worker, never returns (the worker leaves by leave_now)."""
     channel = socket.socket(fileno=os.dup(0))
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -229,9 +230,7 @@ def become_worker(server: Server, request: Request) -> NoReturn:
     except BaseException:
         traceback.print_exc()  # what a fresh interpreter prints for an uncaught exception, into worker.log
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        leave_now(code)
 
 
 def reseed_global_generators() -> None:

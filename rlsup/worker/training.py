@@ -8,6 +8,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import NoReturn
 
 from rlsup import formatting, locks, own_files, paths
 from rlsup.run import foreground, import_trust, metrics
@@ -23,7 +24,8 @@ from rlsup.checkpoint.manifest import BEST, CheckpointProblem, NoSpace
 from rlsup.checkpoint.trajectory import Trajectory
 from rlsup.run.holds import Hold, Standing, read_hold
 from rlsup.run.exit import (EXIT_ABORTED, EXIT_DONE, EXIT_ERROR, EXIT_HELD, EXIT_NO_SPACE, EXIT_PAUSED, EXIT_SPEC,
-                            EXIT_WALL_TIME, NOT_RETRIED_AGAIN, ExitRecord, clear_exit, read_exit, write_exit)
+                            EXIT_WALL_TIME, NOT_RETRIED_AGAIN, ExitRecord, clear_exit, leave_now, read_exit,
+                            write_exit)
 from rlsup.worker.progress import FILE_ONLY, LoopClock, ProgressLine, TrainingTime, tell_outcome
 from rlsup.run.spec_watch import RunSpecWatch
 from rlsup.run.status import Phase, WorkerStatus, write_worker_status
@@ -417,14 +419,12 @@ def run(run_dir: Path, *, foreground: bool = False, from_scratch: bool = False, 
     return TrainingRun(run_dir, foreground=foreground, from_scratch=from_scratch, trust_imports=trust_imports).run()
 
 
-def exit_now(code: int) -> None:
+def exit_now(code: int) -> NoReturn:
     """Leave at once: every file is written and fsynced by now, and torch's interpreter teardown
     takes over a second, which would be most of a pause's latency."""
     logging.shutdown()
     release_multiprocessing_resources()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    leave_now(code)
 
 
 def release_multiprocessing_resources() -> None:
