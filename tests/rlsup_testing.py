@@ -191,12 +191,17 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], object]) -> 
     return directory
 
 
+def trained_to_budget(job: Path, run_dir: Path) -> Path:
+    """run_dir, after `rlsup run` of job into it ended well."""
+    result = run_rlsup("run", job, "--run-dir", run_dir)
+    assert result.returncode == 0, result.stderr
+    return run_dir
+
+
 def finished_cartpole(tmp_path_factory, total_steps: int) -> Path:
     """A small CartPole run trained to its budget, a checkpoint every 500 steps: built once, shared (built_once)."""
     def train(directory: Path) -> None:
-        job = cartpole_job(directory, total_steps=total_steps, checkpoint_every=500)
-        result = run_rlsup("run", job, "--run-dir", directory / "run")
-        assert result.returncode == 0, result.stderr
+        trained_to_budget(cartpole_job(directory, total_steps=total_steps, checkpoint_every=500), directory / "run")
 
     return built_once(tmp_path_factory, f"finished-cartpole-{total_steps}", train) / "run"
 
@@ -280,8 +285,7 @@ def trained_runs(tmp_path_factory, seeds: tuple[int, ...], total_steps: int = 1_
     def train(directory: Path) -> None:
         for seed in seeds:
             job = cartpole_job(directory, name=f"seed-{seed}", seed=seed, total_steps=total_steps, eval_every=500)
-            result = run_rlsup("run", job, "--run-dir", directory / f"run-{seed}")
-            assert result.returncode == 0, result.stderr
+            trained_to_budget(job, directory / f"run-{seed}")
 
     name = f"trained-cartpole-{total_steps}-seeds-{'-'.join(map(str, seeds))}"
     directory = built_once(tmp_path_factory, name, train)

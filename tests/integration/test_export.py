@@ -11,7 +11,7 @@ import numpy as np
 import onnxruntime
 import pytest
 import torch
-from rlsup_testing import assert_one_line_error, cartpole_text, run_rlsup
+from rlsup_testing import assert_one_line_error, cartpole_text, run_rlsup, trained_to_budget
 
 from rlsup.run import files as runfiles
 from rlsup.algos.envs.training import probe_env
@@ -65,13 +65,12 @@ capacity = 1_000
 JOBS = {"dqn-cartpole": cartpole_text(total_steps=1_500, lr="3e-3"), "vtrace-cartpole": VTRACE, "dqn-minatar": MINATAR}
 
 
-def trained(tmp_path: Path, text: str) -> Path:
-    """A run trained in the foreground to its budget; its final checkpoint is `latest`."""
-    job = tmp_path / "job.toml"
+def trained(directory: Path, text: str) -> Path:
+    """A run of the job text trained in the foreground to its budget, in directory/run; its final checkpoint is
+    `latest`."""
+    job = directory / "job.toml"
     job.write_text(text)
-    result = run_rlsup("run", job)
-    assert result.returncode == 0, result.stderr
-    return Path(result.stdout.splitlines()[0])
+    return trained_to_budget(job, directory / "run")
 
 
 def recorded_play(run_dir: Path, episodes: int = 5) -> tuple[np.ndarray, np.ndarray]:
@@ -133,23 +132,17 @@ def test_exported_policies_play_enjoys_actions(tmp_path: Path, job: str) -> None
 @pytest.fixture(scope="module")
 def short_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 300-step CartPole run, for the tests below that need a run to export but not what it learned."""
-    directory = tmp_path_factory.mktemp("short")
-    job = directory / "job.toml"
-    job.write_text(cartpole_text(total_steps=300))
-    result = run_rlsup("run", job, "--run-dir", directory / "run")
-    assert result.returncode == 0, result.stderr
-    return directory / "run"
+    return trained(tmp_path_factory.mktemp("short"), cartpole_text(total_steps=300))
 
 
 def test_onnx_without_its_extra_is_one_sentence(short_run: Path, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    run_dir = short_run
     blocker = tmp_path / "blocker"
     blocker.mkdir()
     (blocker / "onnxscript.py").write_text('raise ModuleNotFoundError("No module named \'onnxscript\'", '
                                            'name="onnxscript")\n')
     monkeypatch.setenv("PYTHONPATH", f"{blocker}:{os.environ.get('PYTHONPATH', '')}")
-    assert_one_line_error(run_rlsup("export", run_dir, "--format", "onnx", "--out", tmp_path / "p.onnx"), 2,
+    assert_one_line_error(run_rlsup("export", short_run, "--format", "onnx", "--out", tmp_path / "p.onnx"), 2,
                           "exporting to ONNX needs onnxscript, which is not installed: pip install 'rlsup[onnx]'")
     assert not (tmp_path / "p.onnx").exists()
 
@@ -157,9 +150,8 @@ def test_onnx_without_its_extra_is_one_sentence(short_run: Path, tmp_path: Path,
 @pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated")
 def test_the_description_has_the_models_mode(short_run: Path, tmp_path: Path) -> None:
     """Both files are the user's artefacts, shared alike: FILE.json was 0600 beside a 0644 model."""
-    run_dir = short_run
     out = tmp_path / "policy.torchscript"
-    export(run_dir, "torchscript", out)
+    export(short_run, "torchscript", out)
     umask = os.umask(0)
     os.umask(umask)
     modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in (out, out.with_name(out.name + ".json"))}
