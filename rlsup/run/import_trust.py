@@ -28,18 +28,25 @@ def write_import_paths(run_dir: Path, entries: list[str]) -> None:
     unasked, and only while each is owned as it was: a directory that vanished and was made again by
     someone else (in /tmp, say) is not the one the user imported from."""
     if entries:
-        key = home_key(create=True)
-        owners = [owner_of(entry) for entry in entries]
-        record = {"sys_path": list(entries), "owners": owners, "seal": seal(key, entries, owners) if key else None}
-        atomic.write_json(Path(run_dir) / paths.IMPORT_PATHS, record)
+        write_sealed(run_dir, list(entries), [owner_of(entry) for entry in entries])
 
 
 def hand_on(parent_run: Path, run_dir: Path) -> None:
     """A fork made without a submit (a PBT member, made by the daemon) records its parent's entries, when this
-    home sealed them: the parent's submit found the env's modules there."""
+    home sealed them, with the owners its parent's submit found: never who owns them now, which would vouch for
+    a directory that changed hands since (its worker would then import another user's modules)."""
     record, _ = read_record(Path(parent_run) / paths.IMPORT_PATHS)
-    if record is not None and isinstance(record.get("sys_path"), list) and sealed_by_this_home(record):
-        write_import_paths(run_dir, [str(entry) for entry in record["sys_path"]])
+    if record is None or not isinstance(record.get("sys_path"), list) or not sealed_by_this_home(record):
+        return
+    entries, owners = record["sys_path"], record.get("owners")
+    if isinstance(owners, list) and len(owners) == len(entries):  # what this home seals; anything else is no list
+        write_sealed(run_dir, entries, owners)
+
+
+def write_sealed(run_dir: Path, entries: list, owners: list) -> None:
+    key = home_key(create=True)
+    record = {"sys_path": entries, "owners": owners, "seal": seal(key, entries, owners) if key else None}
+    atomic.write_json(Path(run_dir) / paths.IMPORT_PATHS, record)
 
 
 def use_import_paths(run_dir: Path, *, trust: bool = False) -> tuple[list[str], str | None]:

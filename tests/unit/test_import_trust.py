@@ -2,6 +2,7 @@
 or that the user trusts, absolute and outside the run, reach sys.path; the file is read as data from a stranger."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -132,3 +133,37 @@ def test_children_get_the_trusted_entries_and_a_python_path_without_the_run(run_
     assert os.environ["PYTHONPATH"] == str(theirs)
     import_trust.take_handed_down()
     assert sys.path[-1] == str(theirs)
+
+
+def test_a_fork_carries_its_parents_recorded_owners_and_never_vouches_for_a_new_one(run_dir, theirs, isolated_path,
+                                                                                    tmp_path):
+    """Issue 49 item 1: a PBT fork's import-paths.json (hand_on, from pbt_generations.prepare) said the module
+    directory's owner as it was at the fork, so one replaced by another user's was sealed for the fork's worker."""
+    if os.getuid() != 0:
+        pytest.skip("giving a directory to another user needs root")
+    (theirs / "payload_env.py").write_text("raise SystemExit('imported')\n")
+    import_trust.write_import_paths(run_dir, [str(theirs)])  # the parent's submit: the directory is this user's
+    os.chown(theirs, 65534, 65534)  # since then, the directory became another user's (made again in /tmp, say)
+    fork = tmp_path / "fork"
+    fork.mkdir()
+    import_trust.hand_on(run_dir, fork)
+    recorded = json.loads((fork / paths.IMPORT_PATHS).read_text())
+    assert recorded["owners"] == [os.getuid()], recorded  # the parent's owner, not the directory's now
+    added, said = import_trust.use_import_paths(fork)
+    assert added == [] and str(theirs) not in sys.path and "owned by another user" in said
+    assert importlib.util.find_spec("payload_env") is None
+    os.chown(theirs, os.getuid(), os.getgid())  # given back: the fork's entry is the parent's again
+    assert import_trust.use_import_paths(fork) == ([str(theirs)], None)
+
+
+def test_a_fork_of_a_parent_whose_entry_changed_hands_leaves_it_out_too(run_dir, theirs, isolated_path, tmp_path):
+    """Issue 49 item 1 without root: the parent recorded another owner than the directory's now, so the fork's
+    worker must refuse the entry as the parent's does, whoever owns it at the fork."""
+    entries, owners = [str(theirs)], [os.getuid() + 1]
+    key = import_trust.home_key(create=True)
+    write(run_dir, {"sys_path": entries, "owners": owners, "seal": import_trust.seal(key, entries, owners)})
+    fork = tmp_path / "fork"
+    fork.mkdir()
+    import_trust.hand_on(run_dir, fork)
+    added, said = import_trust.use_import_paths(fork)
+    assert added == [] and "owned by another user" in said
