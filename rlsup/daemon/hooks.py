@@ -31,6 +31,9 @@ BACKSTOP_AFTER_S = 2.0
 HOOK_SHELL = str(Path(__file__).with_name("hook_shell.py"))
 # A hook's bytes reach daemon.log escaped: a terminal showing the log must not take them for commands.
 CONTROL_ESCAPES = {code: f"\\x{code:02x}" for code in (*range(32), *range(127, 160)) if code != ord("\t")}
+# Of each RLSUP_ variable, the bytes a hook gets: Linux refuses to start a process with a variable over
+# 128 KiB (E2BIG), and a path is at most 4 KiB; a reason cut here has said what it had to.
+ENVIRONMENT_VALUE_BYTES = 8192
 
 
 @dataclass
@@ -94,7 +97,7 @@ class Hooks:
             # Its own session: a timeout kills the whole group, the shell and whatever it started.
             process = subprocess.Popen(arguments, env=environment, stdin=subprocess.DEVNULL, stdout=writing,
                                        stderr=writing, start_new_session=True)
-        except OSError as error:
+        except (OSError, ValueError) as error:  # ValueError: an environment Popen refuses to pass
             os.close(reading)
             log.error("job %s: %s hook could not start: %s", job.id, key, error)
             return
@@ -134,11 +137,26 @@ def hook_environment(job: Job, state: State, reason: str) -> dict[str, str]:
     """The variables a hook reads: which job, where it stands, and the mean return it last reported."""
     status = read_worker_status(job.run_dir)
     last_return = status.mean_return if status is not None else None
-    return {"RLSUP_JOB_ID": str(job.id), "RLSUP_JOB_NAME": job.name, "RLSUP_JOB_STATE": state.value,
-            "RLSUP_JOB_STEP": str(job.step), "RLSUP_RUN_DIR": str(job.run_dir),
-            "RLSUP_LAST_RETURN": "" if last_return is None else repr(last_return),
-            # The first line: a failure's reason goes on with worker.log's last lines.
-            "RLSUP_JOB_REASON": (reason.splitlines() or [""])[0]}
+    variables = {"RLSUP_JOB_ID": str(job.id), "RLSUP_JOB_NAME": job.name, "RLSUP_JOB_STATE": state.value,
+                 "RLSUP_JOB_STEP": str(job.step), "RLSUP_RUN_DIR": str(job.run_dir),
+                 "RLSUP_LAST_RETURN": "" if last_return is None else repr(last_return),
+                 # The first line: a failure's reason goes on with worker.log's last lines.
+                 "RLSUP_JOB_REASON": (reason.splitlines() or [""])[0]}
+    return {name: environment_value(value) for name, value in variables.items()}
+
+
+def environment_value(text: str) -> str:
+    """text as an environment variable can hold it. A reason is a worker's words (worker.log, exit.json), and
+    Popen refuses a NUL (written \\x00 here, as daemon.log writes it) or a string the file system's encoding
+    cannot write (replaced), and the kernel a variable past its size (cut to ENVIRONMENT_VALUE_BYTES)."""
+    text = text.replace("\0", CONTROL_ESCAPES[0])
+    try:
+        data = os.fsencode(text)
+    except UnicodeEncodeError:
+        data = text.encode(sys.getfilesystemencoding(), "replace")
+    if len(data) > ENVIRONMENT_VALUE_BYTES:  # cut whole characters only
+        return data[:ENVIRONMENT_VALUE_BYTES].decode(sys.getfilesystemencoding(), "ignore")
+    return os.fsdecode(data)
 
 
 def kill_group(hook: RunningHook) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 
+from rlsup.daemon import hooks as hooks_module
 from rlsup.daemon.hooks import Hooks
 from rlsup.daemon.scheduler import Settings
 from rlsup.jobs.state import State
@@ -31,3 +32,55 @@ def test_a_hook_its_shell_killed_at_the_timeout_before_a_tick_saw_it_overdue_is_
     assert not hooks.running
     assert f"job {job.id}: on_done hook (pid {hook.process.pid}) killed at its timeout of 0.5 s" in caplog.text
     assert "killed by signal 9" in caplog.text
+
+
+def failed_job(store: Store, home, name: str, reason: str):
+    job = store.submit(name=name, spec_path=home / f"{name}.toml", run_dir=home / "runs" / f"{name}-1",
+                       algo="dqn", env="CartPole-v1", total_steps=1000)
+    store.transition(job.id, State.STARTING, "test")
+    store.transition(job.id, State.FAILED, reason)
+    return job
+
+
+def test_an_on_failed_hook_runs_whatever_its_reason_holds(tmp_path, caplog) -> None:
+    """Issue 49 item 15: a failure's reason is a worker's words, and Popen refuses an environment value holding a
+    NUL (ValueError) or one past Linux's 128 KiB for a variable (E2BIG): the hook never ran."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    record = tmp_path / "record"
+    record.mkdir()
+    settings = Settings(on_failed=f'printf %s "$RLSUP_JOB_REASON" > {record}/$RLSUP_JOB_ID', hook_timeout_s=30)
+    with Store(home) as store:
+        hooks = Hooks(store)
+        nul = failed_job(store, home, "nul", "crashed: bad\x00byte\nworker.log's last lines")
+        long = failed_job(store, home, "long", "crashed: " + "x" * 200_000)
+        with caplog.at_level(logging.INFO, logger="rlsup.daemon"):
+            hooks.follow(settings)
+            for hook in hooks.running:
+                hook.process.wait(timeout=30)
+            hooks.follow(settings)
+    assert not hooks.running
+    assert (record / str(nul.id)).read_text() == "crashed: bad\\x00byte", caplog.text
+    told = (record / str(long.id)).read_text()
+    assert told.startswith("crashed: xxx") and len(told.encode()) <= hooks_module.ENVIRONMENT_VALUE_BYTES
+    assert "could not start" not in caplog.text and "unexpected error" not in caplog.text
+
+
+def test_a_hook_that_cannot_start_is_logged_and_the_next_one_runs(tmp_path, caplog) -> None:
+    """Issue 49 item 15: a command the kernel refuses (past its 128 KiB for one argument) is one line in
+    daemon.log; the loop goes on and the next transition's hook runs."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    record = tmp_path / "record"
+    with Store(home) as store:
+        hooks = Hooks(store)
+        refused = failed_job(store, home, "refused", "crashed")
+        with caplog.at_level(logging.INFO, logger="rlsup.daemon"):
+            hooks.follow(Settings(on_failed="true " + "x" * 200_000))
+            failed_job(store, home, "next", "crashed")
+            hooks.follow(Settings(on_failed=f"touch {record}"))
+            for hook in hooks.running:
+                hook.process.wait(timeout=30)
+            hooks.follow(Settings())
+    assert f"job {refused.id}: on_failed hook could not start: [Errno 7] Argument list too long" in caplog.text
+    assert record.exists() and "unexpected error" not in caplog.text
