@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -12,7 +13,7 @@ from rlsup.jobs import state as jobstate
 from rlsup.jobs.record import jobs_following
 from rlsup.views import jobs as jobview
 from rlsup.run import files as runfiles
-from rlsup.cli.arguments import find_job_or_say, names_experiments
+from rlsup.cli.arguments import CliError, find_job_or_say, names_experiments
 from rlsup.cli.checkpoints import run_checkpoint_lines
 from rlsup.cli.groups import print_experiment_status
 from rlsup.cli.lineage import lineage_lines
@@ -42,28 +43,26 @@ def command_logs(args: argparse.Namespace) -> int:
     if job is None:
         return 1
     path = Path(job.run_dir) / paths.LOG_FILE
-    for line in runfiles.tail_lines(path, args.lines):
-        print(formatting.printable(line))
-    if args.follow:
-        try:
-            follow(path)
-        except KeyboardInterrupt:
-            return 0
+    try:
+        for line in runfiles.read_tail(path, args.lines):
+            print(formatting.printable(line))
+        if args.follow:
+            with contextlib.suppress(KeyboardInterrupt):
+                follow(path)
+    except OSError as error:  # a link (to a file outside the run), a FIFO: refused, never read
+        raise CliError(str(error)) from None
     return 0
 
 
 def follow(path: Path, *, poll_s: float = 0.25) -> None:
     """Print what is appended to path, like tail -f, until interrupted."""
-    offset = path.stat().st_size if path.exists() else 0
+    offset = None
     while True:
-        size = path.stat().st_size if path.exists() else 0
-        if size < offset:  # truncated or replaced: start from its beginning
-            offset = 0
-        if size > offset:
-            with open(path, "rb") as handle:
-                handle.seek(offset)
-                data = handle.read(size - offset)
-            offset = size
+        try:
+            data, offset = runfiles.read_appended(path, offset)
+        except FileNotFoundError:  # not yet written, or between a move and its replacement: from its start
+            data, offset = b"", 0
+        if data:
             sys.stdout.write(formatting.printable_lines(data.decode(errors="replace")))
             sys.stdout.flush()
         time.sleep(poll_s)

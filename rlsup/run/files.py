@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import time
 from pathlib import Path
 from typing import Iterator
@@ -149,19 +148,26 @@ CUT_MARK = "[line cut] "
 
 
 def tail_lines(path: Path, count: int = 50, *, limit: int = TAIL_BYTES) -> list[str]:
-    """The last count lines of a text file, from its last limit bytes; a line that begins before them is shown
-    cut, after CUT_MARK. Anything but a regular file (a FIFO would block the open) has no lines."""
+    """read_tail's lines, and none of a file it refuses or cannot read: the TUI's pane, a failure's reason."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return read_tail(path, count, limit=limit)
     except OSError:
         return []
+
+
+def read_tail(path: Path, count: int = 50, *, limit: int = TAIL_BYTES) -> list[str]:
+    """The last count lines of a text file, from its last limit bytes; a line that begins before them is shown
+    cut, after CUT_MARK. Only a regular file of the run is read: a link would show (and a failure's reason would
+    store) a file outside it, a FIFO would block: raises NotOwnFile for those. A missing file has no lines."""
     try:
-        found = os.fstat(descriptor)
-        if not stat.S_ISREG(found.st_mode):
-            return []
+        descriptor = own_files.open_own(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return []
+    try:
+        size = os.fstat(descriptor).st_size
         # One byte before the bytes shown: whether it ends a line says whether their first line is whole.
-        start = max(0, found.st_size - limit - 1)
-        data = os.pread(descriptor, found.st_size - start, start)
+        start = max(0, size - limit - 1)
+        data = os.pread(descriptor, size - start, start)
     finally:
         os.close(descriptor)
     cut = len(data) > limit and data[:1] not in (b"\n", b"\r")
@@ -170,6 +176,17 @@ def tail_lines(path: Path, count: int = 50, *, limit: int = TAIL_BYTES) -> list[
     if cut and lines:
         lines[0] = CUT_MARK + lines[0]
     return lines[-count:]
+
+
+def read_appended(path: Path, offset: int | None) -> tuple[bytes, int]:
+    """What a log holds past offset (from its start when it was cut back below offset; nothing when offset is
+    None, which starts at its end), and its size: `rlsup logs -f`. Opened as read_tail opens, FileNotFoundError too."""
+    with os.fdopen(own_files.open_own(path, os.O_RDONLY), "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if offset is None or offset > size:  # at first, the end; cut back (truncated, replaced), its start
+            offset = size if offset is None else 0
+        handle.seek(offset)
+        return handle.read(size - offset), size
 
 
 # ---------------------------------------------------------------------------------------------

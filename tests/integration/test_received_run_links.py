@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
 from pathlib import Path
 
@@ -115,3 +116,21 @@ def test_a_job_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path, fini
     (run_dir / paths.JOB_FILE).unlink()
     os.mkfifo(run_dir / paths.JOB_FILE)
     assert_one_line_error(run_rlsup("run", "--resume", run_dir, timeout=60), 2)  # not taken for a run at all
+
+
+def test_a_worker_log_swapped_for_a_link_is_neither_stored_in_a_reason_nor_shown(harness, tmp_path: Path) -> None:
+    """Issue 49 item 10: a worker.log replaced by a link to a secret while its worker trained was quoted, through
+    the link, into the failed job's stored reason and printed by `rlsup logs`."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the secret of somebody else\n")
+    harness.start_daemon()
+    job = harness.submit(harness.job_file("swapped", total_steps=400_000, checkpoint_every=0, max_restarts=0))
+    status = harness.wait_step(job.id, 300)
+    log = Path(job.run_dir) / paths.LOG_FILE
+    log.unlink()
+    log.symlink_to(secret)
+    os.kill(status.pid, signal.SIGKILL)  # the worker the daemon started for this test's job: a crash, failed
+    failed = harness.wait_state(job.id, State.FAILED)
+    assert "secret" not in failed.reason, failed.reason
+    code, out, err = harness.cli("logs", str(job.id))
+    assert "secret" not in out and code == 2 and f"{log} is a symbolic link" in err, (code, out, err)

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
+from rlsup.own_files import NotOwnFile
 from rlsup.run import files as runfiles
 
 HUGE = 24 * 1024 * 1024  # a `\r` progress bar's one line, as issue 23 found in a worker.log
@@ -45,3 +48,28 @@ def test_a_fifo_or_a_directory_is_no_log_and_never_blocks(tmp_path) -> None:
     assert runfiles.tail_lines(fifo, 50) == []
     assert runfiles.tail_lines(tmp_path, 50) == []
     assert runfiles.tail_lines(tmp_path / "missing.log", 50) == []
+
+
+def test_a_log_linked_to_a_file_outside_the_run_is_not_read(tmp_path) -> None:
+    """Issue 49 item 10: `rlsup logs`, the TUI and a failed job's stored reason printed a secret file's text
+    through a worker.log that was a symbolic link to it."""
+    secret = tmp_path / "secret.txt"
+    secret.write_bytes(b"the secret\n")
+    log = tmp_path / "worker.log"
+    log.symlink_to(secret)
+    assert not any("the secret" in line for line in runfiles.tail_lines(log, 50))
+    for read in (lambda: runfiles.read_tail(log, 50), lambda: runfiles.read_appended(log, 0)):  # logs, logs -f
+        with pytest.raises(NotOwnFile, match=f"{log} is a symbolic link"):
+            read()
+
+
+def test_following_a_log_reads_what_was_appended_and_starts_over_when_it_is_cut_back(tmp_path) -> None:
+    log = tmp_path / "worker.log"
+    log.write_bytes(b"before\n")
+    data, offset = runfiles.read_appended(log, None)
+    assert (data, offset) == (b"", 7)
+    with open(log, "ab") as handle:
+        handle.write(b"after\n")
+    assert runfiles.read_appended(log, offset) == (b"after\n", 13)
+    log.write_bytes(b"new\n")
+    assert runfiles.read_appended(log, 13) == (b"new\n", 4)
