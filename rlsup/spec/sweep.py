@@ -68,16 +68,18 @@ def read_sweep(table: Any, located: Located) -> tuple[Sweep, list[Problem]]:
         example = '"dqn.lr" = [1e-4, 3e-4]'
         return Sweep(), [located.problem((SWEEP_TABLE,), f"must be a table [sweep] of lists, e.g. {example}")]
     fields, links, problems = [], [], []
-    for name, values in _flatten(table):
-        where = _key_path(name, located)
+    first_lines: dict[str, int | None] = {}
+    for name, keys, values in _flatten(table):
+        where = (SWEEP_TABLE, *keys)
+        line = located.line(where)
         linked = isinstance(values, dict)
         link = values if linked else None
         if linked:
             leader, values = link.get(LEADER), link.get(VALUES)
-        problem = (_field_problem(name) or (linked and _link_problem(link))
-                   or _values_problem(name, values, distinct=not linked))
+        problem = (_repeat_problem(name, first_lines, line) or _field_problem(name)
+                   or (linked and _link_problem(link)) or _values_problem(name, values, distinct=not linked))
         if problem:
-            problems.append(Problem(located.file, located.line(where), f"{SWEEP_TABLE}.{name}", problem))
+            problems.append(Problem(located.file, line, f"{SWEEP_TABLE}.{name}", problem))
         elif linked:
             links.append((where, name, leader, tuple(_converted(name, value) for value in values)))
         else:
@@ -98,15 +100,26 @@ def read_sweep(table: Any, located: Located) -> tuple[Sweep, list[Problem]]:
     return sweep, problems
 
 
-def _flatten(table: dict, prefix: str = "") -> list[tuple[str, Any]]:
-    """'"dqn.lr" = [..]' and 'dqn.lr = [..]' (a nested table to TOML) both as ("dqn.lr", [..]); a link's
-    inline table ({ follows = .., values = .. }) stays whole."""
+def _flatten(table: dict, keys: tuple[str, ...] = ()) -> list[tuple[str, tuple[str, ...], Any]]:
+    """'"dqn.lr" = [..]' and 'dqn.lr = [..]' (a nested table to TOML) both as ("dqn.lr", their keys, [..]): the
+    keys as locate_keys records them, ("dqn.lr",) and ("dqn", "lr"); a link's inline table ({ follows = ..,
+    values = .. }) stays whole."""
     flat = []
     for key, value in table.items():
-        name = f"{prefix}{key}"
         nested = isinstance(value, dict) and not (LEADER in value or VALUES in value)
-        flat.extend(_flatten(value, name + ".") if nested else [(name, value)])
+        flat.extend(_flatten(value, (*keys, key)) if nested else [(".".join((*keys, key)), (*keys, key), value)])
     return flat
+
+
+def _repeat_problem(name: str, first_lines: dict[str, int | None], line: int | None) -> str | None:
+    """A field given again in another spelling ("dqn.lr" and [sweep.dqn] lr, which TOML keeps apart): one list
+    would silently replace the other, and its variants would be trained twice while others never were."""
+    if name not in first_lines:
+        first_lines[name] = line
+        return None
+    first = first_lines[name]
+    at = f"at line {first}" if first else "above"
+    return f"is swept twice: its first list is {at}; give one list of every value to try"
 
 
 def _link_problem(link: dict) -> str | None:
@@ -128,12 +141,6 @@ def _leader_problem(leader: str, values: tuple, crossed: dict[str, tuple]) -> st
         return (f"lists {len(values)} values for the {len(crossed[leader])} of {leader!r}: one each, "
                 "in the same order")
     return None
-
-
-def _key_path(name: str, located: Located) -> tuple:
-    """The key's path as locate_keys records it: quoted ("dqn.lr") or dotted (dqn.lr)."""
-    quoted = (SWEEP_TABLE, name)
-    return quoted if quoted in located.lines else (SWEEP_TABLE, *name.split("."))
 
 
 def _field_problem(name: str) -> str | None:
