@@ -107,9 +107,12 @@ def own_directory(path: Path) -> Path:
 
 
 def open_beneath(top: Path, parts: tuple[str, ...]) -> int:
-    """A regular file top/parts... opened to read with no link on the way (each directory opened relative to
-    the last, so none can be swapped for a link in between). Raises NotOwnFile or FileNotFoundError."""
-    directory = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    """A regular file top/parts... opened to read with no link on the way, top included (a fork's
+    parent-checkpoint/ linked to a checkpoint outside its run), each directory opened relative to the last, so
+    none can be swapped for a link in between. Raises NotOwnFile or FileNotFoundError."""
+    # Without O_DIRECTORY, which makes a link fail as ENOTDIR rather than ELOOP: one that is no directory fails
+    # as the next part is opened beneath it.
+    directory = _open_step(str(top), os.O_RDONLY, None, Path(top))
     try:
         for part in parts[:-1]:
             inner = _open_step(part, os.O_RDONLY | os.O_DIRECTORY, directory, Path(top, *parts))
@@ -126,7 +129,7 @@ def open_beneath(top: Path, parts: tuple[str, ...]) -> int:
     return descriptor
 
 
-def _open_step(name: str, flags: int, directory: int, whole: Path) -> int:
+def _open_step(name: str, flags: int, directory: int | None, whole: Path) -> int:
     try:
         return os.open(name, flags | GUARD_FLAGS, dir_fd=directory)
     except OSError as error:

@@ -21,6 +21,7 @@ SOURCE_COPY = "source.toml"     # `submit --copy`: the job file's snapshot that 
 TENSORBOARD = "tensorboard"     # [log] tensorboard: event files kept equal to metrics.jsonl (worker/tensorboard.py)
 IMPORT_PATHS = "import-paths.json"  # where submit found the env's modules, for workers started without them
 HOLD_FILE = "hold.json"         # a step where the experiment's scheduler compares members: the worker pauses there
+INHERITED_CHECKPOINT = "parent-checkpoint"  # a fork's copy of its parent's checkpoint (run/lineage.py)
 
 # Files of RLSUP_HOME.
 # rlsup's own example job files, in its source tree (a clone, as the README's first command uses).

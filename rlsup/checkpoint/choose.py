@@ -1,6 +1,7 @@
 """Which checkpoint: the newest that verifies, the best, or the one a user names (latest, best, a step, a path)."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,8 +142,10 @@ def _resolve_step(run_dir: Path, step: int) -> CheckpointEntry:
 
 
 def _resolve_path(run_dir: Path, which: str) -> CheckpointEntry:
-    # A bare directory name such as step-000000012345 is looked up in the run's checkpoints first.
-    for candidate in (checkpoints_dir(run_dir) / which, Path(which).expanduser()):
+    # A bare directory name such as step-000000012345 is looked up in the run's checkpoints first. A path the
+    # user typed may be a link of theirs: resolved, as verify() follows none.
+    inside = [checkpoints_dir(run_dir) / which] if os.sep not in which else []
+    for candidate in (*inside, Path(which).expanduser().resolve()):
         if candidate.is_dir():
             entry = entry_of(candidate)
             if entry is None:

@@ -49,7 +49,7 @@ def check_own_files(run_dir: Path) -> None:
     run_dir = Path(run_dir)
     if os.path.lexists(run_dir / paths.METRICS_FILE):
         os.close(own_files.open_own(run_dir / paths.METRICS_FILE, os.O_WRONLY))
-    for name in (paths.CHECKPOINTS, paths.TENSORBOARD, paths.SPEC_HISTORY):
+    for name in (paths.CHECKPOINTS, paths.TENSORBOARD, paths.SPEC_HISTORY, paths.INHERITED_CHECKPOINT):
         if (run_dir / name).is_symlink():
             raise own_files.refusal(run_dir / name, "is a symbolic link")
     for name in (paths.STATUS_FILE, paths.EXIT_FILE):  # replaced by a rename, which a directory refuses

@@ -22,7 +22,7 @@ from rlsup.spec.values import check_value
 PARENT_FILE = "parent.json"
 # The parent's checkpoint, hard-linked (or copied) into the fork at fork time: the parent may rotate it
 # away before the fork's worker starts, and a copied fork stays self-describing.
-INHERITED_CHECKPOINT = "parent-checkpoint"
+INHERITED_CHECKPOINT = paths.INHERITED_CHECKPOINT
 # The parent's metrics.jsonl up to that checkpoint: every first start of the fork (a crash before its first
 # checkpoint, `rlsup run --resume --from-scratch`) begins its metrics.jsonl with it, so its curves start there.
 INHERITED_METRICS = "parent-metrics.jsonl"

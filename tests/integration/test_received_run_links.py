@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import stat
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from rlsup import atomic, paths
 from rlsup.jobs.state import State
+from rlsup.run import files as runfiles, lineage
 from rlsup.checkpoint.manifest import MANIFEST_FILE, STATE_FILE, list_checkpoints, read_manifest, sealed
 from rlsup_testing import assert_one_line_error, copy_run as received, finished_cartpole, run_rlsup
 
@@ -134,3 +136,28 @@ def test_a_worker_log_swapped_for_a_link_is_neither_stored_in_a_reason_nor_shown
     assert "secret" not in failed.reason, failed.reason
     code, out, err = harness.cli("logs", str(job.id))
     assert "secret" not in out and code == 2 and f"{log} is a symbolic link" in err, (code, out, err)
+
+
+def a_fork_of(parent_run: Path, directory: Path) -> Path:
+    """A fork run of parent_run's newest checkpoint, made as `rlsup fork` makes one, with 200 steps to train."""
+    entry = lineage.resolve_checkpoint(parent_run, "latest")
+    spec = runfiles.read_run_spec(parent_run)
+    spec = spec.replace("job", name="forked", total_steps=entry.step + 200)
+    run_dir = directory / "fork"
+    run_dir.mkdir()
+    runfiles.write_run_spec(run_dir, spec)
+    lineage.prepare_fork(run_dir, lineage.ForkRequest(parent_run, spec.job.name, None, entry), spec)
+    return run_dir
+
+
+def test_a_received_forks_parent_checkpoint_linked_outside_it_is_refused(tmp_path: Path, finished_run: Path) -> None:
+    """Issue 49 item 11: a fork's parent-checkpoint/ that is a link to a checkpoint outside the run was followed,
+    and the received fork trained on from it."""
+    parent = received(finished_run, tmp_path)
+    fork = a_fork_of(parent, tmp_path)
+    inherited = fork / lineage.INHERITED_CHECKPOINT
+    shutil.rmtree(inherited)
+    inherited.symlink_to(lineage.resolve_checkpoint(parent, "latest").path)  # a checkpoint outside the fork
+    result = run_rlsup("run", "--resume", fork, timeout=120)
+    assert_one_line_error(result, 2, lineage.INHERITED_CHECKPOINT, "symbolic link")
+    assert list_checkpoints(fork) == []

@@ -12,9 +12,9 @@ from rlsup import locks, paths, spec as specs
 from rlsup.run import files as runfiles
 from rlsup.run.status import Phase, WorkerStatus, read_worker_status, write_worker_status
 from rlsup.checkpoint.directories import rotate
-from rlsup.checkpoint.manifest import CheckpointsUnreadable, list_checkpoints
-from rlsup.checkpoint.choose import newest_usable
-from rlsup.own_files import NotOwnFile
+from rlsup.checkpoint.manifest import MANIFEST_FILE, CheckpointsUnreadable, list_checkpoints, verify
+from rlsup.checkpoint.choose import newest_usable, resolve
+from rlsup.own_files import NotOwnFile, open_beneath
 from rlsup.worker.tensorboard import EventFile
 from rlsup_testing import cartpole_job, run_rlsup
 
@@ -118,3 +118,26 @@ def test_a_status_file_that_is_a_directory_is_refused_before_training(run_dir: P
     (run_dir / paths.STATUS_FILE).mkdir()
     with pytest.raises(NotOwnFile, match="is a directory"):
         runfiles.check_own_files(run_dir)
+
+
+def test_a_checkpoint_directory_that_is_a_link_is_not_verified_through(run_dir: Path, tmp_path: Path) -> None:
+    """Issue 49 item 11: open_beneath opened its top directory through a link, so a fork's parent-checkpoint/
+    linked to a checkpoint outside the run verified (and trained) as if it were the fork's own."""
+    elsewhere = tmp_path / "elsewhere"
+    write(elsewhere, small_state(2), 2)
+    outside = elsewhere / paths.CHECKPOINTS / "step-000000000002"
+    assert verify(outside) is None
+    (run_dir / paths.INHERITED_CHECKPOINT).symlink_to(outside)
+    with pytest.raises(NotOwnFile, match=f"{run_dir / paths.INHERITED_CHECKPOINT} is a symbolic link"):
+        open_beneath(run_dir / paths.INHERITED_CHECKPOINT, (MANIFEST_FILE,))
+    assert verify(run_dir / paths.INHERITED_CHECKPOINT) is not None
+    with pytest.raises(NotOwnFile, match=f"{paths.INHERITED_CHECKPOINT} is a symbolic link"):
+        runfiles.check_own_files(run_dir)
+
+
+def test_a_checkpoint_path_the_user_gives_may_be_a_link_of_theirs(run_dir: Path, tmp_path: Path) -> None:
+    """Issue 49 item 11's other side: `--checkpoint PATH` typed by the user still follows their own link."""
+    write(tmp_path / "kept", small_state(2), 2)
+    (tmp_path / "mine").symlink_to(tmp_path / "kept" / paths.CHECKPOINTS / "step-000000000002")
+    entry = resolve(run_dir, str(tmp_path / "mine"))
+    assert entry.step == 2 and verify(entry.path) is None
