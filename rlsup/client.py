@@ -1,6 +1,7 @@
 """What clients (CLI, TUI) do: submit jobs, record intents, find jobs, start and stop the daemon."""
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -19,7 +20,8 @@ from rlsup.jobs import state as jobstate
 from rlsup.run import files as runfiles
 from rlsup.jobs import store_file
 from rlsup.jobs.state import ACTIVE, Desired, State
-from rlsup.jobs.record import jobs_following, spec_columns
+from rlsup.jobs.admission import FileAlreadyBound, NameTaken, check_experiment_room, check_unbound
+from rlsup.jobs.record import spec_columns
 from rlsup.views.decisions import held_refusal
 from rlsup.views.jobs import foreground_advice
 from rlsup.jobs.store import AmbiguousName, Job, Store
@@ -33,20 +35,12 @@ class JobNotFound(LookupError):
     """No job matches a JOB argument (id, name or run directory)."""
 
 
-class FileAlreadyBound(ValueError):
-    """The job file already drives a job: a second job from it needs --copy or --name."""
-
-
 class ClusterUnavailable(ValueError):
     """A job names a cluster daemon.toml does not (or daemon.toml does not read)."""
 
 
 class IntentRefused(ValueError):
     """An intent with nothing to do for the job in its state: the message says so, in every client's words."""
-
-
-class NameTaken(ValueError):
-    """An experiment already has a job of the name a new one of it would take (the same seed and variant)."""
 
 
 def spec_drift(job: Job) -> str | None:
@@ -87,7 +81,7 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     prepare(run directory, resolved spec) fills the run before the job is queued (a fork's parent
     checkpoint); what it raises leaves nothing queued.
     """
-    from rlsup.algos.envs.check import check_env_file, import_roots  # imports gymnasium: only a submit pays for it
+    from rlsup.algos.envs.check import check_env_file  # imports gymnasium: only a submit pays for it
 
     path = Path(spec_path).expanduser().resolve()
     # An example is submitted by copy: `e` in the TUI, a newcomer's first edit, changed a file git tracks.
@@ -96,38 +90,66 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     text = path.read_text(encoding="utf-8")
     if specs.sweep_of(text, file=str(path)).fields:
         return submit_experiment(path, experiment=name, priority=priority, cluster=cluster, home=home,
-                                 start_daemon=start_daemon,
-                                 copy=copy)[0]
+                                 start_daemon=start_daemon, copy=copy)[0]
     scheduler_of(path, text, loaded, members=1)  # a [scheduler] alone, without seeds or a sweep: refused
     # The env is made once now, so a space rlsup cannot train is refused here, not when the worker starts.
     loaded = check_env_file(loaded, path).spec
     data = path.read_bytes()
     home = home or paths.rlsup_home()
-    with Store(home) as store:
-        bound = jobs_following(path, store.jobs())
-        # A name finds one job: a second job of a taken name (a --copy, a fork, --name) is name-2, name-3…
-        free = store.free_name(specs.sanitize_name(loaded.job.name if name is None else name))
-    overrides = specs.make_overrides(loaded, name=None if name is None and free == loaded.job.name else free,
-                                     priority=priority, cluster=cluster)
-    effective = specs.apply_overrides(loaded, overrides)
-    if bound and not copy and name is None:
-        raise FileAlreadyBound(bound_message(path, bound))
-    run_dir = paths.new_run_dir(effective.job.name, home, runs_root(effective, home))
-    try:
-        runfiles.write_run_spec(run_dir, effective)
-        import_trust.write_import_paths(run_dir, import_roots(effective.env))
-        if prepare is not None:
-            prepare(run_dir, effective)
-        followed = snapshot(data, run_dir) if copy else path
+    # A name finds one job: a second job of a taken name (a --copy, a fork, --name) is name-2, name-3…
+    wanted = specs.sanitize_name(loaded.job.name if name is None else name)
+    unbound = functools.partial(check_unbound, path=path, meant=copy or name is not None)
+    for _ in range(NAME_ATTEMPTS):  # a try is lost only to another client's job of the name, which was queued
         with Store(home) as store:
-            job = store.submit(**spec_columns(effective), spec_path=followed, run_dir=run_dir,
-                               spec_seen=specs.file_digest(data), overrides=overrides)
-    except BaseException:
-        shutil.rmtree(run_dir, ignore_errors=True)  # just made, empty of training: no orphan run left behind
-        raise
+            unbound(store)  # before anything is made: the common refusal costs nothing
+            free = store.free_name(wanted)
+        overrides = specs.make_overrides(loaded, name=None if name is None and free == loaded.job.name else free,
+                                         priority=priority, cluster=cluster)
+        job = queue_job(path, data, specs.apply_overrides(loaded, overrides), overrides, home, copy, prepare, unbound)
+        if job is not None:
+            break
+    else:
+        raise NameTaken(f"other jobs took the name {wanted} and the next free ones while this submit made its run "
+                        f"{NAME_ATTEMPTS} times; submit again")
     if start_daemon:
         ensure_daemon(home)
     return job
+
+
+NAME_ATTEMPTS = 100
+
+
+def queue_job(path: Path, data: bytes, effective: specs.JobSpec, overrides: dict, home: Path, copy: bool,
+              prepare: Callable[[Path, specs.JobSpec], object] | None, room: Callable[[Store], None]) -> Job | None:
+    """Make a lone job's run and queue it; None, its run removed, where another job took its name meanwhile.
+
+    The name and room(store) (which raises) are decided again in the insert's transaction (BEGIN IMMEDIATE:
+    one writer's): clients submitting at once all found the name free before it.
+    """
+    run_dir = paths.new_run_dir(effective.job.name, home, runs_root(effective, home))
+    try:
+        prepare_run(run_dir, effective)
+        if prepare is not None:
+            prepare(run_dir, effective)
+        followed = snapshot(data, run_dir) if copy else path
+        with Store(home) as store, store.transaction():
+            room(store)
+            if store.free_name(effective.job.name) == effective.job.name:
+                return store.submit(**spec_columns(effective), spec_path=followed, run_dir=run_dir,
+                                    spec_seen=specs.file_digest(data), overrides=overrides)
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)  # just made, empty of training: no orphan run left behind
+        raise
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return None
+
+
+def prepare_run(run_dir: Path, effective: specs.JobSpec) -> None:
+    """A new run's job.toml and the import paths its worker may use."""
+    from rlsup.algos.envs.check import import_roots
+
+    runfiles.write_run_spec(run_dir, effective)
+    import_trust.write_import_paths(run_dir, import_roots(effective.env))
 
 
 def submit_experiment(spec_path: str | Path, *, seeds: tuple[int, ...] | None = None, experiment: str | None = None,
@@ -151,11 +173,13 @@ def submit_experiment(spec_path: str | Path, *, seeds: tuple[int, ...] | None = 
     name = specs.sanitize_name(experiment or loaded.job.name)
     planned = experiments.plan(specs.sweep_of(text, file=str(path)), seeds, name)
     experiments.check_variants(loaded, planned, str(path), text)
-    settings = scheduler_of(path, text, loaded, members=len(planned))
     home = home or paths.rlsup_home()
     with Store(home) as store:
-        check_experiment_room(path, name, planned, store.jobs(), copy or experiment is not None)
-        check_same_scheduler(store, name, settings)
+        # The members it has count: one more seed joins an experiment that decides as two do.
+        settings = scheduler_of(path, text, loaded, members=len(store.experiment_jobs(name)) + len(planned))
+        room = functools.partial(check_experiment_room, path=path, name=name, planned=planned,
+                                 meant=copy or experiment is not None, settings=settings)
+        room(store)  # before anything is made: the common refusal costs nothing
     resolved: list[tuple[specs.JobSpec, specs.JobSpec]] = []  # (a variant without seed, its env-checked spec)
     prepared = []
     for job in planned:
@@ -169,49 +193,32 @@ def submit_experiment(spec_path: str | Path, *, seeds: tuple[int, ...] | None = 
         overrides = {**specs.make_overrides(loaded, priority=priority, cluster=cluster),
                      **specs.pin_overrides(loaded, {**job.values, "job.name": job.name})}
         prepared.append((job, overrides, specs.apply_overrides(checked, overrides)))
-    return queue_experiment(path, data, name, prepared, home, copy, start_daemon,
+    return queue_experiment(path, data, name, prepared, home, copy, start_daemon, room,
                             decides=(settings, loaded.job.seed) if settings else None)
 
 
 def scheduler_of(path: Path, text: str, loaded: specs.JobSpec, *, members: int) -> specs.SchedulerSettings | None:
     """The file's [scheduler], checked against the job and the fork rules; None without one. Raises SpecError
-    at its line for a table with one member to decide among."""
+    at its line for a table with one member to decide among (members counts those its experiment has)."""
     from rlsup.run.lineage import perturb_refused
 
     settings = specs.scheduler_of(text, loaded, file=str(path),
                                   fork_refuses=lambda name: perturb_refused(loaded, name))
     located = specs.Located(str(path), text)
     if settings is not None and members < 2:
-        raise specs.SpecError([located.problem(("scheduler",), "decides among an experiment's members: give the "
-                                                               "file a [sweep], or submit it with --seeds 1-4")])
+        raise specs.SpecError([located.problem(("scheduler",), (
+            "decides among an experiment's members, and this would be its only one: give the file a [sweep], "
+            "submit more seeds (--seeds 1-4), or add these to an experiment that decides (--experiment NAME)"))])
     return settings
 
 
-def check_same_scheduler(store: Store, name: str, settings: specs.SchedulerSettings | None) -> None:
-    """New members join a deciding experiment (at its first rung or interval) only under its own [scheduler]."""
-    from rlsup.jobs.standings import scheduler
-
-    if store.experiment_jobs(name) and scheduler(store, name) != settings:
-        kind = "another" if scheduler(store, name) is not None else "no"
-        raise NameTaken(f"experiment {name} decides with {kind} [scheduler]; give --experiment NEW")
-
-
-def check_experiment_room(path: Path, name: str, planned: list, jobs: list[Job], meant: bool) -> None:
-    """Refuse jobs the experiment already has, and a file bound outside it unless meant (--copy, --experiment)."""
-    bound = [job for job in jobs_following(path, jobs) if job.experiment != name]
-    if bound and not meant:
-        raise FileAlreadyBound(bound_message(path, bound).replace("--name NEW", "--experiment NEW"))
-    taken = {job.name for job in jobs if job.experiment == name and job.state is not State.KILLED}
-    clash = [job.name for job in planned if job.name in taken]
-    if clash:
-        raise NameTaken(f"experiment {name} already has job {clash[0]}; give other seeds, or --experiment NEW")
-
-
 def queue_experiment(path: Path, data: bytes, name: str, prepared: list, home: Path, copy: bool,
-                     start_daemon: bool, decides: tuple | None = None) -> list[Job]:
+                     start_daemon: bool, room: Callable[[Store], None], decides: tuple | None = None) -> list[Job]:
     """Make the run directories and queue every job in one transaction: all of them, or none; with decides
-    (its scheduler and seed), each run holds at the first rung and the store keeps the scheduler."""
-    from rlsup.algos.envs.check import import_roots
+    (its scheduler and seed), each run holds at the first rung and the store keeps the scheduler.
+
+    room(store) refuses what the experiment has no room for, again in the insert's transaction (BEGIN
+    IMMEDIATE: one writer's): clients joining at once all found their seeds free before it."""
     from rlsup.daemon.deciding import first_hold
     from rlsup.jobs.standings import save_scheduler
 
@@ -219,12 +226,12 @@ def queue_experiment(path: Path, data: bytes, name: str, prepared: list, home: P
     try:
         for job, _, effective in prepared:
             run_dirs.append(paths.new_run_dir(job.name, home, runs_root(effective, home)))
-            runfiles.write_run_spec(run_dirs[-1], effective)
-            import_trust.write_import_paths(run_dirs[-1], import_roots(effective.env))
+            prepare_run(run_dirs[-1], effective)
             if decides:
                 write_hold(run_dirs[-1], first_hold(decides[0]))
         followed = snapshot(data, run_dirs[0]) if copy else path  # one copy drives the whole experiment
         with Store(home) as store, store.transaction():
+            room(store)
             queued = [store.submit(**spec_columns(effective), spec_path=followed, run_dir=run_dir,
                                    spec_seen=specs.file_digest(data), overrides=overrides, experiment=name)
                       for (_, overrides, effective), run_dir in zip(prepared, run_dirs)]
@@ -237,12 +244,6 @@ def queue_experiment(path: Path, data: bytes, name: str, prepared: list, home: P
     if start_daemon:
         ensure_daemon(home)
     return queued
-
-
-def bound_message(path: Path, bound: list[Job]) -> str:
-    jobs = ", ".join(f"job {job.id} ({job.name}, {job.state})" for job in bound)
-    return (f"{path} already drives {jobs}, and its edits would reach every job it drives; submit again with "
-            f"--copy (the new job follows a copy in its run directory) or --name NEW (both follow the file)")
 
 
 def runs_root(spec: specs.JobSpec, home: Path) -> Path | None:
