@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import sys
 import time
 
 MISSING = "–"  # no value yet: a speed before the first report, a time not reached
@@ -17,17 +18,30 @@ class Sentence(Exception):
     a signal): the worker says it as it is, without the exception's type or a note about a traceback."""
 
 
-def number(value: object) -> float | None:
-    """A finite int or float as a float; None for anything else (bools, strings, NaN): a value read from a run's
-    JSON files (status.json, a manifest, metrics) is checked with it before anything shows or uses it."""
+# Every integer is stored as a signed 64-bit number somewhere (SQLite, numpy, torch), so none may be wider.
+INT64_MIN = -(2 ** 63)
+INT64_MAX = 2 ** 63 - 1
+
+
+def finite(value: object) -> bool:
+    """Whether value is an int or float (not a bool) that a double holds finitely. TOML and JSON integers have no
+    size limit, and math.isfinite raises OverflowError for one of hundreds of digits instead of answering."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+        return False
+    return math.isfinite(value) if isinstance(value, float) else -sys.float_info.max <= value <= sys.float_info.max
+
+
+def number(value: object) -> float | None:
+    """A finite int or float as a float; None for anything else (bools, strings, NaN, an integer of hundreds of
+    digits): a value read from a run's JSON files (status.json, a manifest, metrics) is checked with it before
+    anything shows or uses it."""
+    return float(value) if finite(value) else None
 
 
 def whole(value: object) -> int | None:
-    found = number(value)
-    return int(found) if found is not None else None
+    """number() as a whole number within 64 bits (what the store and numpy hold), else None; an int exactly."""
+    found = value if isinstance(value, int) and not isinstance(value, bool) else number(value)
+    return int(found) if found is not None and INT64_MIN <= found <= INT64_MAX else None
 
 
 def one_line(text: str) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import math
 import os
 import re
 import threading
@@ -18,6 +17,10 @@ from rlsup.formatting import GIB, whole
 
 
 FAKE_GPU_MEMORY_BYTES = 16 * GIB  # a fake GPU's memory unless RLSUP_FAKE_GPUS or the caller says otherwise
+# The most fake GPUs a machine has: beyond the 16 of the largest NVLink boxes (DGX-2, HGX-2) and the 20 of the
+# densest PCIe chassis. A larger count is read as this one; 100,000 made each stored hardware sample megabytes of
+# JSON, and a count of 20 digits overflowed the scheduler's tuple(range()).
+MAX_GPUS = 64
 
 
 @dataclass(frozen=True)
@@ -80,9 +83,13 @@ class GpuMemory:
         return memory if memory.figure is not None else None
 
 
+# More bytes than any machine's memory (an exbibyte), and still far inside SQLite's 64-bit integers.
+BYTES_LIMIT = 1 << 60
+
+
 def byte_count(value: object) -> int | None:
     count = whole(value)
-    return count if count is not None and 0 <= count < 1 << 60 else None
+    return count if count is not None and 0 <= count < BYTES_LIMIT else None
 
 
 class Machine(Protocol):
@@ -105,7 +112,7 @@ class Hardware:
     """
 
     def __init__(self, *, fake_gpus: int | None = None, fake_gpu_memory_bytes: int = FAKE_GPU_MEMORY_BYTES):
-        self.fake_gpu_count = None if fake_gpus is None else max(0, int(fake_gpus))
+        self.fake_gpu_count = None if fake_gpus is None else min(max(0, int(fake_gpus)), MAX_GPUS)
         self.fake_gpu_memory_bytes = fake_gpu_memory_bytes
         self._nvml = None if self.fake_gpu_count is not None else _Nvml.open()
         self._totals: dict[int, int] = {}  # a GPU's total memory never changes: NVML is asked once per GPU
@@ -189,17 +196,20 @@ class FakeGpus(NamedTuple):
 
 
 def fake_gpus(environment: Mapping[str, str] = os.environ) -> FakeGpus | None:
-    """RLSUP_FAKE_GPUS=K or KxSIZE: pretend there are K GPUs (try placement on a GPU-less machine) of SIZE
-    (default 16 GiB); None when unset or not of that form."""
+    """RLSUP_FAKE_GPUS=K or KxSIZE: pretend there are K GPUs (try placement on a GPU-less machine), at most
+    MAX_GPUS, of SIZE (default 16 GiB); None when unset or not of that form."""
     match = _FAKE_GPUS_PATTERN.fullmatch(environment.get(FAKE_GPUS_VARIABLE, "").strip())
     if not match:
         return None
+    # Capped before int(), which refuses more than 4,300 digits.
+    digits = match[1].lstrip("0") or "0"
+    count = MAX_GPUS if len(digits) > len(str(MAX_GPUS)) else min(int(digits), MAX_GPUS)
     if match[2] is None:
-        return FakeGpus(int(match[1]), FAKE_GPU_MEMORY_BYTES)
+        return FakeGpus(count, FAKE_GPU_MEMORY_BYTES)
     size = float(match[2]) * GIB
-    # Hundreds of digits overflow to inf, which int() refuses; less than a byte is no GPU.
-    memory_bytes = int(size) if size < math.inf else 0
-    return FakeGpus(int(match[1]), memory_bytes) if memory_bytes > 0 else None
+    # Less than a byte is no GPU; more than BYTES_LIMIT (hundreds of digits overflow to inf) is no GPU either.
+    memory_bytes = int(size) if size < BYTES_LIMIT else 0
+    return FakeGpus(count, memory_bytes) if memory_bytes > 0 else None
 
 
 def machine_from_environment(environment: Mapping[str, str] = os.environ) -> Hardware | None:

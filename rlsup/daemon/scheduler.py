@@ -2,16 +2,22 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from dataclasses import dataclass, field
 
 from rlsup.daemon.clusters import Cluster, ClusterError, clusters_from_tables
-from rlsup.formatting import GIB, gibibytes
+from rlsup.formatting import GIB, finite, gibibytes
 
 
 def _default_cpu_jobs() -> int:
     return max(1, (os.cpu_count() or 2) // 2)
+
+
+# Each numeric setting's maximum, far beyond any use: without one, a 20-digit log_backups is a rollover loop of
+# 10**19 renames, a tick_s past threading.TIMEOUT_MAX (292 years) makes wait() raise, and an integer of hundreds
+# of digits is no float at all.
+SECONDS_MAX = 24 * 3600
+COUNT_MAX = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -19,29 +25,36 @@ class Settings:
     """$RLSUP_HOME/daemon.toml; every key optional."""
 
     cpu_jobs: int = field(default_factory=_default_cpu_jobs,
-                          metadata={"doc": "CPU-only jobs run at once (0 holds them all queued).", "minimum": 0})
+                          metadata={"doc": "CPU-only jobs run at once (0 holds them all queued).", "minimum": 0,
+                                    "maximum": COUNT_MAX})
     jobs_per_gpu: int = field(default=8, metadata={
         "doc": "Cap on jobs sharing one GPU, memory permitting (one of unknown memory takes a whole GPU).",
-        "minimum": 1})
+        "minimum": 1, "maximum": COUNT_MAX})
     gpu_memory_margin_gib: float = field(default=1.0, metadata={
         "doc": "GPU memory kept free on each GPU beyond the jobs' figures (CUDA contexts, fragmentation).",
-        "minimum": 0})
+        "minimum": 0, "maximum": 1024})
     restart_backoff_s: float = field(default=2.0, metadata={
-        "doc": "Wait before the first crash restart; doubles with each further restart.", "minimum": 0})
+        "doc": "Wait before the first crash restart; doubles with each further restart.", "minimum": 0,
+        "maximum": SECONDS_MAX})
     tick_s: float = field(default=0.1, metadata={
-        "doc": "How often the daemon checks for new intents and exited workers.", "minimum": 0.01})
+        "doc": "How often the daemon checks for new intents and exited workers.", "minimum": 0.01,
+        "maximum": SECONDS_MAX})
     debounce_s: float = field(default=0.4, metadata={
-        "doc": "Quiet time after a job file changes before the edit is applied.", "minimum": 0})
+        "doc": "Quiet time after a job file changes before the edit is applied.", "minimum": 0,
+        "maximum": SECONDS_MAX})
     hardware_sample_s: float = field(default=2.0, metadata={
-        "doc": "Seconds between hardware samples stored for the TUI (0: none).", "minimum": 0})
+        "doc": "Seconds between hardware samples stored for the TUI (0: none).", "minimum": 0,
+        "maximum": SECONDS_MAX})
     log_max_bytes: int = field(default=5 << 20, metadata={"doc": "daemon.log size before rotation.",
-                                                          "minimum": 1024})
-    log_backups: int = field(default=3, metadata={"doc": "Rotated daemon logs kept.", "minimum": 0})
+                                                          "minimum": 1024, "maximum": 1 << 40})
+    log_backups: int = field(default=3, metadata={"doc": "Rotated daemon logs kept.", "minimum": 0,
+                                                  "maximum": 1000})
     on_done: str = field(default="", metadata={"doc": "Shell command run when a job is done (daemon/hooks.py)."})
     on_failed: str = field(default="", metadata={"doc": "Shell command run when a job fails."})
     on_paused: str = field(default="", metadata={"doc": "Shell command run when a job is paused."})
     hook_timeout_s: float = field(default=60.0, metadata={
-        "doc": "Seconds a hook may run before its process group is killed.", "minimum": 0.1})
+        "doc": "Seconds a hook may run before its process group is killed.", "minimum": 0.1,
+        "maximum": SECONDS_MAX})
     warm_start: bool = field(default=True, metadata={
         "doc": "Fork workers from a process that imported torch once, 2-3 s sooner each (read at daemon start)."})
     # [[cluster]] tables (rlsup/daemon/clusters.py), outside [daemon]: where jobs with [job] cluster run.
@@ -83,8 +96,11 @@ def _checked(source: str, setting: dataclasses.Field, value):
     wanted = int if setting.type in ("int", int) else float
     if not _is_a(wanted, value):
         raise SettingsError(f"{source}: {setting.name}: must be {'an integer' if wanted is int else 'a finite number'}")
+    # Compared before float(): the comparison is exact for an integer of any size, which float() is not.
     if value < setting.metadata["minimum"]:
         raise SettingsError(f"{source}: {setting.name}: must be at least {setting.metadata['minimum']}")
+    if value > setting.metadata["maximum"]:
+        raise SettingsError(f"{source}: {setting.name}: must be at most {setting.metadata['maximum']}")
     return wanted(value)
 
 
@@ -93,7 +109,7 @@ def _is_a(wanted: type, value) -> bool:
     if isinstance(value, bool) or not isinstance(value, wanted if wanted is int else (int, float)):
         return False
     # TOML has inf and nan, which no setting means: nan passes every minimum, and either breaks arithmetic.
-    return not isinstance(value, float) or math.isfinite(value)
+    return not isinstance(value, float) or finite(value)
 
 
 @dataclass(frozen=True)

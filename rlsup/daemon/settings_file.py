@@ -1,16 +1,11 @@
 """$RLSUP_HOME/daemon.toml read into Settings: by the daemon, and by submit to find a cluster's run_root."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from rlsup import paths
+from rlsup import own_files, paths
 from rlsup.daemon import scheduler
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from rlsup.spec import toml_text
 
 
 def load_settings(home: Path) -> scheduler.Settings:
@@ -19,7 +14,8 @@ def load_settings(home: Path) -> scheduler.Settings:
     if not path.exists():
         return scheduler.Settings()
     try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as error:
+        # A regular file only: a FIFO would block the daemon's loop at SIGHUP for ever.
+        data = toml_text.loads(own_files.read_regular(path).decode("utf-8"))
+    except (OSError, ValueError) as error:  # ValueError: TOMLDecodeError, or text that is not UTF-8
         raise scheduler.SettingsError(f"{path}: {error}") from None
     return scheduler.settings_from_mapping(data, source=str(path))

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from rlsup import own_files
 from rlsup.paths import NAME_LENGTH, sanitize_name
+from rlsup.spec import toml_text
 from rlsup.spec.values import check_value
 from rlsup.spec.fields import (ARRAY_TABLES, TABLES, JobSpec, default_replays, field_types, former_names,
                                section_field)
@@ -49,7 +50,7 @@ def load(path: str | Path) -> JobSpec:
 def loads(text: str, *, file: str = "<string>", default_name: str = "job") -> JobSpec:
     """Parse job-file text; see load(). Old spellings load too, each with a SpecDeprecation warning."""
     try:
-        data = tomllib.loads(text)
+        data = toml_text.loads(text)
     except tomllib.TOMLDecodeError as error:
         line = getattr(error, "lineno", None) or _line_from_message(str(error))
         if line is None and "end of document" in str(error):
@@ -73,7 +74,7 @@ def loads(text: str, *, file: str = "<string>", default_name: str = "job") -> Jo
 
 def sweep_of(text: str, *, file: str = "<string>") -> Sweep:
     """The [sweep] table of job-file text that loads() accepts (an empty Sweep without one)."""
-    table = tomllib.loads(text).get(SWEEP_TABLE, {})
+    table = toml_text.loads(text).get(SWEEP_TABLE, {})
     sweep, problems = read_sweep(table, Located(file, text))
     if problems:
         raise SpecError(problems)
@@ -84,7 +85,7 @@ def scheduler_of(text: str, spec: JobSpec, *, file: str = "<string>",
                  fork_refuses: Callable[[str], str | None]) -> Settings | None:
     """The [scheduler] table of job-file text that loads() accepts, checked against spec and the fork rules;
     None without one."""
-    table = tomllib.loads(text).get(SCHEDULER_TABLE)
+    table = toml_text.loads(text).get(SCHEDULER_TABLE)
     if table is None:
         return None
     located = Located(file, text)

@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import json
-import math
 from typing import Any, Callable, Union
 
 from rlsup.decisions.asha import AshaSettings
 from rlsup.decisions.pbt import PbtSettings
+from rlsup.formatting import finite
 from rlsup.spec.fields import TABLES, JobSpec, field_types
 from rlsup.spec.locating import Located, Problem
-from rlsup.spec.values import STEPS_MAX
+from rlsup.spec.values import STEPS_MAX, shown
 
 SCHEDULER_TABLE = "scheduler"
 # What members are compared by, each as its worker measures it where the experiment compares them.
@@ -32,7 +32,7 @@ def read_scheduler(table: Any, located: Located) -> tuple[Settings | None, list[
         return None, [problem(None, 'must be a table [scheduler] with kind = "asha" or "pbt"')]
     kind = table.get("kind")
     if kind not in KEYS:
-        return None, [problem("kind", f"must be one of {', '.join(map(repr, KEYS))}, not {kind!r}")]
+        return None, [problem("kind", f"must be one of {', '.join(map(repr, KEYS))}, not {shown(kind)}")]
     problems = [problem(key, f"is not a key of {NAMES[kind]} [scheduler]; its keys are kind, metric, "
                              + ", ".join(KEYS[kind]))
                 for key in table if key not in ("kind", "metric", *KEYS[kind])]
@@ -57,7 +57,7 @@ def _read_asha(table: dict, metric: str) -> tuple[AshaSettings | None, list[tupl
     elif any(later <= earlier for earlier, later in zip(rungs, rungs[1:])):
         messages.append(("rungs", f"must increase: {rungs}"))
     if not _fraction(keep) or keep >= 1:
-        messages.append(("keep", f"must be a number between 0 and 1 (the fraction promoted), not {keep!r}"))
+        messages.append(("keep", f"must be a number between 0 and 1 (the fraction promoted), not {shown(keep)}"))
     if messages:
         return None, messages
     return AshaSettings(tuple(rungs), float(keep), metric), []
@@ -67,10 +67,10 @@ def _read_pbt(table: dict, metric: str) -> tuple[PbtSettings | None, list[tuple[
     interval, quantile, perturb = table["interval"], table["quantile"], table["perturb"]
     messages = []
     if not _whole(interval) or not 0 < interval <= STEPS_MAX:
-        messages.append(("interval", f"must be a number of steps above 0, not {interval!r}"))
+        messages.append(("interval", f"must be a number of steps above 0, not {shown(interval)}"))
     if not _fraction(quantile) or quantile > 0.5:
         messages.append(("quantile", f"must be above 0 and at most 0.5 (the bottom and the top fraction), "
-                                     f"not {quantile!r}"))
+                                     f"not {shown(quantile)}"))
     if not isinstance(perturb, dict) or not perturb:
         messages.append(("perturb", 'must be a table of fields and factors, e.g. { "dqn.lr" = [0.8, 1.25] }'))
     else:
@@ -164,7 +164,7 @@ def _whole(value: Any) -> bool:
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return finite(value)
 
 
 def _fraction(value: Any) -> bool:

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rlsup.spec.values import check_value
+from rlsup.spec.values import check_value, shown
 from rlsup.spec.fields import ARRAY_TABLES, IDENTITY, TABLES, field_types, section_field
 from rlsup.spec.locating import Located, Problem
 
@@ -170,7 +170,7 @@ def _values_problem(name: str, values: Any, *, distinct: bool = True) -> str | N
     for value in values:
         error = check_value(value, field_types(cls)[field], section_field(cls, field).metadata)
         if error:
-            return f"value {value!r} {error}"
+            return f"value {shown(value)} {error}"
     if not distinct:
         return None  # a linked field may give two games one value
     repeated = [value for index, value in enumerate(values) if value in values[:index]]

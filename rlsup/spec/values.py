@@ -1,14 +1,11 @@
 """Checks of one job-file value against its field's type and range, and the ranges fields may declare."""
 from __future__ import annotations
 
-import math
 import typing
 from typing import Any, Literal
 
-# Every integer is stored as a signed 64-bit number somewhere (SQLite, numpy, torch), so none may be wider;
-# a field's own maximum is usually far lower.
-INT64_MIN = -(2 ** 63)
-INT64_MAX = 2 ** 63 - 1
+# No integer may be wider than 64 bits (formatting.py says why); a field's own maximum is usually far lower.
+from rlsup.formatting import INT64_MAX, INT64_MIN, finite
 # Steps are divided and shown as floats (steps/s, ETA, progress bars): exact as doubles up to 2**53,
 # which is also far beyond any training run.
 STEPS_MAX = 2 ** 53
@@ -43,11 +40,13 @@ def check_value(value: Any, annotation: Any, metadata: dict) -> str | None:
         if isinstance(value, bool) or not isinstance(value, int):
             return f"must be an integer, not {type_name(value)}"
         if not INT64_MIN <= value <= INT64_MAX:
-            return f"must fit in 64 bits (at most {INT64_MAX}), not {value}"
+            return f"must fit in 64 bits (at most {INT64_MAX}), not {shown(value)}"
     elif annotation is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return f"must be a number, not {type_name(value)}"
-        if not math.isfinite(value):
+        if isinstance(value, int) and not finite(value):  # a field's own bounds say it better, where it has them
+            return check_bounds(value, metadata) or f"is too large (at most about 1.8e308), not {shown(value)}"
+        if not finite(value):
             return f"must be finite, not {value}"
     elif annotation is str:
         return None if isinstance(value, str) else f"must be a string, not {type_name(value)}"
@@ -58,12 +57,23 @@ def check_bounds(value: float, metadata: dict) -> str | None:
     minimum, maximum = metadata.get("minimum"), metadata.get("maximum")
     if minimum is not None:
         if metadata.get("exclusive_minimum") and value <= minimum:
-            return f"must be greater than {minimum}, not {value}"
+            return f"must be greater than {minimum}, not {shown(value)}"
         if value < minimum:
-            return f"must be at least {minimum}, not {value}"
+            return f"must be at least {minimum}, not {shown(value)}"
     if maximum is not None and value > maximum:
-        return f"must be at most {maximum}, not {value}"
+        return f"must be at most {maximum}, not {shown(value)}"
     return None
+
+
+def shown(value: Any) -> str:
+    """A value as a refusal quotes it (repr): an integer of hundreds of digits by its length, not the digits."""
+    if isinstance(value, int) and not isinstance(value, bool) and not -10 ** 20 < value < 10 ** 20:
+        try:
+            digits = str(len(str(abs(value))))
+        except ValueError:  # past int()'s limit on digits, which str() keeps too
+            digits = "thousands of"
+        return f"{'a negative' if value < 0 else 'an'} integer of {digits} digits"
+    return repr(value)
 
 
 def type_name(value: Any) -> str:
