@@ -17,8 +17,9 @@ _WRITE_ACCESS = os.O_WRONLY | os.O_RDWR
 # What an open refused by GUARD_FLAGS fails with: a link, a FIFO without a reader or a socket, a directory.
 _NOT_A_FILE = {errno.ELOOP: "is a symbolic link", errno.ENXIO: "is a FIFO or a socket",
                errno.EISDIR: "is a directory", errno.ENOTDIR: "has a part that is not a directory"}
-# A JSON file rlsup writes (a status, a manifest) is a few kB; a bigger one is damage, not something to hold.
-JSON_LIMIT_BYTES = 16 << 20
+# A JSON file rlsup writes in a run (a status, a manifest) or its job.toml is a few kB; a bigger one is damage,
+# or a received run's trap (a sparse 2 GiB job.toml held 4.1 GiB for 12-26 s), not something to hold.
+LIMIT_BYTES = 16 << 20
 
 
 class NotOwnFile(Sentence, OSError):
@@ -79,10 +80,21 @@ def read_json(path: Path) -> dict | None:
     """A JSON object from path, or None when it is missing, half-written, or not a regular file (a link, a FIFO
     that would block the read for ever)."""
     try:
-        value = json.loads(read_bytes(Path(path), JSON_LIMIT_BYTES) or b"")
+        value = json.loads(read_bytes(Path(path), LIMIT_BYTES) or b"")
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None
+
+
+def read_small(path: Path) -> bytes:
+    """A small file of the run (its job.toml) whole, as read_json reads a status: never through a link (a run's
+    file, unlike a user's job file, is not theirs to point elsewhere), never a FIFO, never past LIMIT_BYTES.
+    Raises NotOwnFile, FileNotFoundError or OSError."""
+    data = read_bytes(Path(path), LIMIT_BYTES)
+    if data is None:
+        raise NotOwnFile(f"{path} is larger than {LIMIT_BYTES >> 20} MiB, far more than rlsup writes there (a few kB): "
+                         "not read")
+    return data
 
 
 def read_regular(path: Path) -> bytes:

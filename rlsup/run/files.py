@@ -202,7 +202,9 @@ class EditRefused(Exception):
 
 
 def read_run_spec(run_dir: Path) -> specs.JobSpec:
-    return specs.load(Path(run_dir) / paths.JOB_FILE)
+    """The run's job.toml, its one reader (enjoy, export, fork, resume, the worker, the daemon): never through a link,
+    never past a run's file limit."""
+    return specs.load(Path(run_dir) / paths.JOB_FILE, read=own_files.read_small)
 
 
 def write_run_spec(run_dir: Path, spec: specs.JobSpec) -> None:

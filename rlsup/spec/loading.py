@@ -37,11 +37,12 @@ class SpecDeprecation(FutureWarning):
 _WARNED: dict[str, dict] = {}
 
 
-def load(path: str | Path) -> JobSpec:
-    """Read and validate a job file; raise SpecError naming file, line and field."""
+def load(path: str | Path, *, read: Callable[[Path], bytes] = own_files.read_regular) -> JobSpec:
+    """Read and validate a job file; raise SpecError naming file, line and field. read takes its bytes: by default
+    through links, as a user's own job file may be one; a run's job.toml is read with own_files.read_small."""
     path = Path(path)
     try:
-        text = own_files.read_regular(path).decode("utf-8")
+        text = read(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise SpecError([Problem(str(path), None, "", f"cannot read the file: {error}")]) from None
     return loads(text, file=str(path), default_name=path.stem)

@@ -13,7 +13,7 @@ from rlsup import atomic, paths
 from rlsup.jobs.state import State
 from rlsup.run import files as runfiles, lineage
 from rlsup.checkpoint.manifest import MANIFEST_FILE, STATE_FILE, list_checkpoints, read_manifest, sealed
-from rlsup_testing import assert_one_line_error, copy_run as received, finished_cartpole, run_rlsup
+from rlsup_testing import assert_one_line_error, cartpole_job, copy_run as received, finished_cartpole, run_rlsup
 
 OUTSIDE_BYTES = b"a colleague's file, not the run's\n" * 32_768  # about 1 MiB, as in the issue
 
@@ -161,3 +161,38 @@ def test_a_received_forks_parent_checkpoint_linked_outside_it_is_refused(tmp_pat
     result = run_rlsup("run", "--resume", fork, timeout=120)
     assert_one_line_error(result, 2, lineage.INHERITED_CHECKPOINT, "symbolic link")
     assert list_checkpoints(fork) == []
+
+
+def linked_job_file(run_dir: Path) -> str:
+    """job.toml made a link to a copy of itself outside the run: a valid job, read only by following the link."""
+    outside = run_dir.parent / "elsewhere.toml"
+    outside.write_bytes((run_dir / paths.JOB_FILE).read_bytes())
+    (run_dir / paths.JOB_FILE).unlink()
+    (run_dir / paths.JOB_FILE).symlink_to(outside)
+    return "is a symbolic link"
+
+
+def huge_job_file(run_dir: Path) -> str:
+    with open(run_dir / paths.JOB_FILE, "r+b") as handle:
+        handle.truncate(2 << 30)  # sparse, as in the issue: no disk used
+    return "is larger than 16 MiB"
+
+
+RUN_SPEC_READERS = {"enjoy": ("enjoy", "--episodes", "1"), "fork": ("fork",), "resume": ("run", "--resume"),
+                    "export": ("export", "--format", "torchscript")}
+
+
+@pytest.mark.parametrize("plant", [linked_job_file, huge_job_file])
+@pytest.mark.parametrize("command", list(RUN_SPEC_READERS))
+def test_a_received_runs_job_file_is_read_only_as_its_own_small_file(tmp_path: Path, finished_run: Path, command: str,
+                                                                       plant) -> None:
+    """Issue 49 items 14 and 16: every command that reads a run's job.toml refuses one that is a link, or larger
+    than a run's JSON files may be, in one line naming it, before reading it (a 2 GiB one was held whole)."""
+    run_dir = received(finished_run, tmp_path)
+    said = plant(run_dir)
+    arguments = [*RUN_SPEC_READERS[command], run_dir]
+    if command == "fork":
+        arguments.append(cartpole_job(tmp_path, name="new", total_steps=4_000, checkpoint_every=500))
+    if command == "export":
+        arguments += ["--out", tmp_path / "model.pt"]
+    assert_one_line_error(run_rlsup(*arguments, timeout=120), 2, str(run_dir / paths.JOB_FILE), said)

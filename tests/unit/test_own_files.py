@@ -141,3 +141,23 @@ def test_a_checkpoint_path_the_user_gives_may_be_a_link_of_theirs(run_dir: Path,
     (tmp_path / "mine").symlink_to(tmp_path / "kept" / paths.CHECKPOINTS / "step-000000000002")
     entry = resolve(run_dir, str(tmp_path / "mine"))
     assert entry.step == 2 and verify(entry.path) is None
+
+
+def test_a_runs_job_file_is_never_read_through_a_link(run_dir: Path, tmp_path: Path) -> None:
+    """Issue 49 item 16: a run's job.toml that is a link to a job file outside the run was loaded through it
+    (spec.load's read_regular follows links, which is right for a user's own job file only)."""
+    elsewhere = cartpole_job(tmp_path, name="elsewhere")
+    (run_dir / paths.JOB_FILE).symlink_to(elsewhere)
+    with pytest.raises(specs.SpecError, match=f"{run_dir / paths.JOB_FILE} is a symbolic link") as refused:
+        runfiles.read_run_spec(run_dir)
+    assert "\n" not in str(refused.value)
+    assert specs.load(run_dir / paths.JOB_FILE).env.id == "CartPole-v1"  # a user's job file may be a link
+
+
+def test_a_runs_job_file_is_read_within_the_limit_of_a_runs_json_files(run_dir: Path) -> None:
+    """Issue 49 item 14: a received run's sparse 2 GiB job.toml was read whole (4.1 GiB held for 12-26 s)
+    before it was found not to be TOML; it is refused unread, past the limit a run's status.json has."""
+    with open(run_dir / paths.JOB_FILE, "wb") as handle:
+        handle.truncate(2 << 30)  # sparse: no disk used
+    with pytest.raises(specs.SpecError, match=f"{run_dir / paths.JOB_FILE} is larger than 16 MiB"):
+        runfiles.read_run_spec(run_dir)
