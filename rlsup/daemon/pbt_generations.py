@@ -13,6 +13,7 @@ from rlsup.decisions.pbt import Fork, PbtSettings
 from rlsup.decisions.ranking import Report, figure
 from rlsup.jobs import standings
 from rlsup.jobs.record import Job, spec_columns
+from rlsup.jobs.state import Desired
 from rlsup.jobs.store import Store
 from rlsup.run import files as runfiles, import_trust, lineage
 from rlsup.run.holds import Hold, Standing, clear_hold, write_hold
@@ -47,11 +48,7 @@ def prepare(store: Store, fork: Fork, parent: Job, generation: int) -> PreparedF
                                   f"generation's step {fork.step:,}")
     # The fork that replaces member 5 at generation 2 of pbt: pbt-g2-m5 (parent.json and the events say whose).
     name = store.free_name(specs.sanitize_name(f"{parent.experiment}-g{generation}-m{fork.member}"))
-    spec = runfiles.read_run_spec(parent_run).replace("job", name=name)
-    for field, value in fork.values.items():
-        section, key = field.split(".", 1)
-        spec = spec.replace(section, **{key: within_bounds(section, key, value)})
-    loaded = specs.apply_overrides(spec, {})  # the name sanitised as every job's is
+    loaded = fork_spec(runfiles.read_run_spec(parent_run), name, fork.values)
     pinned = {"job.name": name, **field_values_of(loaded, fork.values)}
     overrides = {**parent.override_values, **specs.pin_overrides(loaded, pinned)}
     run_dir = paths.run_dir_name(name, root=parent_run.parent)
@@ -66,6 +63,25 @@ def prepare(store: Store, fork: Fork, parent: Job, generation: int) -> PreparedF
         discard_directory(store, run_dir)
         raise
     return PreparedFork(fork, parent, name, run_dir, loaded, overrides)
+
+
+def fork_spec(parent_spec: specs.JobSpec, name: str, values: typing.Mapping[str, float]) -> specs.JobSpec:
+    """The fork's spec: its parent's, named, with each perturbed value kept inside its field's declared range."""
+    spec = parent_spec.replace("job", name=name)
+    for field, value in values.items():
+        section, key = field.split(".", 1)
+        spec = spec.replace(section, **{key: within_bounds(section, key, value)})
+    return specs.apply_overrides(spec, {})  # the name sanitised as every job's is
+
+
+def fork_refusal(parent_spec: specs.JobSpec, values: typing.Mapping[str, float]) -> str | None:
+    """Why the fork's job.toml would not load, in the loader's words, or None. The loader itself judges, as the
+    fork's worker will: a range clamp alone let epsilon_end pass epsilon_start, and lr reach its excluded 0."""
+    try:
+        specs.loads(fork_spec(parent_spec, parent_spec.job.name, values).to_toml())
+    except specs.SpecError as error:
+        return "; ".join(f"{problem.field}: {problem.message}" for problem in error.problems)
+    return None
 
 
 def queue(store: Store, prepared: PreparedFork) -> Job:
@@ -116,62 +132,96 @@ def generation_hold(settings: PbtSettings, step: int, total_steps: int) -> Hold 
 
 
 def decide_pbt(store: Store, settings: PbtSettings, seed: int, members: list[Job]) -> None:
-    """Run the first generation whose every live member has reported and that is not decided yet."""
+    """Let members that came late to a generation go on, then run the first generation whose every live member has
+    reported and that is not taken yet."""
     if members:
         discard_orphans(store, members[0].experiment)
     ids = [job.id for job in members]
+    by_id = {job.id: job for job in members}
     decided = standings.decisions(store, ids)
     born = {decision.job_id: decision.step for decision in decided if decision.verdict == standings.FORKED}
     replaced = {decision.job_id: decision.step for decision in decided if decision.verdict == standings.REPLACED}
-    finished = {decision.step for decision in decided if decision.verdict in (standings.CONTINUED, standings.REPLACED)}
-    held = standings.standings(store, ids)
-    for step in sorted({standing.step for found in held.values() for standing in found} - finished):
-        # Live at a generation: not gone, made before it, and not replaced at an earlier one.
-        expected = [job for job in members if job.state not in standings.GONE and born.get(job.id, 0) < step
-                    and replaced.get(job.id, step) >= step]
-        reported = {job.id: standing for job in expected for standing in held[job.id] if standing.step == step}
-        if expected and len(reported) == len(expected):
-            run_generation(store, settings, seed, step, expected, reported)
+    taken = {decision.step for decision in decided if decision.verdict in (standings.CONTINUED, standings.REPLACED)}
+    gone = {job.id for job in members if job.state in standings.GONE}
+    held = {(job_id, standing.step): standing for job_id, found in standings.standings(store, ids).items()
+            for standing in found}
+    reports = [Report(job_id, step, standings.metric_value(standing.values.get(settings.metric)))
+               for (job_id, step), standing in held.items()]
+    for late in pbt.late_arrivals(settings, reports, taken, {(d.job_id, d.step) for d in decided}, gone):
+        go_on(store, settings, by_id[late.member], late, time.time())
+    for step in sorted({step for _, step in held} - taken):
+        expected = pbt.live_at(step, ids, gone, born, replaced)
+        if expected and all((member, step) in held for member in expected):
+            run_generation(store, settings, seed, step, [by_id[member] for member in expected],
+                           {member: held[(member, step)] for member in expected})
             return  # its forks are queued only now: a later generation is taken at the next reconcile
 
 
 def run_generation(store: Store, settings: PbtSettings, seed: int, step: int, expected: list[Job],
                    reported: dict[int, Standing]) -> None:
     """The generation's forks made, then in one transaction queued with every member's decision: the weak
-    replaced (they keep their pause), the rest resumed to the next generation."""
+    replaced (they keep their pause), the rest resumed to the next generation. Each fork's spec is judged by
+    the job loader before anyone is replaced (pbt.decide draws again, or keeps the weak member)."""
     generation = step // settings.interval
     values = {job.id: standings.metric_value(reported[job.id].values.get(settings.metric)) for job in expected}
     reports = [Report(job.id, step, values[job.id]) for job in expected]
-    fields = {job.id: field_values_of(runfiles.read_run_spec(Path(job.run_dir)), settings.perturb) for job in expected}
-    forks = pbt.decide(settings, seed, reports, fields)
+    member_specs = {job.id: runfiles.read_run_spec(Path(job.run_dir)) for job in expected}
+    fields = {job.id: field_values_of(member_specs[job.id], settings.perturb) for job in expected}
+    decided = pbt.decide(settings, seed, reports, fields,
+                         refuses=lambda parent, chosen: fork_refusal(member_specs[parent], chosen))
+    forks = [outcome for outcome in decided if isinstance(outcome, Fork)]
+    weak = {fork.member for fork in forks}
+    going_on = {job.id: pbt.Continue(job.id, step, f"pbt: member {job.id} ({settings.metric} "
+                                                   f"{figure(values[job.id])}) goes on at step {step:,} "
+                                                   f"(generation {generation})") for job in expected}
+    going_on.update({outcome.member: outcome for outcome in decided if isinstance(outcome, pbt.Continue)})
     by_id = {job.id: job for job in expected}
     prepared: list[PreparedFork] = []
     try:
         for fork in forks:
             prepared.append(prepare(store, fork, by_id[fork.parent], generation))
             place_hold(prepared[-1].run_dir, generation_hold(settings, step, prepared[-1].spec.job.total_steps))
-        weak = {fork.member for fork in forks}
         for job in expected:
             place_hold(Path(job.run_dir), None if job.id in weak else generation_hold(settings, step, job.total_steps))
-        now = time.time()
-        with store.transaction():
-            standings.forget_unfinished_forks(store, [str(made.run_dir) for made in prepared])  # their jobs have them
-            for made in prepared:
-                job = queue(store, made)
-                reason = f"replaced at generation {generation} by job {job.id} ({job.name}): {made.fork.reason}"
-                replaced = standings.Decision(made.fork.member, step, standings.REPLACED, reason, now)
-                standings.record_decision(store, replaced, resume=False)
-                forked = standings.Decision(job.id, step, standings.FORKED, made.fork.reason, now)
-                standings.record_decision(store, forked, resume=False)
-            for job in expected:
-                if job.id not in weak:
-                    reason = (f"pbt: member {job.id} ({settings.metric} {figure(values[job.id])}) goes on at step "
-                              f"{step:,} (generation {generation})")
-                    standings.record_decision(store, standings.Decision(job.id, step, standings.CONTINUED, reason, now),
-                                              resume=True)
+        if not commit_generation(store, settings, generation, expected, prepared,
+                                 [going_on[job.id] for job in expected if job.id not in weak]):
+            discard(store, prepared)
     except BaseException:
         discard(store, prepared)
         raise
+
+
+def commit_generation(store: Store, settings: PbtSettings, generation: int, expected: list[Job],
+                      prepared: list[PreparedFork], going_on: list[pbt.Continue]) -> bool:
+    """Queue the forks and record every member's decision, in one transaction. False, with nothing recorded,
+    when a user killed one of the members meanwhile (the forks took time to make): the generation is taken again
+    at the next reconcile without that member, as it would have been had the kill come first."""
+    now = time.time()
+    with store.transaction():
+        if any(current is None or current.desired is Desired.KILLED
+               for current in (store.job(job.id) for job in expected)):
+            return False
+        standings.forget_unfinished_forks(store, [str(made.run_dir) for made in prepared])  # their jobs have them
+        for made in prepared:
+            job = queue(store, made)
+            reason = f"replaced at generation {generation} by job {job.id} ({job.name}): {made.fork.reason}"
+            replaced = standings.Decision(made.fork.member, made.fork.step, standings.REPLACED, reason, now)
+            standings.record_decision(store, replaced, resume=False)
+            forked = standings.Decision(job.id, made.fork.step, standings.FORKED, made.fork.reason, now)
+            standings.record_decision(store, forked, resume=False)
+        by_id = {job.id: job for job in expected}
+        for continued in going_on:
+            go_on(store, settings, by_id[continued.member], continued, now, hold_placed=True)
+    return True
+
+
+def go_on(store: Store, settings: PbtSettings, job: Job, goes_on: pbt.Continue, now: float, *,
+          hold_placed: bool = False) -> None:
+    """A member resumed to its next generation's hold (or to its end), with the decision that says why."""
+    if not hold_placed:
+        place_hold(Path(job.run_dir), generation_hold(settings, goes_on.step, job.total_steps))
+    decision = standings.Decision(job.id, goes_on.step, standings.CONTINUED, goes_on.reason, now)
+    standings.record_decision(store, decision, resume=True)
 
 
 def place_hold(run_dir: Path, hold: Hold | None) -> None:

@@ -5,7 +5,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from rlsup.jobs.record import EventKind
+from rlsup.jobs.record import EventKind, Job
 from rlsup.jobs.state import Desired, State
 from rlsup.jobs.store import Store
 from rlsup.run.holds import Standing
@@ -88,21 +88,41 @@ def decisions(store: Store, job_ids: list[int]) -> list[Decision]:
 def record_decision(store: Store, decision: Decision, *, resume: bool) -> bool:
     """The decision, its event and its action (a promoted member waiting at the step is queued again; a
     stopped one keeps its pause with the reason) in one transaction: a daemon killed at any point has
-    either done all of it or none. False when the store already held a decision there (nothing done)."""
+    either done all of it or none. False when the store already held a decision there (nothing done).
+
+    A user's intent wins: a member its user killed, or paused, is not queued again. It is read in this same
+    transaction, since a kill can commit while the daemon decides (and a PBT generation makes its forks)."""
     with store.transaction():
         inserted = store.connection.execute(
             "INSERT OR IGNORE INTO decisions (job_id, step, verdict, reason, time) VALUES (?, ?, ?, ?, ?)",
             (decision.job_id, decision.step, decision.verdict, decision.reason, decision.time)).rowcount
         if not inserted:
             return False
-        store.add_event(decision.job_id, EventKind.DECISION, decision.reason)
         job = store.job(decision.job_id)
+        overruled = user_intent(store, job) if job is not None else None
+        store.add_event(decision.job_id, EventKind.DECISION, decision.reason)
         waiting = job is not None and job.state is State.PAUSED and job.step >= decision.step
-        if waiting and resume:
+        if waiting and resume and overruled is None:
             store.transition(job.id, State.QUEUED, decision.reason, desired=Desired.RUNNING)
+        elif waiting and resume:
+            store.update(job.id, reason=f"{decision.reason}; it stays paused: {overruled.request}")
         elif waiting:
             store.update(job.id, reason=decision.reason)
     return True
+
+
+def user_intent(store: Store, job: Job) -> Desired | None:
+    """What the member's user asked that no decision may undo: a kill (only clients ask one), or a pause asked
+    since the scheduler last decided for it (a member paused at its hold by its worker wants `paused` too, so
+    the intent's own event tells them apart); None when its user asked neither."""
+    if job.desired is Desired.KILLED:
+        return Desired.KILLED
+    latest = store.connection.execute(
+        "SELECT kind, message FROM events WHERE job_id = ? AND kind IN (?, ?) ORDER BY id DESC LIMIT 1",
+        (job.id, EventKind.INTENT.value, EventKind.DECISION.value)).fetchone()
+    paused = (job.desired is Desired.PAUSED and latest is not None and latest["kind"] == EventKind.INTENT.value
+              and latest["message"] == Desired.PAUSED.request)
+    return Desired.PAUSED if paused else None
 
 
 def note_unfinished_fork(store: Store, experiment: str, run_dir: str) -> None:

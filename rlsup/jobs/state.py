@@ -41,6 +41,11 @@ class Desired(str, enum.Enum):
         """The word a user says for this intent: `rlsup pause|resume|kill`, the TUI's actions, the events."""
         return INTENT_VERBS[self]
 
+    @property
+    def request(self) -> str:
+        """The event a client's intent is recorded by ("kill requested"): what tells a user's pause from a hold's."""
+        return f"{self.verb} requested"
+
 
 INTENT_VERBS = {Desired.PAUSED: "pause", Desired.RUNNING: "resume", Desired.KILLED: "kill"}
 

@@ -324,7 +324,7 @@ class Store:
             self.connection.execute(
                 "UPDATE jobs SET desired = ?, desired_seq = desired_seq + 1, updated = ? WHERE id = ?",
                 (desired.value, time.time(), int(job_id)))
-            self._event(job_id, EventKind.INTENT, None, None, f"{desired.verb} requested", time.time())
+            self._event(job_id, EventKind.INTENT, None, None, desired.request, time.time())
         return self.job(job_id)
 
     # ------------------------------------------------------------------ daemon writes

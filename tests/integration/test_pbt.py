@@ -107,3 +107,83 @@ def test_each_generation_forks_the_weakest_from_a_strong_member_the_same_way_twi
     before = [(step, value) for step, value in zip(fork_line.steps, fork_line.values) if step <= parent.step]
     assert before and before == [(step, value) for step, value in zip(parent_line.steps, parent_line.values)
                                  if step <= parent.step]
+
+
+SHORT_INTERVAL = 300
+# Generations at 300 and 600 of 900 steps, and a quantile that forks none of four: what is tested is who a
+# generation waits for, which forks do not change.
+LATE_SCHEDULER = (f'\n[scheduler]\nkind = "pbt"\nmetric = "return"\ninterval = {SHORT_INTERVAL}\nquantile = 0.2\n'
+                  'perturb = { "dqn.lr" = [0.8, 1.25] }\n')
+
+
+def test_seeds_that_join_after_the_first_generation_go_on_from_it_and_every_member_ends(harness) -> None:
+    """issue 49 item 5: seeds that joined after generation 1 held at its step, which was decided, and generation 2
+    then waited for them for good: every member ended "paused: waiting at generation 1/2". A late member that
+    reaches a generation already taken goes on at once, and is compared from the next one it reaches."""
+    harness.settings(cpu_jobs=2)
+    harness.start_daemon()
+    path = harness.job_file("late", total_steps=900, checkpoint_every=0)
+    path.write_text(path.read_text() + LATE_SCHEDULER)
+    code, _, err = harness.cli("submit", path, "--seeds", "1-2", "--experiment", "late")
+    assert code == 0, err
+    first = [job.id for job in harness.store.experiment_jobs("late")]
+    harness.wait_for(lambda: len(standings.decisions(harness.store, first)) == 2, timeout=120,
+                     what="generation 1 decided", report=lambda: harness.report())
+    code, _, err = harness.cli("submit", path, "--seeds", "3-4", "--experiment", "late")
+    assert code == 0, err
+
+    def all_done():
+        jobs = harness.store.experiment_jobs("late")
+        return jobs if len(jobs) == 4 and all(job.state is State.DONE for job in jobs) else None
+    jobs = harness.wait_for(all_done, timeout=240, what="every member of late done", report=lambda: harness.report())
+    late = [job.id for job in jobs if job.id not in first]
+    decided = {(decision.job_id, decision.step): decision for decision in decisions_of(harness, "late")}
+    # Generation 1 was taken by the first two; the late two went on from it at once, each with its reason.
+    for job_id in late:
+        assert decided[(job_id, SHORT_INTERVAL)].verdict == standings.CONTINUED
+        assert "after generation 1 was taken without it" in decided[(job_id, SHORT_INTERVAL)].reason
+    # Generation 2 compared all four: each of them has its decision there, and none was decided twice.
+    assert {job_id for job_id, step in decided if step == 2 * SHORT_INTERVAL} == {job.id for job in jobs}
+    assert len(decided) == 8 == len(decisions_of(harness, "late"))
+
+
+def pbt_pair(harness, name: str, factors: str) -> list[int]:
+    """Two members of one experiment whose perturbation of dqn.epsilon_end is by `factors`, with epsilon_start 0.5:
+    a factor of 1e6 puts it (clamped to its maximum, 1) above epsilon_start, which the loader refuses."""
+    path = harness.job_file(name, total_steps=600, checkpoint_every=0)
+    scheduler = (f'\n[scheduler]\nkind = "pbt"\nmetric = "return"\ninterval = {SHORT_INTERVAL}\nquantile = 0.5\n'
+                 f'perturb = {{ "dqn.epsilon_end" = {factors} }}\n')
+    path.write_text(path.read_text().replace("[dqn]\n", "[dqn]\nepsilon_start = 0.5\n") + scheduler)
+    code, out, err = harness.cli("submit", path, "--seeds", "1-2", "--experiment", name)
+    assert code == 0, err
+    return [int(line) for line in out.split()]
+
+
+def test_a_fork_whose_perturbation_breaks_a_cross_field_rule_is_drawn_again_or_the_member_kept(harness) -> None:
+    """issue 49 item 7: a perturbation inside its field's range but against a cross-field rule made a fork its own
+    loader refused (exit 2), and the member it replaced stayed "paused: replaced": the population one short for
+    good. Each fork's spec is checked by the loader before anyone is replaced: another listed factor is drawn,
+    and where none loads the weak member is kept."""
+    harness.settings(cpu_jobs=2)
+    harness.start_daemon()
+    kept, redrawn = pbt_pair(harness, "keep", "[1e6]"), pbt_pair(harness, "redraw", "[1e6, 1.25]")
+
+    def over():
+        jobs = harness.store.experiment_jobs("keep") + harness.store.experiment_jobs("redraw")
+        resting = all(job.state in (State.DONE, State.FAILED, State.KILLED) or job.reason.startswith("replaced at")
+                      for job in jobs)
+        return jobs if resting and len(standings.decisions(harness.store, [job.id for job in jobs])) >= 4 else None
+    jobs = harness.wait_for(over, timeout=240, what="both experiments over", report=lambda: harness.report())
+    assert not [job for job in jobs if job.state is State.FAILED], harness.report()
+    # No factor loads: no fork, and both members trained to their end, the weak one with the reason it was kept.
+    assert [job.id for job in harness.store.experiment_jobs("keep")] == kept
+    assert all(harness.job(job_id).state is State.DONE for job_id in kept)
+    reasons = [decision.reason for decision in standings.decisions(harness.store, kept)]
+    assert sum("is kept: no fork drawn from the top members" in reason for reason in reasons) == 1, reasons
+    assert any("dqn.epsilon_end: must not exceed epsilon_start" in reason for reason in reasons), reasons
+    # One factor loads: the fork has it, and trained to its end.
+    forks = [job for job in harness.store.experiment_jobs("redraw") if job.id not in redrawn]
+    assert len(forks) == 1 and forks[0].state is State.DONE, harness.report()
+    parent = read_parent(Path(forks[0].run_dir))
+    values = [runfiles.read_run_spec(Path(run)).dqn.epsilon_end for run in (forks[0].run_dir, parent.run_dir)]
+    assert values[0] == pytest.approx(values[1] * 1.25), values

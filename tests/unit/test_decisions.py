@@ -1,6 +1,7 @@
 """ASHA and PBT as pure functions: reports in, decisions out, the same ones however the reports arrive."""
 from __future__ import annotations
 
+import itertools
 import math
 
 from hypothesis import given, settings, strategies as st
@@ -154,3 +155,143 @@ def test_reports_from_two_steps_are_not_one_generation() -> None:
     else:
         raise AssertionError("reports from two steps were taken for one generation")
 
+
+
+def lr_factor_of(fork_values: dict, parent_values: dict) -> float:
+    return fork_values["dqn.lr"] / parent_values["dqn.lr"]
+
+
+@settings(max_examples=80)
+@given(populations, st.integers(0, 2**32), st.randoms(use_true_random=False), st.data())
+def test_a_refused_fork_is_drawn_again_and_a_weak_member_no_fork_can_replace_is_kept(scores, seed, shuffler,
+                                                                                     data) -> None:
+    """issue 49 item 7: a fork whose values the loader refuses is never made. Another parent of the top and other
+    factors are drawn; only when no combination loads is the weak member kept (it goes on), never lost."""
+    reports, values = generation(scores)
+    refused_parents = data.draw(st.sets(st.integers(1, len(scores))))
+    refused_factor = data.draw(st.sampled_from([None, 0.8, 1.25]))
+
+    def refuses(parent: int, chosen: dict) -> str | None:
+        factor = lr_factor_of(chosen, values[parent])
+        bad = parent in refused_parents or (refused_factor and math.isclose(factor, refused_factor))
+        return "dqn.lr: refused" if bad else None
+
+    outcomes = pbt.decide(PBT, seed, reports, values, refuses)
+    shuffled = list(reports)
+    shuffler.shuffle(shuffled)
+    assert pbt.decide(PBT, seed, shuffled, values, refuses) == outcomes  # the same after a crash
+    count = kept_count(len(scores), PBT.quantile)
+    order = [report.member for report in sorted(reports, key=best_first)]
+    top, bottom = order[:count], order[len(order) - count:]
+    assert sorted(outcome.member for outcome in outcomes) == sorted(bottom)  # each weak member once, either way
+    for outcome in outcomes:
+        if isinstance(outcome, pbt.Fork):
+            assert outcome.parent in top and refuses(outcome.parent, outcome.values) is None
+        else:
+            assert isinstance(outcome, pbt.Continue) and outcome.reason.endswith("(dqn.lr: refused)")
+            every = [{name: values[parent][name] * factor for name, factor in zip(sorted(PBT.perturb), factors)}
+                     for parent in top for factors in itertools.product(*(PBT.perturb[name]
+                                                                          for name in sorted(PBT.perturb)))]
+            assert all(refuses(parent, chosen) for parent, chosen in zip([p for p in top for _ in range(4)], every))
+    # Nothing refused: the very draws a generation made before forks were checked.
+    assert pbt.decide(PBT, seed, reports, values, lambda parent, chosen: None) == pbt.decide(PBT, seed, reports,
+                                                                                           values)
+
+
+SIMULATED = pbt.PbtSettings(interval=100, quantile=0.25, perturb={"dqn.lr": (0.8, 1.25)}, metric="return")
+
+
+class Population:
+    """PBT's members as the daemon drives them, through the pure functions it calls: each trains to its next
+    generation's step and waits there until a decision lets it go on (or replaces it)."""
+
+    def __init__(self, total: int, scores: list[float]):
+        self.total, self.scores = total, scores
+        self.step: dict[int, int] = {}
+        self.waiting: set[int] = set()
+        self.gone: set[int] = set()       # done, killed, or (for the generations after) replaced
+        self.born: dict[int, int] = {}
+        self.replaced: dict[int, int] = {}
+        self.reports: list[Report] = []
+        self.decided: dict[tuple[int, int], str] = {}
+
+    def join(self, step: int = 0) -> int:
+        member = len(self.step) + 1
+        self.step[member] = step
+        return member
+
+    def movable(self) -> list[int]:
+        return [member for member in self.step if member not in self.waiting and member not in self.gone
+                and member not in self.replaced]
+
+    def advance(self, member: int) -> None:
+        """It trains to its next generation's step and reports there, or to its end."""
+        following = (self.step[member] // SIMULATED.interval + 1) * SIMULATED.interval
+        if following >= self.total:
+            self.step[member] = self.total
+            self.gone.add(member)
+            return
+        self.step[member] = following
+        self.reports.append(Report(member, following, self.scores[(member * 7 + following) % len(self.scores)]))
+        self.waiting.add(member)
+
+    def go_on(self, member: int, step: int) -> None:
+        assert (member, step) not in self.decided, "a member decided twice at one step"
+        self.decided[(member, step)] = "continued"
+        self.waiting.discard(member)
+
+    def decide(self) -> None:
+        """What deciding.decide_pbt does at a reconcile."""
+        taken = {step for (_, step), verdict in self.decided.items() if verdict in ("continued", "replaced")}
+        for late in pbt.late_arrivals(SIMULATED, self.reports, taken, set(self.decided), self.gone):
+            self.go_on(late.member, late.step)
+        reported = {(report.member, report.step): report for report in self.reports}
+        for step in sorted({step for _, step in reported} - taken):
+            expected = pbt.live_at(step, list(self.step), self.gone, self.born, self.replaced)
+            if expected and all((member, step) in reported for member in expected):
+                values = {member: {"dqn.lr": 1e-3} for member in expected}
+                for outcome in pbt.decide(SIMULATED, 1, [reported[(member, step)] for member in expected], values):
+                    if isinstance(outcome, pbt.Fork):
+                        fork = self.join(step)
+                        self.born[fork] = step
+                        self.decided[(fork, step)] = "forked"
+                        self.replaced[outcome.member] = step
+                        self.decided[(outcome.member, step)] = "replaced"
+                        self.waiting.discard(outcome.member)
+                for member in expected:
+                    if member not in self.replaced:
+                        self.go_on(member, step)
+                return
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 5), st.integers(0, 3), st.integers(2, 4), st.lists(values, min_size=1, max_size=8),
+       st.randoms(use_true_random=False))
+def test_members_that_join_late_or_are_killed_never_stall_a_pbt_experiment(first, joining, generations, scores,
+                                                                           chooser) -> None:
+    """issue 49 item 5: seeds that joined after a generation held at its step, which was decided, and every later
+    generation waited for them for good. Whatever the order members train, join and are killed in, every member
+    ends trained to its end, replaced, or killed; none waits for ever, and none is decided twice at a step."""
+    population = Population(SIMULATED.interval * generations, scores)
+    for _ in range(first):
+        population.join()
+    killed_left = 1
+    while True:
+        choices = [("advance", member) for member in population.movable()] + [("join", 0)] * (joining > 0)
+        choices += [("kill", member) for member in population.step if member not in population.gone
+                    and member not in population.replaced] * (killed_left > 0)
+        if not choices:
+            break
+        action, member = chooser.choice(choices)
+        if action == "advance":
+            population.advance(member)
+        elif action == "join":
+            joining -= 1
+            population.join()
+        else:
+            killed_left -= 1
+            population.gone.add(member)
+            population.waiting.discard(member)
+        population.decide()
+    stuck = [member for member in population.waiting if member not in population.gone]
+    assert not stuck, (stuck, population.reports, population.decided)
