@@ -261,14 +261,17 @@ class _Nvml:
         return int(memory.total) if memory else None
 
     def process_memory(self, pid: int) -> int | None:
-        """What NVML counts for one process over every GPU; None where it lists the process on none."""
+        """What NVML counts for one process on the GPU where it holds the most: a figure per GPU, as placement
+        packs by (a sum over a 2-GPU job's GPUs is more than either holds); None where it lists the process on
+        none."""
         counts = []
         for index in self.indices():
             handle = _try(lambda: self.module.nvmlDeviceGetHandleByIndex(index), None)
             listed = _try(lambda: self.module.nvmlDeviceGetComputeRunningProcesses(handle), []) if handle else []
-            counts += [int(entry.usedGpuMemory) for entry in listed
-                       if entry.pid == pid and isinstance(getattr(entry, "usedGpuMemory", None), int)]
-        return sum(counts) if counts else None
+            used = [int(entry.usedGpuMemory) for entry in listed
+                    if entry.pid == pid and isinstance(getattr(entry, "usedGpuMemory", None), int)]
+            counts += [sum(used)] if used else []
+        return max(counts) if counts else None
 
     def read(self) -> tuple[Gpu, ...]:
         return tuple(self._read_one(index) for index in self.indices())

@@ -433,3 +433,14 @@ def install_plugin(site: Path, package: str, entry_point: str = "") -> None:
     (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package.replace('_', '-')}\nVersion: 0.1\n")
     if entry_point:
         (dist_info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\n{entry_point}\n")
+
+
+def forge_status(run_dir: Path, pid: int, seconds: float, **fields) -> None:
+    """Write a status.json in the name of the worker pid, as anyone who can write the run can, over and over for
+    seconds: the worker rewrites its own about once a second, and the daemon reads it four times a second."""
+    from rlsup.run.status import Phase, WorkerStatus, write_worker_status
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        write_worker_status(Path(run_dir), WorkerStatus(pid=pid, phase=Phase.RUNNING, time=time.time(), **fields))
+        time.sleep(0.02)

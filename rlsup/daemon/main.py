@@ -21,7 +21,7 @@ from rlsup.daemon.supervisor import LocalRunner
 from rlsup.daemon.settings_file import load_settings
 from rlsup.daemon.store_watch import StoreWatch
 from rlsup.daemon.watcher import SpecWatcher
-from rlsup.daemon.worker_reports import WorkerReports
+from rlsup.daemon.worker_reports import WorkerReports, memory_need
 from rlsup.jobs.state import ACTIVE, Desired, Exit, State
 from rlsup.run.status import read_worker_status
 from rlsup.jobs.store import Job, JobChanges, Process, SentSignal, SignalKind, Store, StoreBusy
@@ -60,7 +60,7 @@ class Daemon(EditHandling):
         self.unsettled: list[tuple[WorkerHandle, Exit]] = []  # exits reaped while the store was busy
         self.known_jobs: set[int] = set()       # jobs whose file has been checked since start-up
         self.resumed: set[int] = set()          # paused jobs resumed, not yet started: they take back a slot
-        self.reports = WorkerReports(self.store)  # what status.json tells besides the step
+        self.reports = WorkerReports(self.store, self.machine)  # what status.json tells besides the step
         self.last_version: int | None = None
         self.dirty = False   # our own writes that need a reconcile (data_version ignores them)
         self.reload_settings = False
@@ -286,12 +286,14 @@ class Daemon(EditHandling):
             [(candidate(job), job.cluster) for job in queued if job.cluster],
             active=collections.Counter(job.cluster for job in jobs if job.state in ACTIVE and job.cluster),
             settings=self.settings, now=time.time())
+        totals = self.machine.gpu_memory_totals()
         plan = scheduler.place(
-            [candidate(job) for job in queued if not job.cluster],
+            [candidate(job, totals) for job in queued if not job.cluster],
             # What running jobs hold, not what they want: an edit of gpus applies at the next start.
-            active_gpu_jobs=[scheduler.GpuHolding(job.gpu_indices, job.gpu_memory_need) for job in active if job.gpus],
+            active_gpu_jobs=[scheduler.GpuHolding(job.gpu_indices, memory_need(job, totals)) for job in active
+                             if job.gpus],
             active_cpu_jobs=sum(1 for job in active if not job.gpus), gpu_indices=self.machine.gpu_indices(),
-            gpu_memory_totals=self.machine.gpu_memory_totals(), settings=self.settings, now=time.time())
+            gpu_memory_totals=totals, settings=self.settings, now=time.time())
         by_id = {job.id: job for job in queued}
         for placement in plan.start + on_clusters.start:
             self.contain(placement.job_id, lambda: self.start(by_id[placement.job_id], placement.gpus))
@@ -358,7 +360,7 @@ class Daemon(EditHandling):
     # ------------------------------------------------------------------ workers' progress and exits
 
     def poll_status(self) -> None:
-        """Follow status.json of live workers: starting -> running -> stopping, and the step cache."""
+        """Follow status.json of live workers: starting -> running, and the step cache."""
         for job in self.store.jobs(ACTIVE):
             self.contain(job.id, lambda: self.poll_job(job))
 
@@ -370,16 +372,15 @@ class Daemon(EditHandling):
         if (worker.pid, worker.node or None) != (job.pid, job.process.node):  # a cluster worker's, learnt since
             self.record_worker(worker, job.gpu_indices)
         self.reports.record(job, worker.pid, status)
-        step, total = status.step or 0, status.total_steps or job.total_steps
+        step = status.step or 0
         if job.state is State.STARTING:
             self.store.transition(job.id, State.RUNNING, f"worker pid {worker.pid} reports", step=step)
             if job.id in self.pending_reload:
                 self.pending_reload.discard(job.id)
                 self.reload(job.id)
-        elif job.state is State.RUNNING and step >= total:
-            self.store.transition(job.id, State.STOPPING, f"budget reached at step {step}", step=step)
         elif step != job.step:
-            # Only the step: the budget is job.toml's, which the worker applies at its next reload.
+            # The step is shown, never acted on: anyone who can write the run can write status.json in the
+            # worker's name. The worker ends itself at its budget (job.toml's), and its exit says so.
             self.store.update(job.id, step=step)
 
     def reload(self, job_id: int) -> None:
@@ -437,5 +438,7 @@ def process_of(worker: WorkerHandle, gpus: tuple[int, ...]) -> Process:
     return Process(gpus, worker.pid, worker.start_time, worker.boot_id, worker.ref or None, worker.node or None)
 
 
-def candidate(job: Job) -> scheduler.Candidate:
-    return scheduler.Candidate(job.id, job.priority, job.gpus_wanted, job.not_before, job.gpu_memory_need)
+def candidate(job: Job, gpu_memory_totals: dict[int, int | None] | None = None) -> scheduler.Candidate:
+    """The job as placement sees it; its memory judged against the GPUs' totals where they are given."""
+    return scheduler.Candidate(job.id, job.priority, job.gpus_wanted, job.not_before,
+                               memory_need(job, gpu_memory_totals or {}))

@@ -1,6 +1,9 @@
 """What a live worker's status.json tells the daemon besides its step: notices for the events, its GPU memory."""
 from __future__ import annotations
 
+import dataclasses
+
+from rlsup.hardware import Machine
 from rlsup.jobs.record import EventKind
 from rlsup.jobs.store import Job, Store
 from rlsup.run.status import WorkerStatus
@@ -9,8 +12,8 @@ from rlsup.run.status import WorkerStatus
 class WorkerReports:
     """Records each notice once per worker as an event, and the job's GPU memory for placement."""
 
-    def __init__(self, store: Store):
-        self.store = store
+    def __init__(self, store: Store, machine: Machine):
+        self.store, self.machine = store, machine
         self.notices_seen: set[tuple[int, int, str]] = set()  # (job, worker pid, sentence) already recorded
 
     def record(self, job: Job, pid: int, status: WorkerStatus) -> None:
@@ -29,7 +32,29 @@ class WorkerReports:
 
     def record_gpu_memory(self, job: Job, status: WorkerStatus) -> None:
         """Keep the largest GPU memory the job's workers reported: a resumed worker starts low and grows back
-        to it, and packing a GPU by its early figure would leave the job short."""
+        to it, and packing a GPU by its early figure would leave the job short.
+
+        The figure is a claim: whoever can write the run can write status.json in the worker's name. One larger
+        than the job's own GPU is not kept, and a kept one that no GPU of the machine holds (a forgery kept
+        before this check) gives way to the next report, or the job would never be placed again."""
+        totals = self.machine.gpu_memory_totals()
         figure = status.gpu_memory.figure if status.gpu_memory else None
-        if figure is not None and figure > (job.gpu_memory_bytes or 0):
+        if figure is None or not holds(figure, {index: totals.get(index) for index in job.gpu_indices}):
+            return
+        kept = job.gpu_memory_bytes
+        if kept is None or figure > kept or not holds(kept, totals):
             self.store.update(job.id, gpu_memory_bytes=figure)
+
+
+def holds(figure: int, totals: dict[int, int | None]) -> bool:
+    """Whether some GPU of these holds figure bytes; True where no total is known, as nothing can be judged."""
+    known = [total for total in totals.values() if total is not None]
+    return not known or figure <= max(known)
+
+
+def memory_need(job: Job, totals: dict[int, int | None]) -> int | None:
+    """job.gpu_memory_need, with a measured figure that no GPU of the machine holds counted as not measured:
+    the job then takes a whole GPU, and its worker's first report replaces the figure (record_gpu_memory)."""
+    if job.gpu_memory_bytes is not None and not holds(job.gpu_memory_bytes, totals):
+        job = dataclasses.replace(job, gpu_memory_bytes=None)
+    return job.gpu_memory_need

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from rlsup_testing import install_plugin, run_rlsup
+from rlsup_testing import forge_status, install_plugin, run_rlsup
 
 from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup.checkpoint.trajectory import Trajectory
@@ -133,6 +133,30 @@ def test_a_cuda_out_of_memory_pauses_held_and_the_job_then_runs_alone(harness) -
     assert harness.wait_state(crowded.id, *ACTIVE, timeout=60).gpus == "0"
     harness.cli("kill", str(crowded.id))
     harness.wait_state(crowded.id, State.KILLED, timeout=60)
+
+
+def test_a_forged_gpu_memory_figure_is_not_kept_and_a_real_report_replaces_one(harness) -> None:
+    """issue 49 item 8: a status.json with the worker's pid and reserved_peak_bytes = 2**59 became the kept figure
+    (the largest ever), and the paused job "needs 1 GPU with 536870912 GiB" for good. A figure larger than its GPU
+    is not kept, and one no GPU of the machine holds (kept before) is replaced by the resumed worker's report."""
+    harness.settings(jobs_per_gpu=2)
+    harness.extra_environment["RLSUP_FAKE_GPUS"] = "1x8GiB"
+    harness.start_daemon()
+    job = submit(harness, "forged", gib=3.0)
+    harness.wait_for(lambda: harness.job(job.id).gpu_memory_bytes, timeout=60, what="its report")
+    forge_status(Path(job.run_dir), harness.job(job.id).pid, 2.0, step=1,
+                 gpu_memory=GpuMemory(reserved_peak_bytes=2 ** 59, process_bytes=9 * GIB))
+    assert harness.job(job.id).gpu_memory_bytes == 3 * GIB
+
+    assert harness.cli("pause", str(job.id))[0] == 0
+    harness.wait_state(job.id, State.PAUSED, timeout=60)
+    harness.store.update(job.id, gpu_memory_bytes=2 ** 59)  # as a daemon before this fix kept it
+    assert harness.cli("resume", str(job.id))[0] == 0
+    assert harness.wait_state(job.id, *ACTIVE, timeout=60).gpus == "0", harness.report(job.id)
+    harness.wait_for(lambda: harness.job(job.id).gpu_memory_bytes == 3 * GIB, timeout=60,
+                     what="the resumed worker's report to replace the figure", report=lambda: harness.report(job.id))
+    harness.cli("kill", str(job.id))
+    harness.wait_state(job.id, State.KILLED, timeout=60)
 
 
 def test_a_foreground_run_out_of_cuda_memory_says_so_in_one_sentence(tmp_path) -> None:

@@ -60,3 +60,18 @@ def test_an_out_of_memory_names_the_gpu_as_the_machine_numbers_it(monkeypatch, v
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     assert gpu_name(torch.device("cuda", local)) == named
+
+
+def test_nvml_counts_a_process_per_gpu_not_summed_over_its_gpus() -> None:
+    """issue 49 item 8: a figure is per GPU, and the daemon now refuses one larger than the job's GPU, so a 2-GPU
+    worker's NVML count must be the most it holds on one GPU, not the sum. NVML itself is stood in for here."""
+    from types import SimpleNamespace
+
+    from rlsup.hardware import _Nvml
+
+    listed = {0: [SimpleNamespace(pid=7, usedGpuMemory=50 * GIB), SimpleNamespace(pid=8, usedGpuMemory=70 * GIB)],
+              1: [SimpleNamespace(pid=7, usedGpuMemory=60 * GIB)], 2: []}
+    module = SimpleNamespace(nvmlDeviceGetCount=lambda: 3, nvmlDeviceGetHandleByIndex=lambda index: ("gpu", index),
+                             nvmlDeviceGetComputeRunningProcesses=lambda handle: listed[handle[1]])
+    nvml = _Nvml(module)
+    assert (nvml.process_memory(7), nvml.process_memory(8), nvml.process_memory(9)) == (60 * GIB, 70 * GIB, None)

@@ -15,6 +15,7 @@ from rlsup import client
 from rlsup.daemon.main import Daemon
 from rlsup.daemon.runner import JobRunner, Signal
 from rlsup.daemon.scheduler import Settings
+from rlsup.formatting import GIB
 from rlsup.hardware import FakeHardware
 from rlsup.run.exit import EXIT_DONE, EXIT_ERROR, EXIT_PAUSED
 from rlsup.jobs.state import Desired, Exit, State
@@ -107,15 +108,16 @@ def test_a_job_starts_runs_stops_at_its_budget_and_is_done(loop):
     loop.runner.report(job.id, 200, 500)
     loop.tick()
     assert (loop.state(job), loop.job(job).step) == (State.RUNNING, 200)
+    # A status.json at the budget is a claim (issue 49 item 9): the job runs until its worker ends itself.
     loop.runner.report(job.id, 500, 500)
     loop.tick()
-    assert loop.state(job) is State.STOPPING
+    assert (loop.state(job), loop.job(job).step) == (State.RUNNING, 500)
     loop.runner.end(job.id, EXIT_DONE, step=500)
     loop.tick()
     done = loop.job(job)
     assert (done.state, done.step, done.pid, done.gpus, done.exit_code) == (State.DONE, 500, None, "", 0)
     assert loop.transitions(job) == [(None, "queued"), ("queued", "starting"), ("starting", "running"),
-                                     ("running", "stopping"), ("stopping", "done")]
+                                     ("running", "done")]
 
 
 def test_a_worker_that_cannot_start_fails_the_job(loop, monkeypatch):
@@ -195,7 +197,7 @@ def test_budget_reached_while_a_pause_is_pending_ends_done(loop):
     assert loop.state(job) is State.PAUSING
     loop.runner.report(job.id, 1_000, 1_000)  # the step in flight reached the budget
     loop.tick()
-    assert loop.state(job) is State.PAUSING  # no stopping while a pause is pending
+    assert loop.state(job) is State.PAUSING
     loop.runner.end(job.id, EXIT_DONE, step=1_000)
     loop.tick()
     done = loop.job(job)
@@ -204,15 +206,38 @@ def test_budget_reached_while_a_pause_is_pending_ends_done(loop):
 
 def test_a_pause_requested_while_stopping_is_carried_to_the_worker(loop):
     job = started(loop, total_steps=1_000)
-    loop.runner.report(job.id, 1_000, 1_000)
-    loop.tick()
-    assert loop.state(job) is State.STOPPING
+    # No daemon moves a job to stopping now (issue 49 item 9), but a store an earlier one wrote may hold one.
+    loop.daemon.store.transition(job.id, State.STOPPING, "budget reached at step 1000")
     loop.want(job, Desired.PAUSED)
     loop.tick()
     assert loop.state(job) is State.PAUSING and loop.runner.sent(job.id) == [Signal.PAUSE]
     loop.runner.end(job.id, EXIT_DONE, step=1_000)  # it finished its final checkpoint first
     loop.tick()
     assert loop.state(job) is State.DONE
+
+
+def test_a_gpu_memory_figure_no_gpu_holds_is_not_kept_nor_placed_by(loop):
+    """issue 49 item 8: status.json's figure is a claim; one larger than the job's GPU (16 GiB here) is not kept,
+    and one kept before this check is taken as unmeasured, then replaced by the resumed worker's report."""
+    job = loop.submit(gpus=1)
+    loop.tick()
+    loop.runner.report(job.id, 10, gpu_memory={"reserved_peak_bytes": 3 * GIB})
+    loop.tick()
+    for forged in (2 ** 59, 17 * GIB):
+        loop.runner.report(job.id, 20, gpu_memory={"reserved_peak_bytes": 2 * GIB, "process_bytes": forged})
+        loop.tick()
+        assert loop.job(job).gpu_memory_bytes == 3 * GIB
+    loop.want(job, Desired.PAUSED)
+    loop.tick()
+    loop.runner.end(job.id, EXIT_PAUSED, step=20)
+    loop.tick()
+    loop.daemon.store.update(job.id, gpu_memory_bytes=2 ** 59)
+    loop.want(job, Desired.RUNNING)
+    loop.tick(2)
+    assert loop.state(job) is State.STARTING and loop.runner.gpus[job.id] == (0,), loop.job(job).reason
+    loop.runner.report(job.id, 30, gpu_memory={"reserved_peak_bytes": 2 * GIB})
+    loop.tick()
+    assert loop.job(job).gpu_memory_bytes == 2 * GIB
 
 
 # ---------------------------------------------------------------------------------------------
