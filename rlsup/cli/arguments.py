@@ -14,6 +14,21 @@ class CliError(Exception):
     """A usage problem reported as one line and exit code 2."""
 
 
+COUNT_MAX = 1_000_000  # lines or events a command shows, far beyond a screen and within SQLite's integers
+
+
+def count_argument(text: str) -> int:
+    """argparse's type for a count of lines or events: a whole number from 0 to COUNT_MAX (one of 30 digits
+    overflowed SQLite's LIMIT, a traceback)."""
+    try:
+        value = int(text)
+    except ValueError:  # also one of more than 4,300 digits, which int() refuses
+        raise argparse.ArgumentTypeError("must be a whole number") from None
+    if not 0 <= value <= COUNT_MAX:
+        raise argparse.ArgumentTypeError(f"must be from 0 to {COUNT_MAX:,}")
+    return value
+
+
 def names_experiments(action: argparse.Action) -> argparse.Action:
     """Mark a JOB or RUN positional that also takes an experiment's name: shell completion offers those too."""
     action.experiments = True  # type: ignore[attr-defined]  # read by cli/completion.py

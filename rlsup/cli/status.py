@@ -13,7 +13,7 @@ from rlsup.jobs import state as jobstate
 from rlsup.jobs.record import jobs_following
 from rlsup.views import jobs as jobview
 from rlsup.run import files as runfiles
-from rlsup.cli.arguments import CliError, find_job_or_say, names_experiments
+from rlsup.cli.arguments import CliError, count_argument, find_job_or_say, names_experiments
 from rlsup.cli.checkpoints import run_checkpoint_lines
 from rlsup.cli.groups import print_experiment_status
 from rlsup.cli.lineage import lineage_lines
@@ -24,13 +24,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     logs = subparsers.add_parser("logs", help="show a job's worker.log")
     logs.add_argument("job", metavar="JOB", help="job id, job name or run directory")
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
-    logs.add_argument("-n", "--lines", type=int, default=50, help="lines of the tail to show first")
+    logs.add_argument("-n", "--lines", type=count_argument, default=50, help="lines of the tail to show first")
     logs.set_defaults(handler=command_logs)
 
     status = subparsers.add_parser("status", help="a job's state, events and checkpoints, or an experiment's jobs")
     names_experiments(status.add_argument("job", metavar="JOB",
                                           help="job id, job name, run directory or experiment name"))
-    status.add_argument("--events", type=int, default=30, help="newest events shown")
+    status.add_argument("--events", type=count_argument, default=30, help="newest events shown")
     status.set_defaults(handler=command_status)
 
 

@@ -156,3 +156,15 @@ def test_number_and_whole_never_raise():
     huge = int(HUNDREDS_OF_DIGITS)
     assert number(huge) is None and whole(huge) is None and whole(1e300) is None and whole(2 ** 63) is None
     assert number(10 ** 300) == 1e300 and whole(2 ** 63 - 1) == 2 ** 63 - 1 and whole(-5) == -5
+
+
+def test_a_count_of_thirty_digits_on_the_command_line_is_a_usage_error(tmp_path):
+    """issue 49 (huge numbers): `rlsup status JOB --events N` handed a 30-digit N to SQLite's LIMIT, a traceback."""
+    from rlsup import client
+
+    job = client.submit(job_file(tmp_path, cartpole_text()), start_daemon=False)
+    for arguments in (("status", job.id, "--events"), ("logs", job.id, "-n")):
+        result = run_rlsup(*arguments, "9" * 30)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert "must be from 0 to 1,000,000" in result.stderr.splitlines()[-1], result.stderr
+    assert run_rlsup("status", job.id, "--events", "3").returncode == 0
