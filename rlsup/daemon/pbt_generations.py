@@ -122,9 +122,13 @@ def within_bounds(section: str, key: str, value: float) -> float:
     return value
 
 
-def generation_hold(settings: PbtSettings, step: int, total_steps: int) -> Hold | None:
-    """Where a member pauses for the generation after `step`, or None when its budget ends first."""
+def generation_hold(settings: PbtSettings, step: int, total_steps: int,
+                    taken: typing.Collection[int] = ()) -> Hold | None:
+    """Where a member pauses for the generation after `step`, past those already `taken` (a late member would only
+    go on from each: a pause checkpoint and a restart for nothing), or None when its budget ends first."""
     following = step + settings.interval
+    while following in taken:
+        following += settings.interval
     if following >= total_steps:
         return None
     return Hold(following, f"generation {following // settings.interval} of PBT",
@@ -148,7 +152,9 @@ def decide_pbt(store: Store, settings: PbtSettings, seed: int, members: list[Job
     reports = [Report(job_id, step, standings.metric_value(standing.values.get(settings.metric)))
                for (job_id, step), standing in held.items()]
     for late in pbt.late_arrivals(settings, reports, taken, {(d.job_id, d.step) for d in decided}, gone):
-        go_on(store, settings, by_id[late.member], late, time.time())
+        place_hold(Path(by_id[late.member].run_dir), generation_hold(settings, late.step,
+                                                                     by_id[late.member].total_steps, taken))
+        go_on(store, late, time.time())
     for step in sorted({step for _, step in held} - taken):
         expected = pbt.live_at(step, ids, gone, born, replaced)
         if expected and all((member, step) in held for member in expected):
@@ -209,18 +215,14 @@ def commit_generation(store: Store, settings: PbtSettings, generation: int, expe
             standings.record_decision(store, replaced, resume=False)
             forked = standings.Decision(job.id, made.fork.step, standings.FORKED, made.fork.reason, now)
             standings.record_decision(store, forked, resume=False)
-        by_id = {job.id: job for job in expected}
         for continued in going_on:
-            go_on(store, settings, by_id[continued.member], continued, now, hold_placed=True)
+            go_on(store, continued, now)
     return True
 
 
-def go_on(store: Store, settings: PbtSettings, job: Job, goes_on: pbt.Continue, now: float, *,
-          hold_placed: bool = False) -> None:
-    """A member resumed to its next generation's hold (or to its end), with the decision that says why."""
-    if not hold_placed:
-        place_hold(Path(job.run_dir), generation_hold(settings, goes_on.step, job.total_steps))
-    decision = standings.Decision(job.id, goes_on.step, standings.CONTINUED, goes_on.reason, now)
+def go_on(store: Store, goes_on: pbt.Continue, now: float) -> None:
+    """A member resumed to the hold placed for it (or to its end), with the decision that says why."""
+    decision = standings.Decision(goes_on.member, goes_on.step, standings.CONTINUED, goes_on.reason, now)
     standings.record_decision(store, decision, resume=True)
 
 

@@ -1,4 +1,5 @@
-"""A PBT fork's values are judged by the job loader itself before anyone is replaced (issue 49 item 7)."""
+"""PBT's daemon side without a daemon: a fork's values judged by the job loader itself before anyone is replaced
+(issue 49 item 7), and where a member that came late holds next (item 5)."""
 from __future__ import annotations
 
 import math
@@ -6,7 +7,8 @@ import math
 import pytest
 
 from rlsup import spec as specs
-from rlsup.daemon.pbt_generations import fork_refusal, fork_spec
+from rlsup.daemon.pbt_generations import fork_refusal, fork_spec, generation_hold
+from rlsup.decisions.pbt import PbtSettings
 from rlsup_testing import cartpole_text
 
 PARENT = specs.loads(cartpole_text(total_steps=600).replace("[dqn]\n", "[dqn]\nepsilon_start = 0.5\n"))
@@ -32,3 +34,12 @@ def test_a_fork_within_every_rule_is_made_as_perturbed() -> None:
     assert fork_refusal(PARENT, values) is None
     made = fork_spec(PARENT, "cartpole-g1-m2", values)
     assert (made.job.name, made.dqn.epsilon_end, made.dqn.lr) == ("cartpole-g1-m2", 0.01 * 1.25, 1e-3 * 0.8)
+
+
+def test_a_late_member_holds_next_at_the_first_generation_not_yet_taken() -> None:
+    """A seed that joined after generations 1-3 were taken goes on from generation 1 straight to generation 4,
+    rather than pausing with a checkpoint and restarting at 2 and 3 only to be told to go on."""
+    settings = PbtSettings(interval=300, quantile=0.25, perturb={"dqn.lr": (0.8, 1.25)})
+    assert generation_hold(settings, 300, 3_000, taken={300, 600, 900}).step == 1_200
+    assert generation_hold(settings, 300, 3_000).step == 600
+    assert generation_hold(settings, 300, 1_200, taken={300, 600, 900}) is None  # its budget ends first
