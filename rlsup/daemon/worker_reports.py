@@ -8,13 +8,18 @@ from rlsup.jobs.record import EventKind
 from rlsup.jobs.store import Job, Store
 from rlsup.run.status import WorkerStatus
 
+# A real worker tells at most three notices (a resume's skipped checkpoints, a GPU it lacks, TensorBoard missing),
+# each a sentence; status.json, which anyone who can write the run can write, could tell millions of any length.
+MAX_NOTICES = 8       # events recorded per worker
+NOTICE_CHARS = 1_000  # of each one
+
 
 class WorkerReports:
     """Records each notice once per worker as an event, and the job's GPU memory for placement."""
 
     def __init__(self, store: Store, machine: Machine):
         self.store, self.machine = store, machine
-        self.notices_seen: set[tuple[int, int, str]] = set()  # (job, worker pid, sentence) already recorded
+        self.notices_seen: dict[tuple[int, int], set[str]] = {}  # (job, worker pid): the sentences recorded
 
     def record(self, job: Job, pid: int, status: WorkerStatus) -> None:
         self.record_notices(job.id, pid, status)
@@ -25,9 +30,11 @@ class WorkerReports:
         checkpoints (newer ones skipped, and why), and each requested feature it switched off, when it did."""
         told = [(EventKind.CHECKPOINT, status.notice)] if status.notice else []
         told += [(EventKind.FEATURE_OFF, sentence) for sentence in status.switched_off]
+        seen = self.notices_seen.setdefault((job_id, pid), set())
         for kind, sentence in told:
-            if (job_id, pid, sentence) not in self.notices_seen:
-                self.notices_seen.add((job_id, pid, sentence))
+            sentence = sentence[:NOTICE_CHARS]
+            if sentence not in seen and len(seen) < MAX_NOTICES:
+                seen.add(sentence)
                 self.store.add_event(job_id, kind, sentence)
 
     def record_gpu_memory(self, job: Job, status: WorkerStatus) -> None:
