@@ -89,14 +89,23 @@ def short_count(value: float | None) -> str:
     return f"{value:.0f}" if float(value).is_integer() else f"{value:.3g}"
 
 
+# Beyond this magnitude a value reads in three significant digits: a run's status.json is anyone's to write,
+# and 1e308 written out in full made a table cell 310 characters wide.
+PLAIN_MAX = 1e12
+
+
 def speed(value: float | None, missing: str = MISSING) -> str:
     """Steps per second as a whole number with thousands separators; missing before the first report."""
+    if value and abs(value) >= PLAIN_MAX:
+        return f"{value:.3g}"
     return f"{value:,.0f}" if value else missing
 
 
 def decimal(value: float | None, places: int, missing: str = MISSING) -> str:
     """A value such as a mean return to a fixed number of places; missing when there is none yet."""
-    return f"{value:.{places}f}" if isinstance(value, (int, float)) else missing
+    if not isinstance(value, (int, float)):
+        return missing
+    return f"{value:.3g}" if abs(value) >= PLAIN_MAX else f"{value:.{places}f}"
 
 
 def duration(seconds: float | None) -> str:
@@ -139,5 +148,9 @@ def byte_size(count: float | None) -> str:
 
 
 def clock_time(stamp: float | None, pattern: str = TIME_OF_DAY) -> str:
-    """A Unix time as local time, or MISSING for none (a job not started yet)."""
-    return time.strftime(pattern, time.localtime(stamp)) if stamp else MISSING
+    """A Unix time as local time, or MISSING for none (a job not started yet) and for one no calendar holds
+    (a received run's 1e308: localtime raises OverflowError, OSError or ValueError)."""
+    try:
+        return time.strftime(pattern, time.localtime(stamp)) if stamp else MISSING
+    except (OverflowError, OSError, ValueError):
+        return MISSING

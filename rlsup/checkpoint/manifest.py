@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlsup import paths
+from rlsup.formatting import INT64_MAX, finite
 from rlsup.checkpoint.trajectory import Trajectory
 from rlsup.checkpoint.checksums import SUPPORTED_CHECKSUMS, file_checksum, safe_relative_path
 from rlsup.own_files import NotOwnFile, open_beneath, read_json
@@ -86,12 +87,16 @@ def schema_problem(manifest: dict) -> str | None:
     for key in COUNT_FIELDS:
         if manifest[key] < 0:
             return f"{MANIFEST_FILE}: {key!r} is negative"
+        if manifest[key] > INT64_MAX:
+            return f"{MANIFEST_FILE}: {key!r} is wider than 64 bits"
+    if not finite(manifest["time"]):  # an integer of hundreds of digits, which float() refuses
+        return f"{MANIFEST_FILE}: 'time' is too large"
     if manifest["checksum_algorithm"] not in SUPPORTED_CHECKSUMS:
         return f"unsupported checksum algorithm {manifest['checksum_algorithm']!r}"
     if STATE_FILE not in manifest["files"]:
         return f"{MANIFEST_FILE}: lists no {STATE_FILE}"
     for relative, info in manifest["files"].items():
-        if not (isinstance(info, dict) and type(info.get("bytes")) is int and info["bytes"] >= 0
+        if not (isinstance(info, dict) and type(info.get("bytes")) is int and 0 <= info["bytes"] <= INT64_MAX
                 and isinstance(info.get("checksum"), str)):
             return f"{MANIFEST_FILE}: malformed record of {relative}"
     return None

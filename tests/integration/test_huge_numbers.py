@@ -6,7 +6,11 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+from rlsup_testing import copy_run, finished_cartpole, run_rlsup
+
 from rlsup import client, hardware, paths
+from rlsup.checkpoint.manifest import MANIFEST_CHECKSUM, MANIFEST_FILE, list_checkpoints, manifest_checksum
 from rlsup.jobs.state import ACTIVE, State
 
 HUNDREDS_OF_DIGITS = "1" + "0" * 400  # past a double's range: float() and math.isfinite raise OverflowError
@@ -92,3 +96,26 @@ def test_a_float_field_of_hundreds_of_digits_is_refused_by_the_edit_judge_and_st
     assert harness.cli("daemon", "status")[0] == 0
     assert harness.cli("kill", str(running.id))[0] == 0
     harness.wait_state(running.id, State.KILLED, timeout=60)
+
+
+@pytest.mark.parametrize("field,value", [("time", HUNDREDS_OF_DIGITS), ("time", "1e308"),
+                                         ("bytes", HUNDREDS_OF_DIGITS)])
+def test_a_received_checkpoint_of_huge_numbers_is_listed_and_played_without_a_traceback(tmp_path_factory, tmp_path,
+                                                                                       field, value) -> None:
+    """issue 49 (huge numbers in a received run): a manifest's time of 400 digits raised OverflowError in
+    CheckpointEntry.from_manifest (`rlsup checkpoints` and `enjoy` of the run), one of 1e308 in clock_time's
+    localtime (the checkpoint table), and a file's size of 400 digits in byte_size. The manifest's own checksum
+    is made again, as whoever forged it can."""
+    run_dir = copy_run(finished_cartpole(tmp_path_factory, 2_000), tmp_path)
+    newest = list_checkpoints(run_dir)[-1].path / MANIFEST_FILE
+    manifest = json.loads(newest.read_text())
+    if field == "bytes":
+        next(iter(manifest["files"].values()))["bytes"] = json.loads(value)
+    else:
+        manifest[field] = json.loads(value)
+    manifest[MANIFEST_CHECKSUM] = manifest_checksum(manifest)
+    newest.write_text(json.dumps(manifest))
+    for arguments in (("checkpoints", run_dir), ("enjoy", run_dir, "--episodes", "1", "--render", "none")):
+        result = run_rlsup(*arguments)
+        assert result.returncode in (0, 1, 2) and "Traceback" not in result.stderr, result.stderr
+        assert HUNDREDS_OF_DIGITS not in result.stdout + result.stderr

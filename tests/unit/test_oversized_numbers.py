@@ -168,3 +168,13 @@ def test_a_count_of_thirty_digits_on_the_command_line_is_a_usage_error(tmp_path)
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
         assert "must be from 0 to 1,000,000" in result.stderr.splitlines()[-1], result.stderr
     assert run_rlsup("status", job.id, "--events", "3").returncode == 0
+
+
+def test_a_huge_claimed_return_or_speed_reads_in_a_few_characters():
+    """issue 49 (status files as claims): a forged mean_return of 1e308 made `rlsup list`'s RETURN cell 310
+    characters wide, and with it every row of the table."""
+    from rlsup.formatting import decimal, speed
+
+    for value in (1e308, -1e308, 1e16):
+        assert len(decimal(value, 1)) <= 10 and len(speed(value)) <= 10, (decimal(value, 1), speed(value))
+    assert (decimal(-12.345, 1), speed(1234.4)) == ("-12.3", "1,234")
