@@ -65,15 +65,27 @@ def loss_names() -> tuple[str, ...]:
     return registry.loss_metric_names()
 
 
+# The largest magnitude a plot shows: beyond a float32's 3.4e38 (all a trainer computes), and far enough below a
+# double's 1.8e308 that matplotlib's limits and ticks, and a group's squared deviations, do not overflow (a
+# received run's 1e308 ended `rlsup plot` in "arange: cannot compute length").
+PLOT_MAX = 1e100
+
+
+def plottable(value: object) -> float | None:
+    """number(value) when a plot can show it, else None."""
+    found = number(value)
+    return found if found is not None and abs(found) <= PLOT_MAX else None
+
+
 def metric_value(record: dict, metric: str, losses: tuple[str, ...] = ()) -> float | None:
-    """The record's value of metric, or None when the record does not carry it."""
+    """The record's value of metric, or None when the record does not carry it (or one no plot can show)."""
     kind, field = RECORD_FIELDS.get(metric, (metrics.TRAIN, metric))
     if record.get(metrics.KIND) != kind:
         return None
     if metric == LOSS:
-        return next((value for value in map(number, (record.get(name) for name in losses)) if value is not None),
+        return next((value for value in map(plottable, (record.get(name) for name in losses)) if value is not None),
                     None)
-    return number(record.get(field))
+    return plottable(record.get(field))
 
 
 def series_of(records: Iterable[dict], metric: str, label: str) -> Series:
@@ -83,7 +95,7 @@ def series_of(records: Iterable[dict], metric: str, label: str) -> Series:
     values: list[float] = []
     last_step = 0.0
     for record in records:
-        step = number(record.get(metrics.STEP))
+        step = plottable(record.get(metrics.STEP))
         if step is not None:
             last_step = max(last_step, step)
         value = metric_value(record, metric, losses)
@@ -99,9 +111,9 @@ def available_metrics(records: Iterable[dict]) -> set[str]:
     for record in records:
         if record.get(metrics.KIND) == metrics.TRAIN:
             found.update(key for key, value in record.items() if key not in metrics.COMMON_KEYS
-                         and number(value) is not None)
+                         and plottable(value) is not None)
         found.update(name for name, (kind, field) in RECORD_FIELDS.items()
-                     if record.get(metrics.KIND) == kind and number(record.get(field)) is not None)
+                     if record.get(metrics.KIND) == kind and plottable(record.get(field)) is not None)
     if found & set(loss_names()):
         found.add(LOSS)
     return found

@@ -178,3 +178,23 @@ def test_a_huge_claimed_return_or_speed_reads_in_a_few_characters():
     for value in (1e308, -1e308, 1e16):
         assert len(decimal(value, 1)) <= 10 and len(speed(value)) <= 10, (decimal(value, 1), speed(value))
     assert (decimal(-12.345, 1), speed(1234.4)) == ("-12.3", "1,234")
+
+
+def test_a_received_run_of_huge_metric_values_plots(tmp_path):
+    """issue 49 (huge numbers in a received run): a loss of 1e308 in metrics.jsonl ended `rlsup plot` in
+    matplotlib's "arange: cannot compute length" (its axis limits overflow near a double's largest value)."""
+    from rlsup import paths
+    from rlsup.views.plots import series_of
+
+    records = [{"t": 1.0, "kind": "train", "step": step, "loss": value}
+               for step, value in ((150, 1e308), (250, 1e308), (350, 0.5), (1e308, 0.25))]
+    # Values past what a plot holds are dropped; a step past it counts as none (the latest before it).
+    series = series_of(records, "loss", "run")
+    assert (series.steps, series.values) == ((350.0, 350.0), (0.5, 0.25))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / paths.JOB_FILE).write_text(cartpole_text())
+    (run_dir / paths.METRICS_FILE).write_text("".join(json.dumps(record) + "\n" for record in records[:2]))
+    result = run_rlsup("plot", run_dir, "--metric", "loss", "--out", tmp_path / "plot.png")
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 2 and "loss" in result.stderr  # no plottable value of it: as a metric it lacks
