@@ -1,6 +1,8 @@
 """Placement: priority then submission order, CPU slots, GPUs per job and jobs per GPU."""
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import given, settings as hypothesis_settings, strategies as st
 
@@ -138,6 +140,18 @@ def test_settings_defaults_and_values():
 def test_bad_settings_are_named(data, words):
     with pytest.raises(scheduler.SettingsError, match=words):
         scheduler.settings_from_mapping(data)
+
+
+@pytest.mark.parametrize("make", [lambda path: path.write_bytes(b"\xff\xfe tick_s = 1\n"), os.mkfifo])
+def test_a_daemon_toml_not_utf8_or_a_fifo_is_a_settings_error(tmp_path, make):
+    """issue 49 (re-attack of item 2): text that is not UTF-8 raised UnicodeDecodeError past apply_settings,
+    which killed the daemon on SIGHUP; a FIFO blocked its loop for ever."""
+    from rlsup import paths
+    from rlsup.daemon.settings_file import load_settings
+
+    make(tmp_path / paths.DAEMON_SETTINGS)
+    with pytest.raises(scheduler.SettingsError, match=str(tmp_path / paths.DAEMON_SETTINGS)):
+        load_settings(tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------
