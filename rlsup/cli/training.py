@@ -57,7 +57,7 @@ def command_run(args: argparse.Namespace) -> int:
     if args.resume:
         run_dir = resolve_run(args.resume)
         if args.job:
-            apply_resume_edit(run_dir, loaded(args.job))
+            apply_resume_edit(run_dir, loaded(args.job, named_after_file=False))  # no name in it: the run's
     else:
         if not args.job:
             raise CliError("rlsup run needs JOB.toml, or --resume RUN")
@@ -74,12 +74,12 @@ def command_run(args: argparse.Namespace) -> int:
                                trust_imports=args.trust_imports))
 
 
-def loaded(path: str) -> specs.JobSpec:
+def loaded(path: str, *, named_after_file: bool = True) -> specs.JobSpec:
     """The job file's spec; a [sweep] in it is said to be left out, in one line on stderr.
 
     A file's own values are a valid job, and running one of them in the foreground before queueing the sweep
     is a check worth making, so run trains them rather than refuse; but silently, it would look like the sweep."""
-    spec = specs.load(path)
+    spec = specs.load(path, named_after_file=named_after_file)
     sweep = specs.sweep_of(Path(path).read_text(), file=path)
     if sweep.fields:
         own = " ".join(f"{name}={experiments.compact(spec_value(spec, name))}" for name in sweep.names)

@@ -76,7 +76,7 @@ def read_saved(path: Path) -> SavedFile | None:
 def parse(saved: SavedFile) -> ParsedFile:
     """Parse the saved file once: every job it drives is judged against this (each with its own overrides)."""
     try:
-        return ParsedFile(saved, specs.loads(saved.text, file=str(saved.path), default_name=saved.path.stem), None)
+        return ParsedFile(saved, specs.loads(saved.text, file=str(saved.path), default_name=None), None)
     except specs.SpecError as error:
         return ParsedFile(saved, None, error)
 

@@ -98,7 +98,10 @@ def judge(current: JobSpec, edited: JobSpec, *, started: bool = True) -> Judgeme
     """The one judgement of an edited spec (overrides applied) against the run's current one.
 
     For the daemon's edits, `rlsup run --resume` and the client's drift column alike; the worker only applies
-    the live fields of the spec this judgement wrote."""
+    the live fields of the spec this judgement wrote. An edited file that names no job (loaded unnamed) keeps the
+    run's name: a name changes only by the [job] name field, never by the file's own name."""
+    if not edited.job.name:
+        edited = edited.replace("job", name=current.job.name)
     changes = tuple(diff(current, edited))
     identity = tuple(refused(changes))
     if identity and not started:

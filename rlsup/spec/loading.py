@@ -37,19 +37,24 @@ class SpecDeprecation(FutureWarning):
 _WARNED: dict[str, dict] = {}
 
 
-def load(path: str | Path, *, read: Callable[[Path], bytes] = own_files.read_regular) -> JobSpec:
+def load(path: str | Path, *, read: Callable[[Path], bytes] = own_files.read_regular,
+         named_after_file: bool = True) -> JobSpec:
     """Read and validate a job file; raise SpecError naming file, line and field. read takes its bytes: by default
-    through links, as a user's own job file may be one; a run's job.toml is read with own_files.read_small."""
+    through links, as a user's own job file may be one; a run's job.toml is read with own_files.read_small.
+    Without named_after_file, a file with no [job] name is left unnamed (see loads)."""
     path = Path(path)
     try:
         text = read(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise SpecError([Problem(str(path), None, "", f"cannot read the file: {error}")]) from None
-    return loads(text, file=str(path), default_name=path.stem)
+    return loads(text, file=str(path), default_name=path.stem if named_after_file else None)
 
 
-def loads(text: str, *, file: str = "<string>", default_name: str = "job") -> JobSpec:
-    """Parse job-file text; see load(). Old spellings load too, each with a SpecDeprecation warning."""
+def loads(text: str, *, file: str = "<string>", default_name: str | None = "job") -> JobSpec:
+    """Parse job-file text; see load(). Old spellings load too, each with a SpecDeprecation warning.
+
+    default_name names a file with no [job] name; None leaves its name "" (an edit of a job's file: judge() keeps
+    the job's name, which a file's own name must not change: a copy's is source.toml)."""
     try:
         data = toml_text.loads(text)
     except tomllib.TOMLDecodeError as error:
@@ -61,7 +66,7 @@ def loads(text: str, *, file: str = "<string>", default_name: str = "job") -> Jo
     located = _Loading(file, text)
     spec = located.build_spec(data)
     if spec is not None:
-        if not spec.job.name:
+        if not spec.job.name and default_name is not None:
             spec = spec.replace("job", name=sanitize_name(default_name))
         located.problems.extend(located.problem(violation.path, violation.message)
                                 for violation in job_violations(spec))

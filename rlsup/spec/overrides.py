@@ -43,7 +43,7 @@ def apply_overrides(loaded: JobSpec, overrides: dict) -> JobSpec:
     # Every job's spec passes here, at submit and at each live edit the daemon judges: a name the file changed
     # after submit (so no override holds it) is sanitised like the first one, before it reaches the store, a
     # shell's completion or a terminal.
-    if sanitize_name(loaded.job.name) != loaded.job.name:
+    if loaded.job.name and sanitize_name(loaded.job.name) != loaded.job.name:  # "": unnamed, judge() keeps the job's
         loaded = loaded.replace("job", name=sanitize_name(loaded.job.name))
     return loaded
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from rlsup.run.exit import read_exit
 from rlsup.run.status import WorkerStatus, read_worker_status
 from rlsup.jobs.state import State
@@ -154,4 +156,30 @@ def test_a_mixed_save_while_paused_applies_its_budget_at_the_resume(harness) -> 
     status = harness.wait_step(job.id, 1, timeout=60)
     assert status.total_steps == 900_000
     assert "lr = 0.001" in (Path(job.run_dir) / "job.toml").read_text()
+    harness.cli("kill", str(job.id))
+
+
+@pytest.mark.parametrize("copy", [True, False], ids=["copy", "followed"])
+def test_an_edit_of_a_file_without_a_name_keeps_the_job_name(harness, copy: bool) -> None:
+    """Issue 50 item 1: a file with no [job] name, submitted by copy (as every example is), was renamed "source"
+    by its first edit: the name came from the followed file's name, RUN/source.toml, and `rlsup status NAME`
+    then found no job. The name stays the one submitted, and the live edit applies."""
+    harness.start_daemon()
+    spec = harness.job_file("cartpole-dqn", total_steps=1_000_000, checkpoint_every=0)
+    job = harness.submit(spec, copy=copy)
+    assert job.name == "cartpole-dqn"
+    step = harness.wait_step(job.id, 100).step
+    followed = Path(harness.job(job.id).spec_path)
+    assert (followed.name == "source.toml") is copy
+    budget = 2_000_000 + step
+    followed.write_text(followed.read_text().replace("total_steps = 1000000", f"total_steps = {budget}"))
+    applied = harness.wait_for(lambda: harness.events(job.id, "edit"), timeout=30, what="the edit to apply",
+                               report=lambda: harness.report(job.id))
+    assert f"job.total_steps: 1000000 -> {budget}" in applied[0].message and "job.name" not in applied[0].message
+    assert harness.job(job.id).name == "cartpole-dqn"
+    assert 'name = "cartpole-dqn"' in (Path(job.run_dir) / "job.toml").read_text()
+    harness.wait_for(lambda: (read_worker_status(Path(job.run_dir)) or WorkerStatus()).total_steps == budget,
+                     timeout=60, what="the worker to take the new budget", report=lambda: harness.report(job.id))
+    code, out, err = harness.cli("status", "cartpole-dqn")
+    assert code == 0 and "cartpole-dqn" in out and "source" not in out.replace("source.toml", ""), (out, err)
     harness.cli("kill", str(job.id))

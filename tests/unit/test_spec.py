@@ -149,6 +149,23 @@ def test_edit_classes_decide_what_an_edit_may_change() -> None:
     assert specs.refused(specs.diff(base, more_replays))[0].field == "replay"
 
 
+def test_an_edited_file_that_names_no_job_keeps_the_runs_name(tmp_path: Path) -> None:
+    """Issue 50 item 1: `rlsup run --resume RUN longer.toml` (and the daemon's judge of a followed copy,
+    source.toml) took the edited file's own name as the job's; only a [job] name field renames a run."""
+    from rlsup.run import files as runfiles
+
+    text = '[job]\nalgo = "dqn"\ntotal_steps = 100\n[env]\nid = "CartPole-v1"\n'
+    runfiles.write_run_spec(tmp_path, specs.loads(text, default_name="cartpole-dqn"))
+    longer = tmp_path / "source.toml"
+    longer.write_text(text.replace("total_steps = 100", "total_steps = 200"))
+    changes = runfiles.accept_edit(tmp_path, specs.load(longer, named_after_file=False))
+    assert [str(change) for change in changes] == ["job.total_steps: 100 -> 200"]
+    assert runfiles.read_run_spec(tmp_path).job.name == "cartpole-dqn"
+    longer.write_text(text.replace("[job]\n", '[job]\nname = "renamed"\n'))
+    assert specs.judge(runfiles.read_run_spec(tmp_path), specs.load(longer, named_after_file=False)).spec.job.name \
+        == "renamed"
+
+
 def test_merge_live_takes_only_live_fields() -> None:
     base = specs.JobSpec()
     edited = base.replace("job", total_steps=5, device="cpu").replace("dqn", lr=0.5)
