@@ -22,6 +22,9 @@ JOB_COLUMNS = (("mark", ""), ("id", "ID"), ("name", "Name"), ("algo", "Algo"), (
 # The text columns that give up width, cut with "…", when every column cannot fit: the numbers stay whole.
 SQUEEZABLE = ("name", "env", "state")
 SQUEEZED_MINIMUM = 7  # "running" whole, and enough of a name to tell jobs apart
+# The state keeps this much before the name and env give up more ("queued for 1 free GPU(s)"): why a job
+# waits reads only there, while a name cut in its middle still tells jobs apart (issue 50 item 10).
+STATE_KEPT = 24
 # Of those, the columns cut in the middle (formatting.middle_cut): a sweep's variants and an env's version
 # differ at their end. A state is cut at its end: its first word is what it is.
 MIDDLE_CUT = ("name", "env")
@@ -96,6 +99,16 @@ def share_out(wanted: dict[str, int], room: int, minimum: int) -> dict[str, int]
         widths[key] = max(minimum, min(wanted[key], share))
         room -= widths[key]
     return {key: widths[key] for key in wanted}
+
+
+def squeezed_widths(wanted: dict[str, int], room: int) -> dict[str, int]:
+    """The squeezable columns' widths in room: shared out, the state keeping up to STATE_KEPT cells."""
+    widths = share_out(wanted, room, SQUEEZED_MINIMUM)
+    kept = min(wanted["state"], STATE_KEPT)
+    if widths["state"] >= kept:
+        return widths
+    others = {key: cells for key, cells in wanted.items() if key != "state"}
+    return share_out(others, room - kept, SQUEEZED_MINIMUM) | {"state": kept}
 
 
 class JobsTable(DataTable):
@@ -298,7 +311,7 @@ class JobsTable(DataTable):
         if sum(natural.values()) <= room:
             return {}
         numbers = sum(cell_width for key, cell_width in natural.items() if key not in SQUEEZABLE)
-        return share_out({key: natural[key] for key in SQUEEZABLE}, room - numbers, SQUEEZED_MINIMUM)
+        return squeezed_widths({key: natural[key] for key in SQUEEZABLE}, room - numbers)
 
     def _fitted(self, cells: tuple) -> tuple:
         """cells with the squeezed name and env cut in their middle to their column's width."""

@@ -1,6 +1,7 @@
-"""The worker.log pane: follows the file's end as tail -f does, unless the reader has scrolled up."""
+"""The worker.log pane, and the log panes' base: wrapped to the pane's width whenever it changes."""
 from __future__ import annotations
 
+from rich.console import RenderableType
 from rich.text import Text
 from textual.widgets import RichLog
 
@@ -8,6 +9,53 @@ from rlsup.formatting import printable
 
 # Lines kept in the pane: the poller's tail is shorter, so a reader scrolled up keeps some history.
 KEPT_LINES = 2_000
+# RichLog wraps at 78 columns at least, and a narrower pane would crop the rest.
+MINIMUM_WIDTH = 20
+
+
+class WrappedLog(RichLog):
+    """A RichLog whose lines are wrapped at the pane's width, rewrapped when it changes.
+
+    RichLog renders a line once, at the width the pane has when it is written. A pane hidden behind the
+    experiment pane has no width, so what arrived then was wrapped at MINIMUM_WIDTH and stayed so in a
+    46-column pane (issue 50 item 7): what comes while the pane has no width is held, and written at its
+    next size. Subclasses keep what they show and say how each item is drawn (renderables)."""
+
+    def __init__(self, **options):
+        super().__init__(wrap=True, markup=False, min_width=MINIMUM_WIDTH, **options)
+        self.written_width = 0  # the width the written lines were wrapped at; 0 while none was written
+        self.unwritten = 0      # the newest items held but not written yet
+        self.following = True   # at the end when the last items came: kept there
+
+    def renderables(self) -> list[RenderableType]:
+        """Every item the pane holds, oldest first, as it is drawn."""
+        raise NotImplementedError
+
+    def start_over(self) -> None:
+        self.clear()
+        self.unwritten = 0
+
+    def added(self, count: int, scroll_end: bool | None = None) -> None:
+        """The newest count items were just added: written now, or when the pane has a width."""
+        self.unwritten += count
+        self.catch_up(scroll_end)
+
+    def catch_up(self, scroll_end: bool | None = None) -> None:
+        width = self.scrollable_content_region.width
+        if not width:
+            return  # hidden, or not laid out yet
+        items = self.renderables()
+        if width != self.written_width:
+            self.clear()
+            self.written_width, self.unwritten = width, len(items)
+        for item in items[max(0, len(items) - self.unwritten):]:
+            self.write(item, scroll_end=scroll_end)
+        self.unwritten = 0
+
+    def on_resize(self) -> None:
+        self.catch_up()
+        if self.following:  # a new wrap or height moves the end: it is known once laid out
+            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
 
 
 def new_lines(shown: list[str], tail: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -23,26 +71,27 @@ def new_lines(shown: list[str], tail: tuple[str, ...]) -> tuple[str, ...] | None
     return None if shown else tail
 
 
-class LogTail(RichLog):
+class LogTail(WrappedLog):
     """The last lines of the selected job's worker.log, each wrapped to the pane's width: a Log cut them at
     its edge, about 60 characters into a line, with nothing to say more was there."""
 
     def __init__(self, **options):
-        # min_width: RichLog wraps at 78 columns at least, and a narrower pane would crop the rest.
-        super().__init__(max_lines=KEPT_LINES, wrap=True, markup=False, highlight=False, min_width=20, **options)
+        super().__init__(max_lines=KEPT_LINES, highlight=False, **options)
         self.shown: list[str] = []  # the file's lines in the pane, unwrapped
+
+    def renderables(self) -> list[RenderableType]:
+        return [Text(line) for line in self.shown]  # Text: a log line is never read as markup
 
     def show(self, lines: tuple[str, ...]) -> None:
         # Appending keeps the reader's place; the pane scrolls along only when it was at the end.
-        following = self.is_vertical_scroll_end
+        following = self.following = self.is_vertical_scroll_end
         lines = tuple(printable(line) for line in lines)  # a run's log is its data: shown, never acted on
         appended = new_lines(self.shown, lines)
         if appended is None:
-            self.clear()
+            self.start_over()
             self.shown, appended = [], lines
-        for line in appended:
-            self.write(Text(line), scroll_end=following)  # Text: a log line is never read as markup
         self.shown = (self.shown + list(appended))[-KEPT_LINES:]
+        self.added(len(appended), scroll_end=following)
         if following:
             # Before the first layout the end is not known yet: scroll again once it is.
             self.call_after_refresh(self.scroll_end, animate=False, immediate=True)

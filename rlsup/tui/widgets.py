@@ -5,7 +5,7 @@ from pathlib import Path
 
 from rich.table import Table
 from rich.text import Text
-from textual.widgets import DataTable, RichLog, Static
+from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
 from rlsup.views import plots as plotting
@@ -17,6 +17,7 @@ from rlsup.hardware import Gpu, Sample
 from rlsup.jobs.state import State
 from rlsup.jobs.store import Event, EventKind
 from rlsup.tui.metrics import MetricsView
+from rlsup.tui.logtail import WrappedLog
 from rlsup.tui.rows import training_phase_speeds
 
 EVENT_STYLES = {EventKind.STATE: "", EventKind.EDIT: "green", EventKind.REFUSED: "bold red", EventKind.INTENT: "cyan",
@@ -32,6 +33,7 @@ CHECKPOINT_WIDTHS = {"verified": PROBLEM_WIDTH + 2}
 CHECKPOINTS_COMPACT_BELOW = 70
 COMPACT_CHECKPOINT_WIDTHS = {"reason": 12, "verified": COMPACT_PROBLEM_WIDTH + 2}  # reason: "best -1234.5"
 LEVELS = "▁▂▃▄▅▆▇█"
+EVENTS_SHOWN = 1000  # the newest events of the selected job in its pane
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,28 +281,28 @@ def event_text(event: Event) -> Text:
     return text
 
 
-class EventsLog(RichLog):
+class EventsLog(WrappedLog):
     """State changes, intents, and applied or refused edits of the selected job."""
 
     def __init__(self, **options):
-        # min_width: RichLog wraps at 78 columns at least, and a narrower pane would crop the rest.
-        super().__init__(wrap=True, markup=False, max_lines=1000, min_width=20, **options)
+        super().__init__(max_lines=EVENTS_SHOWN, **options)
         self.job_id: int | None = None
         self.shown: list[Event] = []
 
+    def renderables(self) -> list[Table]:
+        return [event_row(event) for event in self.shown]
+
     def load(self, job_id: int | None, events: tuple[Event, ...]) -> None:
-        self.clear()
+        self.start_over()
         self.job_id, self.shown = job_id, []
         self.append(events)
 
     def append(self, events: tuple[Event, ...]) -> None:
         newest = self.shown[-1].id if self.shown else 0
-        for event in events:
-            # The history of a newly selected job and the live feed overlap: ids tell them apart.
-            if event.job_id == self.job_id and event.id > newest:
-                self.shown.append(event)
-                self.write(event_row(event))
-                newest = event.id
+        # The history of a newly selected job and the live feed overlap: ids tell them apart.
+        new = [event for event in events if event.job_id == self.job_id and event.id > newest]
+        self.shown = (self.shown + new)[-EVENTS_SHOWN:]
+        self.added(len(new))
 
 
 # ---------------------------------------------------------------------------------------------

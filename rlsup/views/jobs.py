@@ -98,12 +98,16 @@ def waiting_summary(reason: str) -> str:
 
 
 def waiting_words(job: Job) -> str:
-    """": needs 1 GPU" after a queued job's state, ": stopped at rung 2" after an experiment member's pause, in
+    """": needs 1 GPU" or " for a CPU slot" after a queued job's state, ": stopped at rung 2" after an experiment member's pause, in
     `rlsup list` and the TUI's table alike; else ""."""
     if job.state is State.PAUSED:
         mark = held_mark(job.reason)
         return f": {mark}" if mark else ""
-    return f": {waiting_summary(job.reason)}" if job.state is State.QUEUED and job.reason else ""
+    if job.state is not State.QUEUED or not job.reason:
+        return ""
+    summary = waiting_summary(job.reason)
+    # "queued: waiting for a CPU slot" said waiting twice, and was cut to "queued: waitin…" at 120 columns.
+    return f" {summary.removeprefix('waiting ')}" if summary.startswith("waiting ") else f": {summary}"
 
 
 def is_own_copy(job: Job) -> bool:
