@@ -58,9 +58,8 @@ def test_members_pause_at_each_rung_the_best_go_on_and_a_killed_daemon_decides_t
     again at the first of rung 2; both make the same decisions, each once. Then a stopped member resumed by
     hand trains on to the end, bit for bit as a member never stopped.
 
-    One job at a time, so that members reach a rung in the order they were queued: ASHA is asynchronous, and a
-    member promoted when few had reported stays promoted, so with two at once the set that goes on depends on
-    which pair finishes first (a CI run once had three of four go on)."""
+    One job at a time, so that members reach a rung in the order they were queued and the two experiments'
+    reports come in the same order (the promotions would be the same in any order: issue 50 item 2)."""
     harness.settings(cpu_jobs=1)
     harness.start_daemon()
     path = asha_file(harness, "asha")
@@ -114,6 +113,39 @@ def test_members_pause_at_each_rung_the_best_go_on_and_a_killed_daemon_decides_t
     straight = harness.wait_state(lone.id, State.DONE)
     assert (harness.newest_checkpoint(resumed.run_dir).fingerprint
             == harness.newest_checkpoint(straight.run_dir).fingerprint)
+
+
+def event_ids(harness, ids: list[int], kind: str, text: str) -> list[int]:
+    """The ids (the store's order) of the members' events of `kind` whose message holds `text`."""
+    return sorted(event.id for job_id in ids for event in harness.events(job_id, kind) if text in event.message)
+
+
+def test_on_one_slot_the_first_member_past_rung_1_waits_at_rung_2_until_rung_1_is_decided(harness) -> None:
+    """Issue 50 item 2: a rung after the first counted as expected only the members already promoted into it,
+    so on one slot the first member promoted past rung 1 ran on (a promoted member's id is below the waiting
+    ones') and reached rung 2 alone: "ranks 1 of 1", promoted again, never compared. Now the rung waits for
+    every member that can still reach it, and its decisions are successive halving's."""
+    harness.settings(cpu_jobs=1)
+    harness.start_daemon()
+    ids = submit(harness, asha_file(harness, "one-slot"), "one-slot")
+    settled(harness, ids)
+    reached_first = event_ids(harness, ids, "state", "reached rung 1 of ASHA")
+    reached_second = event_ids(harness, ids, "state", "reached rung 2 of ASHA")
+    # The case of the issue happened: a member reached rung 2 before the last member had reported at rung 1.
+    assert len(reached_first) == 4 and len(reached_second) == 2 and reached_second[0] < reached_first[-1], \
+        harness.report()
+    # Rung 2 decided nothing before rung 1 was complete, and then compared both members that reached it.
+    assert event_ids(harness, ids, "decision", "at rung 2")[0] > reached_first[-1], harness.report()
+    decisions = {(decision.job_id, decision.step): decision for decision in standings.decisions(harness.store, ids)}
+    second = sorted(decision.reason.split(": ", 1)[1] for (_, step), decision in decisions.items() if step == 1_200)
+    assert len(second) == 2 and all("of 2 (kept: top 1)" in reason for reason in second), second
+    # The promotions are synchronous successive halving's: the top two at rung 1, the better of them at rung 2.
+    held = standings.standings(harness.store, ids)
+    best_first = lambda step: sorted(  # noqa: E731
+        (job_id for job_id in ids if any(standing.step == step for standing in held[job_id])),
+        key=lambda job_id: (-next(s.values["eval_return"] for s in held[job_id] if s.step == step), job_id))
+    promoted = {key for key, decision in decisions.items() if decision.verdict == standings.PROMOTED}
+    assert promoted == {(job_id, 600) for job_id in best_first(600)[:2]} | {(best_first(1_200)[0], 1_200)}
 
 
 def test_a_member_waiting_at_its_rung_is_not_resumed_by_hand_and_a_killed_member_lets_the_rung_decide(harness):

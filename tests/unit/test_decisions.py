@@ -56,8 +56,8 @@ def test_promotions_arrive_as_reports_do_and_are_never_taken_back(scores, shuffl
     verdicts = run_asha(members, reports)
     at_once = {(verdict.member, verdict.rung): verdict for verdict in asha.decide(ASHA, members, reports, {})}
     assert set(verdicts) == set(at_once)  # every member decided once the rung is complete
-    # The members promoted at once are promoted however the reports arrived; early arrivals may add more.
-    assert {key for key, verdict in at_once.items() if verdict.promoted} <= {
+    # The members promoted at once, and only they, are promoted however the reports arrived.
+    assert {key for key, verdict in at_once.items() if verdict.promoted} == {
         key for key, verdict in verdicts.items() if verdict.promoted}
 
 
@@ -70,18 +70,20 @@ def test_the_same_reports_give_the_same_decisions_in_any_order(scores, shuffler)
     assert asha.decide(ASHA, members, reports, {}) == asha.decide(ASHA, members, shuffled, {})
 
 
-def test_a_member_is_stopped_only_once_its_rung_is_complete_with_its_standing() -> None:
+def test_a_member_is_promoted_only_when_no_report_to_come_can_push_it_out_and_stopped_once_its_rung_is_complete():
+    """Issue 50 item 2: half a rung reported promotes nobody (its best may be passed by those still to come)."""
     members = [1, 2, 3, 4, 5, 6]
     early = [Report(1, RUNGS[0], 10.0), Report(2, RUNGS[0], 5.0), Report(3, RUNGS[0], 7.0)]
-    verdicts = asha.decide(ASHA, members, early, {})
-    # One of three reported is the top 34%: member 1 goes on; the other two wait, neither kept nor stopped.
-    assert [(verdict.member, verdict.promoted) for verdict in verdicts] == [(1, True)]
-    assert verdicts[0].reason == "promoted by ASHA at rung 1: eval_return 10 ranks 1 of 3 (kept: top 1)"
-    decided = {(1, 0): True}
-    # Member 6 is gone (killed): the rung completes with five reports.
+    assert asha.decide(ASHA, members, early, {}) == []
+    # Five of six reported: the best stays in the top 2 of 6 even if member 6 passes it, and ranks 1 of 5.
     late = early + [Report(4, RUNGS[0], 143.0), Report(5, RUNGS[0], 1.0)]
-    verdicts = asha.decide(ASHA, members, late, decided, gone={6})
-    assert {verdict.member: verdict.promoted for verdict in verdicts} == {4: True, 3: False, 2: False, 5: False}
+    verdicts = asha.decide(ASHA, members, late, {})
+    assert [(verdict.member, verdict.promoted) for verdict in verdicts] == [(4, True)]
+    assert verdicts[0].reason == ("promoted by ASHA at rung 1: eval_return 143 ranks 1 of 5 "
+                                  "(kept: top 2 of at most 6; the 1 still to come cannot push it out)")
+    # Member 6 is gone (killed): the rung completes with five reports, and its quota is theirs.
+    verdicts = asha.decide(ASHA, members, late, {(4, 0): True}, gone={6})
+    assert {verdict.member: verdict.promoted for verdict in verdicts} == {1: False, 3: False, 2: False, 5: False}
     stopped = next(verdict for verdict in verdicts if verdict.member == 2)
     assert stopped.reason == "stopped by ASHA at rung 1: eval_return 5 ranks 4 of 5 (kept: top 1)"
 
