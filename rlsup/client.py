@@ -20,7 +20,7 @@ from rlsup.jobs import state as jobstate
 from rlsup.run import files as runfiles
 from rlsup.jobs import store_file
 from rlsup.jobs.state import ACTIVE, Desired, State
-from rlsup.jobs.admission import FileAlreadyBound, NameTaken, check_experiment_room, check_unbound
+from rlsup.jobs.admission import FileAlreadyBound, NameTaken, check_experiment_room, check_unbound, judge_file
 from rlsup.jobs.record import spec_columns
 from rlsup.views.decisions import held_refusal
 from rlsup.views.jobs import foreground_advice
@@ -86,12 +86,11 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     path = Path(spec_path).expanduser().resolve()
     # An example is submitted by copy: `e` in the TUI, a newcomer's first edit, changed a file git tracks.
     copy = copy or paths.is_example(path)
-    loaded = specs.load(path)
-    text = path.read_text(encoding="utf-8")
-    if specs.sweep_of(text, file=str(path)).fields:
+    judged = judge_file(path, home=home)  # a [scheduler] alone, without seeds or a sweep: refused
+    if judged.planned:
         return submit_experiment(path, experiment=name, priority=priority, cluster=cluster, home=home,
                                  start_daemon=start_daemon, copy=copy)[0]
-    scheduler_of(path, text, loaded, members=1)  # a [scheduler] alone, without seeds or a sweep: refused
+    loaded = judged.loaded
     # The env is made once now, so a space rlsup cannot train is refused here, not when the worker starts.
     loaded = check_env_file(loaded, path).spec
     data = path.read_bytes()
@@ -167,16 +166,11 @@ def submit_experiment(spec_path: str | Path, *, seeds: tuple[int, ...] | None = 
 
     path = Path(spec_path).expanduser().resolve()
     copy = copy or paths.is_example(path)  # as submit() does
-    loaded = specs.load(path)  # first: it says why a file cannot be read
-    data = path.read_bytes()
-    text = data.decode("utf-8", errors="replace")
-    name = specs.sanitize_name(experiment or loaded.job.name)
-    planned = experiments.plan(specs.sweep_of(text, file=str(path)), seeds, name)
-    experiments.check_variants(loaded, planned, str(path), text)
     home = home or paths.rlsup_home()
+    judged = judge_file(path, seeds=seeds, experiment=experiment or "", home=home)
+    loaded, name, planned, settings = judged.loaded, judged.experiment, judged.planned, judged.settings
+    data = path.read_bytes()
     with Store(home) as store:
-        # The members it has count: one more seed joins an experiment that decides as two do.
-        settings = scheduler_of(path, text, loaded, members=len(store.experiment_jobs(name)) + len(planned))
         room = functools.partial(check_experiment_room, path=path, name=name, planned=planned,
                                  meant=copy or experiment is not None, settings=settings)
         room(store)  # before anything is made: the common refusal costs nothing
@@ -195,21 +189,6 @@ def submit_experiment(spec_path: str | Path, *, seeds: tuple[int, ...] | None = 
         prepared.append((job, overrides, specs.apply_overrides(checked, overrides)))
     return queue_experiment(path, data, name, prepared, home, copy, start_daemon, room,
                             decides=(settings, loaded.job.seed) if settings else None)
-
-
-def scheduler_of(path: Path, text: str, loaded: specs.JobSpec, *, members: int) -> specs.SchedulerSettings | None:
-    """The file's [scheduler], checked against the job and the fork rules; None without one. Raises SpecError
-    at its line for a table with one member to decide among (members counts those its experiment has)."""
-    from rlsup.run.lineage import perturb_refused
-
-    settings = specs.scheduler_of(text, loaded, file=str(path),
-                                  fork_refuses=lambda name: perturb_refused(loaded, name))
-    located = specs.Located(str(path), text)
-    if settings is not None and members < 2:
-        raise specs.SpecError([located.problem(("scheduler",), (
-            "decides among an experiment's members, and this would be its only one: give the file a [sweep], "
-            "submit more seeds (--seeds 1-4), or add these to an experiment that decides (--experiment NAME)"))])
-    return settings
 
 
 def queue_experiment(path: Path, data: bytes, name: str, prepared: list, home: Path, copy: bool,

@@ -35,6 +35,14 @@ def names_experiments(action: argparse.Action) -> argparse.Action:
     return action
 
 
+def experiment_options(parser: argparse.ArgumentParser) -> None:
+    """--seeds and --experiment, which submit queues by and validate judges by alike."""
+    parser.add_argument("--seeds", metavar="SEEDS",
+                        help="queue one job per seed as one experiment: 1-5, 1,4,9 or both (1-3,7)")
+    parser.add_argument("--experiment", metavar="NAME",
+                        help="the experiment's name (default: the job's name); its jobs are NAME-s1, NAME-s2, …")
+
+
 def trust_imports_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trust-imports", action="store_true",
                         help="import the run's env modules from where its import-paths.json says, though this "

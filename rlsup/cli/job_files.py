@@ -6,15 +6,18 @@ import json
 import sys
 from pathlib import Path
 
-from rlsup import client, spec as specs
+from rlsup import spec as specs
 from rlsup.spec import experiments
+from rlsup.jobs.admission import JudgedFile, judge_file
+from rlsup.cli.arguments import CliError, experiment_options
 from rlsup.cli.program import ENV_CHECK_IMPORTS, import_quietly
 from rlsup.spec.schedule_effects import unused
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    validate = subparsers.add_parser("validate", help="check a job file")
+    validate = subparsers.add_parser("validate", help="check a job file as rlsup submit with the same options would")
     validate.add_argument("job", metavar="JOB.toml", help="the job file to check")
+    experiment_options(validate)
     validate.set_defaults(handler=command_validate)
 
     schema = subparsers.add_parser("schema", help="print the JSON Schema of job files")
@@ -26,34 +29,33 @@ def command_validate(args: argparse.Namespace) -> int:
 
     import_quietly(ENV_CHECK_IMPORTS)
 
-    loaded = specs.load(args.job)
-    checked = check_env_file(loaded, args.job)
+    path = Path(args.job)
+    try:
+        seeds = experiments.parse_seeds(args.seeds) if args.seeds is not None else None
+        judged = judge_file(path, seeds=seeds, experiment=args.experiment)  # as submit judges it
+    except experiments.SeedsError as error:
+        raise CliError(str(error)) from None
+    checked = check_env_file(judged.loaded, args.job)
     spec = checked.spec
     network = f", network {checked.network}" if checked.network else ""
-    variants = check_sweep(loaded, Path(args.job))
-    # The members are counted at submit (--seeds): here the table is checked as if there were several.
-    client.scheduler_of(Path(args.job), Path(args.job).read_text(encoding="utf-8"), loaded, members=2)
+    variants = check_variants(judged, path)
     print(f"{args.job}: ok ({spec.job.algo} on {spec.env.id}: {checked.observation} observations, "
           f"{checked.num_actions} actions{network}; {spec.job.total_steps:,} steps)"
-          + (f"; [sweep]: {variants} variants checked" if variants else ""))
+          + (f"; [sweep]: {variants} variants checked" if variants > 1 else ""))
     for line in unused(spec, args.job):  # valid, but a field set in vain: said, not refused
         print(f"warning: {line}", file=sys.stderr)
     return 0
 
 
-def check_sweep(loaded: specs.JobSpec, path: Path) -> int:
-    """Check every [sweep] variant as submit would (rules, then its env); how many there are (0: no sweep)."""
+def check_variants(judged: JudgedFile, path: Path) -> int:
+    """Make the env of every distinct variant of an experiment, as submit does; how many there are."""
     from rlsup.algos.envs.check import check_env_file
 
-    text = path.read_text(encoding="utf-8")
-    sweep = specs.sweep_of(text, file=str(path))
-    if not sweep.fields:
-        return 0
-    planned = experiments.plan(sweep, None, loaded.job.name)
-    experiments.check_variants(loaded, planned, str(path), text)
-    for job in planned:
-        check_env_file(experiments.variant_spec(loaded, job), path)
-    return len(planned)
+    variants = {tuple(sorted((name, repr(value)) for name, value in job.values.items() if name != "job.seed")): job
+                for job in judged.planned}
+    for job in variants.values():
+        check_env_file(experiments.variant_spec(judged.loaded, job), path)
+    return len(variants)
 
 
 def command_schema(args: argparse.Namespace) -> int:

@@ -14,10 +14,9 @@ from rlsup.jobs.record import jobs_following
 from rlsup.views import jobs as jobview
 from rlsup.jobs import store_file
 from rlsup.cli import groups as group_views
-from rlsup.cli.arguments import names_experiments
+from rlsup.cli.arguments import experiment_options, names_experiments
 from rlsup.cli.program import ENV_CHECK_IMPORTS, import_quietly
-from rlsup.daemon.scheduler import gpu_shortage
-from rlsup.hardware import Hardware, machine_from_environment
+from rlsup.jobs.gpu_room import gpu_shortfall, machine_gpus
 from rlsup.jobs.state import RESTING, Desired, State
 from rlsup.jobs.store import Job, Store, StoreBusy
 
@@ -37,10 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     submit.add_argument("--copy", action="store_true",
                         help="follow a copy of the file made in the run directory (RUN/source.toml), so edits of "
                              "the file reach only the jobs already bound to it")
-    submit.add_argument("--seeds", metavar="SEEDS",
-                        help="queue one job per seed as one experiment: 1-5, 1,4,9 or both (1-3,7)")
-    submit.add_argument("--experiment", metavar="NAME",
-                        help="the experiment's name (default: the job's name); its jobs are NAME-s1, NAME-s2, …")
+    experiment_options(submit)
     submit.set_defaults(handler=command_submit)
 
     listing = subparsers.add_parser("list", help="jobs, states and progress")
@@ -121,16 +117,14 @@ def say_who_follows(job: Job) -> None:
 
 
 def warn_if_gpus_missing(job: Job) -> None:
-    """Say at once when a job asks for more GPUs than exist, rather than leave it queued in silence."""
-    if job.gpus_wanted == 0:
+    """Say at once when a job wants GPUs and none is known here, rather than leave it queued in silence (submit
+    refuses what the GPUs it knows can never hold, and a guess refuses nothing)."""
+    if job.gpus_wanted == 0 or job.cluster:
         return
-    hardware = machine_from_environment() or Hardware()
-    try:
-        available = len(hardware.gpu_indices())
-    finally:
-        hardware.close()
-    if job.gpus_wanted > available:
-        print(f"rlsup: warning: job {job.id} {gpu_shortage(job.gpus_wanted, available)}", file=sys.stderr)
+    shortfall = gpu_shortfall(job.gpus_wanted, job.gpu_memory_need, machine_gpus(paths.home_path()))
+    if shortfall:
+        print(f"rlsup: warning: job {job.id} {shortfall.needs}; {shortfall.has}, so the daemon holds it until it "
+              f"finds GPUs: {shortfall.fix}", file=sys.stderr)
 
 
 def command_intent(args: argparse.Namespace) -> int:

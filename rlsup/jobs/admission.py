@@ -1,12 +1,67 @@
-"""Whether the queue has room for new jobs: a file that drives a job already, a name taken, an experiment's seeds."""
+"""What a submit admits: a job file judged as submit and validate alike, and whether the queue has room for its jobs."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from rlsup import spec as specs
+from rlsup import paths, spec as specs
+from rlsup.spec import experiments
+from rlsup.jobs import store_file
 from rlsup.jobs.record import Job, jobs_following
 from rlsup.jobs.state import State
 from rlsup.jobs.store import Store
+
+
+@dataclass(frozen=True)
+class JudgedFile:
+    """A job file as a submit with these seeds and experiment takes it, before any env is made."""
+
+    loaded: specs.JobSpec
+    text: str
+    experiment: str                          # "" for a lone job
+    planned: list[experiments.PlannedJob]    # an experiment's jobs; [] for a lone job
+    settings: specs.SchedulerSettings | None
+
+
+def judge_file(path: Path, *, seeds: tuple[int, ...] | None = None, experiment: str | None = None,
+               home: Path | None = None) -> JudgedFile:
+    """The one judgement of a job file that `rlsup submit` and `rlsup validate` make (validate said "ok" of a
+    [scheduler] in a lone job, which submit refused): raises SpecError or SeedsError, as submit would. Without
+    seeds, experiment or a [sweep] it is a lone job; experiment "" is one named after the job."""
+    loaded = specs.load(path)  # first: it says why a file cannot be read
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    sweep = specs.sweep_of(text, file=str(path))
+    if seeds is None and experiment is None and not sweep.fields:
+        return JudgedFile(loaded, text, "", [], scheduler_of(path, text, loaded, members=1))
+    name = specs.sanitize_name(experiment or loaded.job.name)
+    planned = experiments.plan(sweep, seeds, name)
+    experiments.check_variants(loaded, planned, str(path), text)
+    # The members it has count: one more seed joins an experiment that decides as two do.
+    members = len(planned) + len(members_of(name, home or paths.rlsup_home()))
+    return JudgedFile(loaded, text, name, planned, scheduler_of(path, text, loaded, members=members))
+
+
+def members_of(experiment: str, home: Path) -> list[Job]:
+    """The experiment's jobs so far; none where home has no store (validate makes none)."""
+    if not store_file.exists(home):
+        return []
+    with Store(home) as store:
+        return store.experiment_jobs(experiment)
+
+
+def scheduler_of(path: Path, text: str, loaded: specs.JobSpec, *, members: int) -> specs.SchedulerSettings | None:
+    """The file's [scheduler], checked against the job and the fork rules; None without one. Raises SpecError
+    at its line for a table with one member to decide among (members counts those its experiment has)."""
+    from rlsup.run.lineage import perturb_refused
+
+    settings = specs.scheduler_of(text, loaded, file=str(path),
+                                  fork_refuses=lambda name: perturb_refused(loaded, name))
+    located = specs.Located(str(path), text)
+    if settings is not None and members < 2:
+        raise specs.SpecError([located.problem(("scheduler",), (
+            "decides among an experiment's members, and this would be its only one: give the file a [sweep], "
+            "submit more seeds (--seeds 1-4), or add these to an experiment that decides (--experiment NAME)"))])
+    return settings
 
 
 class FileAlreadyBound(ValueError):
