@@ -5,7 +5,9 @@ import argparse
 import os
 import signal
 import sqlite3
+import re
 import sys
+import typing
 
 from rlsup import __version__, paths
 from rlsup.jobs import store_file
@@ -25,10 +27,23 @@ from rlsup.run.signals import release_signals
 CLOSED_STDOUT = 128 + signal.SIGPIPE
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rlsup", description="Supervise reinforcement-learning training jobs.")
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one sentence naming the command and the valid choices: its usage
+    first, four lines of it for `rlsup export`, buried the error. Each command's parser is one (add_subparsers
+    makes them of their parent's class)."""
+
+    commands: dict[str, argparse.ArgumentParser] = {}
+
+    def error(self, message: str) -> typing.NoReturn:
+        shown = re.sub(r", '__\w+'", "", message)  # a hidden command (__complete) is no choice to offer
+        self.exit(EXIT_SPEC, f"{self.prog}: {shown}; see {self.prog} --help\n")
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="rlsup", description="Supervise reinforcement-learning training jobs.")
     parser.add_argument("--version", action="version", version=f"rlsup {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", help="what to do (default: tui)")
+    parser.commands = commands.choices  # each command's own parser, which reports its unknown arguments
     # In the order `rlsup --help` lists them: files and foreground training first, then the daemon's jobs.
     for register in (job_files.register, training.register, checkpoints.register, training.register_enjoy,
                      register_tui, jobs.register, status.register, plot.register, daemon_control.register,
@@ -50,6 +65,15 @@ def command_tui(args: argparse.Namespace) -> int:
     return run()
 
 
+def parse(parser: Parser, argv: list[str] | None) -> argparse.Namespace:
+    """parse_args, but an unknown argument is reported by its command (`rlsup list: unrecognized arguments`),
+    where argparse reports it by `rlsup`."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
 def leave_closed_stdout() -> int:
     """The reader of stdout has gone (`rlsup schema | head`): stop writing, without a word."""
     # Python flushes stdout once more at exit; pointed at devnull, that flush cannot fail again.
@@ -66,7 +90,7 @@ def run_command(argv: list[str] | None) -> int:
     """The command's exit code; every error it can meet is one sentence on stderr."""
     try:
         answer_stop_signals()
-        args = build_parser().parse_args(argv)
+        args = parse(build_parser(), argv)
         if args.command is None:
             args.handler = command_tui
         if args.command != "run":  # `rlsup run` holds them until its worker listens, and pauses on them

@@ -353,6 +353,12 @@ def section_field(cls: type, name: str) -> dataclasses.Field:
     return next(f for f in dataclasses.fields(cls) if f.name == name)
 
 
+def dotted_names(of_type: type | None = None) -> list[str]:
+    """Every table's field as a [sweep] or perturb key names it ("dqn.lr"), or only those of one type."""
+    return [f"{section}.{name}" for section, cls in TABLES.items() for name, hint in field_types(cls).items()
+            if of_type is None or hint is of_type]
+
+
 def former_names(cls: type) -> dict[str, str]:
     """Old spelling -> field name, for the fields of cls declared with `formerly`."""
     return {f.metadata["formerly"]: f.name for f in dataclasses.fields(cls) if f.metadata["formerly"]}

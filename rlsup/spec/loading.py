@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 import sys
 import warnings
@@ -15,7 +14,7 @@ from rlsup.spec import toml_text
 from rlsup.spec.values import check_value
 from rlsup.spec.fields import (ARRAY_TABLES, TABLES, JobSpec, default_replays, field_types, former_names,
                                section_field)
-from rlsup.spec.locating import Located, Problem, SpecError
+from rlsup.spec.locating import Located, Problem, SpecError, suggestion
 from rlsup.spec.rules import job_violations
 from rlsup.spec.scheduler_table import SCHEDULER_TABLE, Settings, check_against, read_scheduler
 from rlsup.spec.sweep import SWEEP_TABLE, Sweep, read_sweep
@@ -141,7 +140,7 @@ class _Loading(Located):
                 self.problems.extend(problems)
             else:
                 choices = known + [SWEEP_TABLE, SCHEDULER_TABLE]
-                self.problems.append(self.problem((key,), "unknown table" + _suggestion(key, choices)))
+                self.problems.append(self.problem((key,), "unknown table" + suggestion(key, choices)))
         if self.problems:
             return None
         spec = JobSpec(**sections)
@@ -152,7 +151,7 @@ class _Loading(Located):
         values: dict[str, Any] = {}
         for name, (key, value) in self.current_names(cls, data, path).items():
             if name not in hints:
-                self.problems.append(self.problem(path + (key,), "unknown field" + _suggestion(key, list(hints))))
+                self.problems.append(self.problem(path + (key,), "unknown field" + suggestion(key, list(hints))))
                 continue
             error = check_value(value, hints[name], section_field(cls, name).metadata)
             if error:
@@ -190,11 +189,6 @@ def field_problem(section: str, name: str, value: Any) -> str | None:
     """Why value cannot be [section] name (type and range), or None: for values given outside a file."""
     cls = TABLES[section]
     return check_value(value, field_types(cls)[name], section_field(cls, name).metadata)
-
-
-def _suggestion(word: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 def numbered_name(name: str, number: int) -> str:

@@ -1,6 +1,7 @@
 """Errors that name file, line and field: tomllib gives values, not positions, so a light scan maps keys to lines."""
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -25,6 +26,12 @@ class SpecError(ValueError):
     def __init__(self, problems: list[Problem]):
         self.problems = problems
         super().__init__("\n".join(str(problem) for problem in problems))
+
+
+def suggestion(word: str, choices: list[str]) -> str:
+    """ " (did you mean 'X'?)" for the choice closest to a word that names none, or "": every unknown name's."""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")

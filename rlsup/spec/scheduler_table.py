@@ -7,8 +7,8 @@ from typing import Any, Callable, Union
 from rlsup.decisions.asha import AshaSettings
 from rlsup.decisions.pbt import PbtSettings
 from rlsup.formatting import finite
-from rlsup.spec.fields import TABLES, JobSpec, field_types
-from rlsup.spec.locating import Located, Problem
+from rlsup.spec.fields import TABLES, JobSpec, dotted_names, field_types
+from rlsup.spec.locating import Located, Problem, suggestion
 from rlsup.spec.values import STEPS_MAX, shown
 
 SCHEDULER_TABLE = "scheduler"
@@ -85,7 +85,10 @@ def _read_pbt(table: dict, metric: str) -> tuple[PbtSettings | None, list[tuple[
 def _perturb_problem(name: str, factors: Any) -> str | None:
     section, _, field = name.partition(".")
     hints = field_types(TABLES[section]) if section in TABLES else {}
-    if hints.get(field) is not float:
+    if field not in hints:  # offered among the number fields: the ones a member's fork may perturb
+        return ("unknown field" + suggestion(name, dotted_names(float))
+                + '; perturbed fields are numbers such as "dqn.lr"')
+    if hints[field] is not float:
         return "is not a number field of the job (perturbed fields are numbers such as \"dqn.lr\")"
     if (not isinstance(factors, list) or not factors
             or not all(_number(factor) and 0 < factor <= 1e6 for factor in factors)):

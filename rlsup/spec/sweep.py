@@ -1,15 +1,14 @@
 """A job file's [sweep] table: identity fields, each with the list of values an experiment runs it at."""
 from __future__ import annotations
 
-import difflib
 import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from rlsup.spec.values import check_value, shown
-from rlsup.spec.fields import ARRAY_TABLES, IDENTITY, TABLES, field_types, section_field
-from rlsup.spec.locating import Located, Problem
+from rlsup.spec.fields import ARRAY_TABLES, IDENTITY, TABLES, dotted_names, field_types, section_field
+from rlsup.spec.locating import Located, Problem, suggestion
 
 SWEEP_TABLE = "sweep"
 # A linked field's inline table: the crossed field it follows, and its value for each of the leader's.
@@ -148,7 +147,8 @@ def _field_problem(name: str) -> str | None:
     if section in ARRAY_TABLES:
         return f"fields of [[{section}]] cannot be swept (copy the file for each {section} layout)"
     if section not in TABLES or field not in field_types(TABLES[section]):
-        return "unknown field" + _suggestion(name) + '; sweep keys are dotted field names such as "dqn.lr"'
+        return ("unknown field" + suggestion(name, dotted_names())
+                + '; sweep keys are dotted field names such as "dqn.lr"')
     if name in NOT_SWEPT:
         return NOT_SWEPT[name]
     edit = section_field(TABLES[section], field).metadata["edit"]
@@ -181,8 +181,3 @@ def _converted(name: str, value: Any) -> Any:
     section, _, field = name.partition(".")
     return float(value) if field_types(TABLES[section])[field] is float else value
 
-
-def _suggestion(name: str) -> str:
-    known = [f"{section}.{field}" for section, cls in TABLES.items() for field in field_types(cls)]
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""

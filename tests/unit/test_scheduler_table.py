@@ -5,6 +5,7 @@ import pytest
 from rlsup_testing import cartpole_text
 
 from rlsup import client
+from rlsup.jobs import admission
 from rlsup import spec as specs
 from rlsup.cli import main as cli_main
 from rlsup.decisions.asha import AshaSettings
@@ -24,7 +25,7 @@ def scheduler_problems(tmp_path, table: str, *, members: int = 4) -> list[str]:
     path.write_text(text)
     try:
         loaded = specs.load(path)
-        client.scheduler_of(path, text, loaded, members=members)
+        admission.scheduler_of(path, text, loaded, members=members)
     except specs.SpecError as error:
         return str(error).splitlines()
     return []
@@ -63,6 +64,15 @@ def test_perturbing_a_field_a_fork_refuses_is_named_at_its_line(tmp_path) -> Non
     assert "env.sticky_actions: a PBT member is a fork, and a fork refuses it" in problem
     [problem] = scheduler_problems(tmp_path, PBT.replace('"dqn.lr"', '"dqn.hidden_sizes"'))
     assert "dqn.hidden_sizes: is not a number field" in problem
+
+
+def test_a_perturbed_field_that_does_not_exist_gets_a_suggestion(tmp_path) -> None:
+    """Issue 50 item 11: an unknown perturb field said only that it was no number field, where a [sweep] or a
+    table's unknown field says "did you mean"; the suggestion is of number fields, the ones PBT perturbs."""
+    [problem] = scheduler_problems(tmp_path, PBT.replace('"dqn.lr"', '"dqn.epsilon_final"'))
+    assert "scheduler.perturb: dqn.epsilon_final: unknown field (did you mean 'dqn.epsilon_end'?)" in problem
+    [problem] = scheduler_problems(tmp_path, PBT.replace('"dqn.lr"', '"dqn.lrr"'))
+    assert "(did you mean 'dqn.lr'?)" in problem
 
 
 def test_a_scheduler_needs_an_experiment(tmp_path) -> None:
