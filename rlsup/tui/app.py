@@ -174,9 +174,9 @@ class RlsupApp(App):
                 view.show_log(message.lines)
 
     def on_hardware_sampled(self, message: messages.HardwareSampled) -> None:
-        self.model.hardware = (message.sample, message.holders)
+        self.model.hardware = (message.sample, message.holders, message.read_by)
         for view in self.views():
-            view.show_hardware(message.sample, message.holders)
+            view.show_hardware(*self.model.hardware)
 
     def on_poll_failed(self, message: messages.PollFailed) -> None:
         if message.error != self.poll_error:

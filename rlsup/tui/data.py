@@ -14,6 +14,7 @@ from typing import Callable
 from rlsup import client, paths
 from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import checkpoints_dir, list_checkpoints
+from rlsup.hardware import Sample
 from rlsup.jobs.state import ACTIVE, State
 from rlsup.run.status import WorkerStatus, read_worker_status
 from rlsup.views.jobs import JobRow, foreground_jobs, is_foreground, merge_status
@@ -94,7 +95,7 @@ class Poller:
         job = next((job for job in jobs if job.id == selection[0]), None)
         if job is not None:
             posted += self._selection_messages(job, selection)
-        posted += self._hardware_messages(jobs)
+        posted += self._hardware_messages(jobs, status.running)
         return posted
 
     def _row(self, job: Job) -> JobRow:
@@ -138,16 +139,22 @@ class Poller:
             posted.append(messages.LogTail(job.id, tuple(runfiles.tail_lines(log, LOG_LINES))))
         return posted
 
-    def _hardware_messages(self, jobs: list[Job]) -> list:
+    def _hardware_messages(self, jobs: list[Job], daemon_running: bool) -> list:
+        """The daemon's newest reading (the machine jobs are placed on); the TUI's own only where no daemon has
+        recorded one: a TUI started without RLSUP_FAKE_GPUS said "no GPU found" beside jobs on fake GPUs 0 and 1."""
         now = time.monotonic()
         if now - self._hardware_at < self.hardware_every_s:
             return []
         self._hardware_at = now
+        holders = gpu_holders(jobs)
+        recorded = recorded_sample(self.store.latest_hardware_sample())
+        if recorded is not None:
+            return [messages.HardwareSampled(recorded, holders, "daemon" if daemon_running else "daemon stopped")]
         if self.hardware is None:
-            from rlsup.hardware import Hardware, machine_from_environment
+            from rlsup.hardware import Hardware
 
-            self.hardware = machine_from_environment() or Hardware()
-        return [messages.HardwareSampled(self.hardware.sample(), gpu_holders(jobs))]
+            self.hardware = Hardware()
+        return [messages.HardwareSampled(self.hardware.sample(), holders, "tui")]
 
     def _close_store(self) -> None:
         if self.store is not None:
@@ -207,12 +214,13 @@ class MetricsPoller:
 
     def _experiment_messages(self, request: ExperimentRequest, plotted: dict[int, Evaluated | None]) -> list:
         """The variant table, posted when it (or the selection) changed; the same as `rlsup status EXPERIMENT`'s."""
-        results = self.evaluations.results(request, plotted)
-        if results is None:
+        if request.experiment is None:
+            self.evaluations.results(request, plotted)  # lets go of the last experiment's readers
             return []
-        if self.store is None and request.experiment is not None:
+        if self.store is None:
             self.store = Store(self.home)
-        figures = ExperimentFigures(results, read_scheduler(request, self.store))
+        scheduler = read_scheduler(request, self.store)  # first: a PBT fork's evaluations count for its lineage
+        figures = ExperimentFigures(self.evaluations.results(request, plotted, scheduler), scheduler)
         posted = (request.experiment, request.selections, figures)
         if posted == self._posted_experiment:
             return []
@@ -253,6 +261,16 @@ class MetricsPoller:
     def close(self) -> None:
         self._metrics.clear()
         self._close_store()
+
+
+def recorded_sample(recorded: dict | None) -> Sample | None:
+    """A hardware sample the daemon stored, or None for none or one this version cannot read."""
+    if recorded is None:
+        return None
+    try:
+        return Sample.from_dict(recorded)
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def poll_until_cancelled(poller: Poller | MetricsPoller, post: Callable, *, interval_s: float, wake: threading.Event,

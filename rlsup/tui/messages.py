@@ -95,12 +95,13 @@ class LogTail(Message):
 
 
 class HardwareSampled(Message):
-    """A reading of the machine, with the jobs holding each GPU index."""
+    """A reading of the machine, with the jobs holding each GPU index, and whose it is (widgets.READ_BY)."""
 
-    def __init__(self, sample: Sample, holders: dict[int, str]) -> None:
+    def __init__(self, sample: Sample, holders: dict[int, str], read_by: str = "tui") -> None:
         super().__init__()
         self.sample = sample
         self.holders = holders
+        self.read_by = read_by
 
 
 class PollFailed(Message):

@@ -89,7 +89,7 @@ class JobView:
     def show_jobs(self, rows: tuple[JobRow, ...]) -> None:
         pass
 
-    def show_hardware(self, sample, holders: dict[int, str]) -> None:
+    def show_hardware(self, sample, holders: dict[int, str], read_by: str) -> None:
         pass
 
     def show_marks(self, keys: frozenset[str]) -> None:
@@ -172,8 +172,8 @@ class MainScreen(JobView, Screen):
         # so that the panes and the keys never act on a job the screen no longer shows.
         self.select_row(table.selected_key)
 
-    def show_hardware(self, sample, holders: dict[int, str]) -> None:
-        self._each(HardwareStrip, lambda strip: strip.show(sample, holders))
+    def show_hardware(self, sample, holders: dict[int, str], read_by: str) -> None:
+        self._each(HardwareStrip, lambda strip: strip.show(sample, holders, read_by))
 
     def show_marks(self, keys: frozenset[str]) -> None:
         self._each(JobsTable, lambda table: table.show_marks(keys))

@@ -309,14 +309,19 @@ class EventsLog(WrappedLog):
 # Hardware strip and daemon banner
 
 
+# Whose reading the strip shows: the running daemon's (the GPUs jobs are placed on, RLSUP_FAKE_GPUS's where it was
+# started with them), the stopped daemon's last, or the TUI's own where no daemon ever recorded one.
+READ_BY = {"daemon": "the daemon", "daemon stopped": "the daemon", "tui": "NVML"}
+
+
 class HardwareStrip(Static):
     """CPU per core, RAM, and each GPU with the job holding it."""
 
-    def show(self, sample: Sample, holders: dict[int, str]) -> None:
-        self.update(hardware_text(sample, holders))
+    def show(self, sample: Sample, holders: dict[int, str], read_by: str = "tui") -> None:
+        self.update(hardware_text(sample, holders, read_by))
 
 
-def hardware_text(sample: Sample, holders: dict[int, str]) -> Text:
+def hardware_text(sample: Sample, holders: dict[int, str], read_by: str = "tui") -> Text:
     cores = sample.cpu_percent
     average = sum(cores) / len(cores) if cores else 0.0
     text = Text("CPU ", style="bold") + Text(f"{average:3.0f}% ")
@@ -327,9 +332,11 @@ def hardware_text(sample: Sample, holders: dict[int, str]) -> Text:
     text.append("   RAM ", style="bold")
     text.append_text(level_bar(100 * used / total if total else 0, 10))
     text.append(f" {byte_size(used)} / {byte_size(total)}")
+    if read_by == "daemon stopped":
+        text.append(f"   the daemon's last reading, at {clock_time(sample.time)}", style="dim")
     if not sample.gpus:
         text.append("\nGPU ", style="bold")
-        text.append("no GPU found (NVML sees none): jobs run on CPU", style="dim")
+        text.append(f"no GPU found ({READ_BY.get(read_by, 'NVML')} sees none): jobs run on CPU", style="dim")
     for gpu in sample.gpus:
         text.append("\n")
         text.append_text(gpu_text(gpu, holders.get(gpu.index)))
