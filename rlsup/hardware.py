@@ -58,6 +58,16 @@ class Sample:
                    memory_total_bytes=data.get("memory_total_bytes", 0), gpus=gpus)
 
 
+def gpu_totals(sample: Sample | dict | None) -> dict[int, int | None]:
+    """Each GPU's total memory as a hardware sample has it (the daemon's newest, stored: NVML's, or a fake's)."""
+    if isinstance(sample, dict):
+        try:
+            sample = Sample.from_dict(sample)
+        except (KeyError, TypeError, ValueError):  # a sample from another version: no totals, not a failure
+            return {}
+    return {gpu.index: gpu.memory_total_bytes for gpu in sample.gpus} if sample else {}
+
+
 @dataclass(frozen=True)
 class GpuMemory:
     """What one worker holds on its GPU, by two counts; either may be missing."""

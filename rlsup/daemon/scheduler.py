@@ -1,4 +1,5 @@
-"""Placement of queued jobs on CPU slots and GPUs (packed by memory): priority, then submission order (pure)."""
+"""Placement of queued jobs on CPU slots and GPUs (packed by memory, later jobs backfilling): priority, then
+submission order (pure)."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,6 +8,7 @@ from dataclasses import dataclass, field
 
 from rlsup.daemon.clusters import Cluster, ClusterError, clusters_from_tables
 from rlsup.formatting import GIB, finite, gibibytes
+from rlsup.jobs.gpu_room import gpu_shortfall
 
 
 def _default_cpu_jobs() -> int:
@@ -235,10 +237,12 @@ class Packing:
                 if index in self.loads:  # a GPU no longer offered is not placed on, so its load is moot
                     self.loads[index].add(holding.gpu_memory_bytes)
 
-    def take(self, memory_bytes: int | None, wanted: int) -> tuple[int, ...] | None:
-        """The wanted least loaded GPUs that take the job, now counted as holding it; None if too few."""
-        fitting = sorted((load for load in self.loads.values()
-                          if load.takes(memory_bytes, cap=self.cap, margin_bytes=self.margin_bytes)),
+    def take(self, memory_bytes: int | None, wanted: int, *,
+             kept: frozenset[int] = frozenset()) -> tuple[int, ...] | None:
+        """The wanted least loaded GPUs, none of those kept, that take the job, now counted as holding it; None if
+        too few."""
+        fitting = sorted((load for load in self.loads.values() if load.index not in kept
+                          and load.takes(memory_bytes, cap=self.cap, margin_bytes=self.margin_bytes)),
                          key=GpuLoad.order_key)
         if len(fitting) < wanted:
             return None
@@ -246,18 +250,14 @@ class Packing:
             load.add(memory_bytes)
         return tuple(sorted(load.index for load in fitting[:wanted]))
 
-    def too_large(self, memory_bytes: int | None, wanted: int) -> str | None:
-        """Why a job never fits here (fewer GPUs as large as its memory than it wants), or None.
+    def keep(self, memory_bytes: int | None, wanted: int) -> frozenset[int]:
+        """The GPUs kept for a job that must wait: the wanted least loaded of those large enough for it.
 
-        Such a job waits without holding up the jobs behind it, as one wanting more GPUs than exist does."""
-        if memory_bytes is None:
-            return None
-        large = [load for load in self.loads.values() if load.total_bytes is None or load.total_bytes >= memory_bytes]
-        if len(large) >= wanted:
-            return None
-        largest = max(load.total_bytes for load in self.loads.values() if load.total_bytes is not None)
-        return (f"needs {wanted} GPU{'s' if wanted != 1 else ''} with {gibibytes(memory_bytes)} GiB; this machine "
-                f"has {len(large)} that large (largest: {gibibytes(largest)} GiB)")
+        No later job goes on them, so their load only falls until the job fits there: it is not starved, however
+        many jobs come after it. The kept GPUs change only for ones less loaded still, whose load falls in turn."""
+        large = [load for load in self.loads.values()
+                 if memory_bytes is None or load.total_bytes is None or load.total_bytes >= memory_bytes]
+        return frozenset(load.index for load in sorted(large, key=GpuLoad.order_key)[:wanted])
 
     def why_waiting(self, memory_bytes: int | None, wanted: int) -> str:
         """Why a job that take() refused waits: a whole GPU for an unknown figure, else free memory or GPUs."""
@@ -282,15 +282,19 @@ def place(candidates: list[Candidate], *, active_gpu_jobs: list[GpuHolding], act
           now: float) -> Schedule:
     """Decide which queued jobs start now.
 
-    CPU-only jobs take the free CPU slots. A GPU job takes the least loaded GPUs that its memory fits
-    (Packing); when it cannot be placed, lower GPU jobs wait behind it so it is not starved.
+    CPU-only jobs take the free CPU slots. A GPU job takes the least loaded GPUs that its memory fits (Packing).
+    The first GPU job that cannot be placed now keeps the GPUs it will start on (Packing.keep), and later GPU jobs
+    start on the others where they fit (backfill): they pass it without taking what it waits for. A job that no
+    GPUs of this machine can ever hold is held with its reason, keeping none.
     """
     cpu_free = settings.cpu_jobs - active_cpu_jobs
     packing = Packing(active_gpu_jobs, gpu_indices=gpu_indices, totals=gpu_memory_totals,
                       cap=settings.jobs_per_gpu, margin_bytes=int(settings.gpu_memory_margin_gib * GIB))
+    totals = {index: gpu_memory_totals.get(index) for index in gpu_indices}
     start: list[Placement] = []
     waiting: dict[int, str] = {}
-    blocked_by: int | None = None
+    first_waiting: int | None = None  # the first GPU job that must wait, and the GPUs kept for it
+    kept: frozenset[int] = frozenset()
     for candidate in order(candidates):
         memory, wanted = candidate.gpu_memory_bytes, candidate.gpus_wanted
         if candidate.not_before > now:
@@ -301,24 +305,16 @@ def place(candidates: list[Candidate], *, active_gpu_jobs: list[GpuHolding], act
                 start.append(Placement(candidate.job_id))
             else:
                 waiting[candidate.job_id] = f"{CPU_WAIT} ({settings.cpu_jobs} in use)"
-        elif wanted > len(gpu_indices):
-            waiting[candidate.job_id] = gpu_shortage(wanted, len(gpu_indices))
-        elif shortage := packing.too_large(memory, wanted):
-            waiting[candidate.job_id] = shortage
-        elif blocked_by is not None:
-            waiting[candidate.job_id] = f"waiting behind job {blocked_by} for GPUs"
-        elif chosen := packing.take(memory, wanted):
+        elif shortfall := gpu_shortfall(wanted, memory, totals):
+            waiting[candidate.job_id] = shortfall.held
+        elif chosen := packing.take(memory, wanted, kept=kept):
             start.append(Placement(candidate.job_id, chosen))
+        elif first_waiting is not None:
+            waiting[candidate.job_id] = f"waiting behind job {first_waiting} for GPUs"
         else:
-            blocked_by = candidate.job_id
+            first_waiting, kept = candidate.job_id, packing.keep(memory, wanted)
             waiting[candidate.job_id] = packing.why_waiting(memory, wanted)
     return Schedule(tuple(start), waiting)
-
-
-def gpu_shortage(wanted: int, available: int) -> str:
-    """Why a job waits for GPUs this machine does not have, and how to run it anyway."""
-    return (f"needs {wanted} GPU{'s' if wanted != 1 else ''}; this machine has {available} "
-            f"(set [job] gpus = {available} to run it{' on the CPU' if available == 0 else ''})")
 
 
 def place_on_clusters(candidates: list[tuple[Candidate, str]], *, active: dict[str, int],

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from rlsup.formatting import gibibytes
-from rlsup.hardware import Sample
+from rlsup.hardware import gpu_totals  # noqa: F401 (its home moved to hardware; `rlsup list` reads it here)
 from rlsup.jobs.state import ACTIVE
 from rlsup.jobs.store import Job
 
@@ -13,16 +13,6 @@ def memory_share(used_bytes: int, total_bytes: int | None) -> str:
     """"3.1/80 GiB": memory used of a GPU's total, or "3.1 GiB" where the total is not known."""
     total = f"/{gibibytes(total_bytes)}" if total_bytes is not None else ""
     return f"{gibibytes(used_bytes)}{total} GiB"
-
-
-def gpu_totals(sample: Sample | dict | None) -> dict[int, int | None]:
-    """Each GPU's total memory as the daemon's newest hardware sample has it (NVML's, or a fake's)."""
-    if isinstance(sample, dict):
-        try:
-            sample = Sample.from_dict(sample)
-        except (KeyError, TypeError, ValueError):  # a sample from another version: no totals, not a failure
-            return {}
-    return {gpu.index: gpu.memory_total_bytes for gpu in sample.gpus} if sample else {}
 
 
 def job_gpus(job: Job, totals: dict[int, int | None]) -> str:

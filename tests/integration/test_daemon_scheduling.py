@@ -66,7 +66,8 @@ def test_submit_warns_at_once_when_the_machine_lacks_the_gpus(harness, monkeypat
     harness.extra_environment["RLSUP_FAKE_GPUS"] = "0"
     code, out, err = harness.cli("submit", harness.job_file("greedy", gpus=1))
     assert code == 0 and out.strip().isdigit()
-    assert "warning" in err and "needs 1 GPU; this machine has 0 (set [job] gpus = 0 to run it on the CPU)" in err
+    assert "warning" in err and ("needs 1 GPU; this machine has 0, so the daemon holds it until it finds GPUs: set "
+                                 "[job] gpus = 0 to run it on the CPU") in err
     job = harness.job(int(out))
     assert harness.wait_state(job.id, State.QUEUED).state == State.QUEUED
 

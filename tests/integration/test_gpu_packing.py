@@ -171,3 +171,66 @@ def test_a_foreground_run_out_of_cuda_memory_says_so_in_one_sentence(tmp_path) -
     assert then == f"continue with: rlsup run --resume {tmp_path / 'run'}"
     assert read_exit(tmp_path / "run").held
     assert "OutOfMemoryError" in (tmp_path / "run" / "worker.log").read_text()  # its traceback, for whoever looks
+
+
+def waiting_or_placed(harness, job_id: int) -> Job:
+    """The job once the daemon has either started it or said why it waits."""
+    def told() -> Job | None:
+        job = harness.job(job_id)
+        return job if job.reason or job.state in ACTIVE else None
+    return harness.wait_for(told, timeout=60, what=f"job {job_id} to start or say why it waits",
+                            report=lambda: harness.report(job_id))
+
+
+def test_a_job_that_fits_now_starts_before_a_larger_one_that_must_wait(harness) -> None:
+    """issue 50 item 6: a 4 GiB job that fitted waited behind a 10 GiB one that did not. Two fake 16 GiB GPUs hold
+    8 GiB each: the 10 GiB job keeps GPU 0 (equal load, lower index), the 4 GiB one starts beside the job on GPU 1,
+    and the large one starts on GPU 0 once that GPU's job ends."""
+    harness.extra_environment["RLSUP_FAKE_GPUS"] = "2"
+    harness.start_daemon()
+    first = submit(harness, "first", gib=8.0, declared=8)
+    assert harness.wait_state(first.id, *ACTIVE, timeout=60).gpus == "0"
+    second = submit(harness, "second", gib=8.0, declared=8)
+    assert harness.wait_state(second.id, *ACTIVE, timeout=60).gpus == "1"
+    large = submit(harness, "large", gib=10.0, declared=10)
+    assert "waiting for 1 GPU with 11 GiB free" in waiting_or_placed(harness, large.id).reason
+    small = submit(harness, "small", gib=4.0, declared=4)
+    placed = waiting_or_placed(harness, small.id)
+    assert placed.state in ACTIVE and placed.gpus == "1", harness.report(small.id)
+    assert harness.job(large.id).state is State.QUEUED
+
+    assert harness.cli("kill", str(first.id))[0] == 0
+    assert harness.wait_state(large.id, *ACTIVE, timeout=60).gpus == "0"
+    for job in (second, large, small):
+        harness.cli("kill", str(job.id))
+        harness.wait_state(job.id, State.KILLED, timeout=60)
+
+
+def test_a_job_raised_past_every_gpu_is_held_with_its_reason(harness) -> None:
+    """issue 50 item 6: a job that gets past submit's check (here an edit raising gpu_memory_gb while it waits)
+    waited for ever in silence. The daemon holds it queued, saying why in `rlsup list`, and it starts by itself
+    once an edit lowers the figure again."""
+    harness.settings(gpu_memory_margin_gib=1.0)
+    harness.extra_environment["RLSUP_FAKE_GPUS"] = "1x8GiB"
+    harness.start_daemon()
+    busy = submit(harness, "busy", gib=6.0, declared=6)
+    harness.wait_state(busy.id, *ACTIVE, timeout=60)
+    raised = submit(harness, "raised", gib=1.0, declared=2)  # 6 + 2 + 1 > 8: it waits for memory
+    assert "waiting for 1 GPU with 3 GiB free" in waiting_or_placed(harness, raised.id).reason
+    path = Path(raised.spec_path)
+    path.write_text(path.read_text().replace("gpu_memory_gb = 2\n", "gpu_memory_gb = 40\n"))
+
+    held = harness.wait_for(lambda: (job := harness.job(raised.id)).reason.startswith("held:") and job, timeout=30,
+                            what="the job to be held", report=lambda: harness.report(raised.id))
+    assert held.state is State.QUEUED and held.reason == (
+        "held: needs 1 GPU with 40 GiB; this machine has none that large (1 GPU, the largest of 8 GiB): set [job] "
+        "gpu_memory_gb = 8 or less to run it"), held.reason
+    code, out, _ = harness.cli("list")
+    lines = {line.split()[1]: line for line in out.splitlines()[1:] if len(line.split()) > 1}
+    assert code == 0 and "queued: held: needs 1 GPU with 40 GiB" in lines["raised"], out
+
+    path.write_text(path.read_text().replace("gpu_memory_gb = 40\n", "gpu_memory_gb = 1\n"))
+    assert harness.wait_state(raised.id, *ACTIVE, timeout=60).gpus == "0"
+    for job in (busy, raised):
+        harness.cli("kill", str(job.id))
+        harness.wait_state(job.id, State.KILLED, timeout=60)

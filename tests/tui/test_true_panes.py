@@ -92,7 +92,7 @@ async def test_a_job_waiting_for_a_gpu_says_why_in_the_table_and_the_events(daem
 
     app = RlsupApp(daemon_home, hardware=FakeHardware())
     async with app.run_test(size=SIZE) as pilot:
-        await wait_until(pilot, lambda: "queued: needs 1 GPU" in state_cell(app, job.id),
+        await wait_until(pilot, lambda: "queued: held: needs 1 GPU" in state_cell(app, job.id),
                          what="the waiting reason in the state cell", report=lambda: state_cell(app, job.id))
         await wait_until(pilot, lambda: any("needs 1 GPU; this machine has 0" in message
                                             for _, message in shown_events(app)),

@@ -94,7 +94,8 @@ def test_a_lone_job_measured_near_the_total_still_gets_an_empty_gpu():
 def test_a_job_larger_than_the_gpus_waits_without_holding_up_others():
     result = plan([job(1, 100, priority=9), job(2, 10)], totals={0: 80 * GIB, 1: 24 * GIB})
     assert placed(result) == {2: (0,)}
-    assert result.waiting[1] == "needs 1 GPU with 100 GiB; this machine has 0 that large (largest: 80 GiB)"
+    assert result.waiting[1] == ("held: needs 1 GPU with 100 GiB; this machine has none that large (2 GPUs, the "
+                                 "largest of 80 GiB): set [job] gpu_memory_gb = 80 or less to run it")
     result = plan([job(1, 30, gpus=2)], totals={0: 80 * GIB, 1: 24 * GIB, 2: None})
     assert placed(result) == {1: (0, 2)}  # an unknown total may be large enough: the job is alone there
 
@@ -189,12 +190,26 @@ def test_packing_never_overfills_and_keeps_the_queue_order(sizes, earlier, later
             assert sum(figures) + margin <= totals[index]
         else:
             assert sum(figures) <= totals[index]
-    # A GPU job that could run here but waits keeps every GPU job behind it in the queue waiting.
-    queue = [candidate.job_id for candidate in scheduler.order(candidates)
+    # The first GPU job that could run here but waits keeps its GPUs: the jobs behind it that start (backfill) take
+    # none of them (issue 50 item 6), and those that do not start wait behind it.
+    queue = [candidate for candidate in scheduler.order(candidates)
              if candidate.gpus_wanted and candidate.not_before <= 100.0
-             and not result.waiting.get(candidate.job_id, "").startswith("needs ")]
-    began = [job_id for job_id in queue if job_id not in result.waiting]
-    assert began == queue[:len(began)]
+             and not result.waiting.get(candidate.job_id, "").startswith("held: ")]
+    first = next((index for index, candidate in enumerate(queue) if candidate.job_id in result.waiting), None)
+    if first is not None:
+        ahead = {candidate.job_id for candidate in queue[:first]}
+        placed_ahead = [GpuHolding(placement.gpus, by_id[placement.job_id].gpu_memory_bytes)
+                        for placement in result.start if placement.job_id in ahead]
+        packing = scheduler.Packing(holdings + placed_ahead, gpu_indices=tuple(totals), totals=totals, cap=cap,
+                                    margin_bytes=margin)
+        kept = packing.keep(queue[first].gpu_memory_bytes, queue[first].gpus_wanted)
+        assert len(kept) == queue[first].gpus_wanted
+        for candidate in queue[first + 1:]:
+            gpus = next((placement.gpus for placement in result.start if placement.job_id == candidate.job_id), None)
+            if gpus is None:
+                assert result.waiting[candidate.job_id] == f"waiting behind job {queue[first].job_id} for GPUs"
+            else:
+                assert not set(gpus) & kept
 
 
 @hypothesis_settings(max_examples=100, deadline=None)

@@ -199,11 +199,13 @@ def test_fake_hardware_is_deterministic():
     assert machine.gpu_indices() == (0,) and machine.sample().gpus[0].temperature_c == 60.0
 
 
-def test_gpu_shortage_says_how_to_run_anyway() -> None:
-    from rlsup.daemon.scheduler import gpu_shortage
+def test_a_gpu_shortfall_says_how_to_run_anyway() -> None:
+    from rlsup.jobs.gpu_room import gpu_shortfall
 
-    assert gpu_shortage(1, 0) == "needs 1 GPU; this machine has 0 (set [job] gpus = 0 to run it on the CPU)"
-    assert gpu_shortage(4, 2) == "needs 4 GPUs; this machine has 2 (set [job] gpus = 2 to run it)"
+    assert gpu_shortfall(1, None, {}).held == (
+        "held: needs 1 GPU; this machine has 0: set [job] gpus = 0 to run it on the CPU")
+    assert gpu_shortfall(4, None, {0: None, 1: None}).refusal == (
+        "needs 4 GPUs and this machine has 2, so it would never start: set [job] gpus = 2 to run it")
 
 
 def test_a_resumed_job_takes_back_the_slot_of_the_last_job_in_queue_order():
