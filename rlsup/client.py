@@ -86,7 +86,7 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     path = Path(spec_path).expanduser().resolve()
     # An example is submitted by copy: `e` in the TUI, a newcomer's first edit, changed a file git tracks.
     copy = copy or paths.is_example(path)
-    judged = judge_file(path, home=home)  # a [scheduler] alone, without seeds or a sweep: refused
+    judged = judge_file(path, home=home, cluster=cluster)  # a [scheduler] alone, without seeds or a sweep: refused
     if judged.planned:
         return submit_experiment(path, experiment=name, priority=priority, cluster=cluster, home=home,
                                  start_daemon=start_daemon, copy=copy)[0]
@@ -167,7 +167,7 @@ def submit_experiment(spec_path: str | Path, *, seeds: tuple[int, ...] | None = 
     path = Path(spec_path).expanduser().resolve()
     copy = copy or paths.is_example(path)  # as submit() does
     home = home or paths.rlsup_home()
-    judged = judge_file(path, seeds=seeds, experiment=experiment or "", home=home)
+    judged = judge_file(path, seeds=seeds, experiment=experiment or "", home=home, cluster=cluster)
     loaded, name, planned, settings = judged.loaded, judged.experiment, judged.planned, judged.settings
     data = path.read_bytes()
     with Store(home) as store:

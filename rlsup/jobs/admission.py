@@ -7,6 +7,7 @@ from pathlib import Path
 from rlsup import paths, spec as specs
 from rlsup.spec import experiments
 from rlsup.jobs import store_file
+from rlsup.jobs.gpu_room import check_gpus
 from rlsup.jobs.record import Job, jobs_following
 from rlsup.jobs.state import State
 from rlsup.jobs.store import Store
@@ -24,18 +25,22 @@ class JudgedFile:
 
 
 def judge_file(path: Path, *, seeds: tuple[int, ...] | None = None, experiment: str | None = None,
-               home: Path | None = None) -> JudgedFile:
+               home: Path | None = None, cluster: str | None = None) -> JudgedFile:
     """The one judgement of a job file that `rlsup submit` and `rlsup validate` make (validate said "ok" of a
     [scheduler] in a lone job, which submit refused): raises SpecError or SeedsError, as submit would. Without
-    seeds, experiment or a [sweep] it is a lone job; experiment "" is one named after the job."""
+    seeds, experiment or a [sweep] it is a lone job; experiment "" is one named after the job. Its jobs' GPUs are
+    judged against this machine's where known (gpu_room.check_gpus; cluster: submit's --cluster)."""
     loaded = specs.load(path)  # first: it says why a file cannot be read
     text = path.read_bytes().decode("utf-8", errors="replace")
     sweep = specs.sweep_of(text, file=str(path))
+    where = home or paths.home_path()  # read only: validate leaves no home behind
     if seeds is None and experiment is None and not sweep.fields:
+        check_gpus([loaded], path, text, where, cluster=cluster)
         return JudgedFile(loaded, text, "", [], scheduler_of(path, text, loaded, members=1))
     name = specs.sanitize_name(experiment or loaded.job.name)
     planned = experiments.plan(sweep, seeds, name)
     experiments.check_variants(loaded, planned, str(path), text)
+    check_gpus([experiments.variant_spec(loaded, job) for job in planned], path, text, where, cluster=cluster)
     # The members it has count: one more seed joins an experiment that decides as two do.
     members = len(planned) + len(members_of(name, home or paths.rlsup_home()))
     return JudgedFile(loaded, text, name, planned, scheduler_of(path, text, loaded, members=members))
