@@ -8,7 +8,7 @@ from rlsup.views import jobs as jobview
 from rlsup.views.groups import GroupRow
 from rlsup.jobs.state import Desired
 from rlsup.jobs.store import Job, Store
-from rlsup.views.decisions import read_scheduler_lines
+from rlsup.views.decisions import read_scheduler_view, scheduler_lines
 
 INDENT = "  "  # an experiment's jobs under its group row
 
@@ -49,24 +49,28 @@ def group_intent(reference: str, desired: Desired) -> bool:
 
 
 def print_experiment_status(name: str, jobs: list[Job]) -> None:
-    """The group's line, its jobs, and variant -> n, final and best evaluation (mean ± std over seeds)."""
+    """The group's line and, for an experiment that decides, its outcome (finished, its best member); its jobs;
+    variant -> n, final and best evaluation (mean ± std over seeds); what its scheduler decided."""
     group = GroupRow(name, tuple(jobview.sorted_rows([jobview.read_row(job) for job in jobs])))
+    with Store() as store:
+        view = read_scheduler_view(store, name, jobs)
     print(f"experiment {name}: {group.counts}; {group.step:,} of {group.total_steps:,} steps; "
           f"latest return {groups.shown(group.mean_return)}; ETA {formatting.duration(group.eta_s)}")
+    if view is not None:
+        print(f"{INDENT}{view.outcome.sentence()}")
     painted = colour.wanted()
     for row in group.rows:
         job = row.job
         state = colour.paint_state(job.state.value.ljust(8), job.state, painted)
         print(f"{INDENT}{job.id:>4}  {formatting.printable(job.name)}  {state}  {row.step:,}/{job.total_steps:,}  "
               f"{formatting.printable(job.run_dir)}")
-    cells = [groups.VARIANT_HEADINGS, *groups.variant_cells(groups.variant_results(jobs))]
+    lineage = {"roots": view.roots, "replaced": view.replaced} if view is not None else {}
+    cells = [groups.VARIANT_HEADINGS, *groups.variant_cells(groups.variant_results(jobs, **lineage))]
     widths = [max(len(line[index]) for line in cells) for index in range(4)]
     print("\nevaluations (mean ± std over seeds):")
     for line in cells:
         print(INDENT + "  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
-    with Store() as store:
-        decided = read_scheduler_lines(store, name, jobs)
-    if decided:
+    if view is not None:
         print("\nscheduler:")
-        for line in decided:
+        for line in scheduler_lines(view):
             print(INDENT + line)

@@ -1,7 +1,8 @@
-"""What an experiment's scheduler decided, as lines: each rung's members, their metric, and the verdict."""
+"""What an experiment's scheduler decided: each rung's or generation's members, their metric and verdict, its outcome."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from rlsup import formatting
 from rlsup.decisions.asha import AshaSettings
@@ -13,46 +14,111 @@ from rlsup.jobs.state import State
 from rlsup.jobs.store import Store
 from rlsup.run.holds import Standing
 from rlsup.spec.scheduler_table import Settings
+from rlsup.views.outcome import (STOPPED_REASON, ForkMark, Outcome, fork_marks, lineage_lines, lineage_roots,
+                                  outcome)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A member's place in one comparison: its metric there and the scheduler's verdict ("waiting" before it)."""
+
+    member: int
+    name: str
+    value: float
+    verdict: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """An ASHA rung or a PBT generation: the members that reported there, best first."""
+
+    label: str   # "rung 1", "generation 2"
+    step: int
+    placed: tuple[Placed, ...]
+
+    @property
+    def title(self) -> str:
+        return f"{self.label} at {self.step:,}: {len(self.placed)} reported"
+
+
+@dataclass(frozen=True)
+class SchedulerView:
+    """What an experiment's scheduler said and came to, for `rlsup status`, the TUI and `rlsup plot` alike."""
+
+    heading: str
+    metric: str
+    comparisons: tuple[Comparison, ...]
+    outcome: Outcome
+    forks: tuple[ForkMark, ...] = ()
+    lineage: tuple[str, ...] = ()   # a line per fork (outcome.lineage_lines)
+    replaced: frozenset[int] = frozenset()   # PBT members whose place a fork took
+
+    @property
+    def roots(self) -> dict[int, int]:
+        return lineage_roots(self.forks)
+
+
+def read_scheduler_view(store: Store, experiment: str, members: list[Job]) -> SchedulerView | None:
+    """scheduler_view from the store; None for an experiment without a [scheduler]."""
+    settings = standings.scheduler(store, experiment)
+    if settings is None:
+        return None
+    ids = [job.id for job in members]
+    return scheduler_view(settings, members, standings.standings(store, ids), standings.decisions(store, ids))
 
 
 def read_scheduler_lines(store: Store, experiment: str, members: list[Job]) -> list[str]:
     """scheduler_lines from the store; none for an experiment without a [scheduler]."""
-    settings = standings.scheduler(store, experiment)
-    if settings is None:
-        return []
-    ids = [job.id for job in members]
-    return scheduler_lines(settings, members, standings.standings(store, ids), standings.decisions(store, ids))
+    view = read_scheduler_view(store, experiment, members)
+    return scheduler_lines(view) if view is not None else []
 
 
-def scheduler_lines(settings: Settings, members: list[Job], held: dict[int, list[Standing]],
-                    decided: list[Decision]) -> list[str]:
-    """The scheduler's heading, then per comparison (an ASHA rung, a PBT generation) its members, best first,
-    with their metric and verdict ("waiting" before it)."""
+def scheduler_view(settings: Settings, members: list[Job], held: dict[int, list[Standing]],
+                   decided: list[Decision]) -> SchedulerView:
+    """The scheduler's heading, its comparisons (an ASHA rung, a PBT generation) with their members ranked as the
+    decisions rank them, its outcome and, for PBT, its forks."""
+    names = {job.id: job.name for job in members}
     if isinstance(settings, AshaSettings):
         rungs = ", ".join(f"{rung:,}" for rung in settings.rungs)
-        lines = [f"ASHA on {settings.metric}: rungs at {rungs} steps, the top {settings.keep:g} promoted at each"]
-        comparisons = [(f"rung {number}", step) for number, step in enumerate(settings.rungs, 1)]
+        heading = f"ASHA on {settings.metric}: rungs at {rungs} steps, the top {settings.keep:g} promoted at each"
+        steps = [(f"rung {number}", step) for number, step in enumerate(settings.rungs, 1)]
+        forks: tuple[ForkMark, ...] = ()
+        lineage: list[str] = []
     else:
         perturbed = ", ".join(settings.perturb)
-        lines = [f"PBT on {settings.metric}, every {settings.interval:,} steps: the bottom {settings.quantile:g} "
-                 f"forks the top, perturbing {perturbed}"]
-        steps = sorted({standing.step for standings_of in held.values() for standing in standings_of})
-        comparisons = [(f"generation {step // settings.interval}", step) for step in steps]
+        heading = (f"PBT on {settings.metric}, every {settings.interval:,} steps: the bottom {settings.quantile:g} "
+                   f"forks the top, perturbing {perturbed}")
+        reported = sorted({standing.step for standings_of in held.values() for standing in standings_of})
+        steps = [(f"generation {step // settings.interval}", step) for step in reported]
+        forks = fork_marks(decided)
+        lineage = lineage_lines(forks, names, settings.interval)
     verdict_at = {(decision.job_id, decision.step): decision.verdict for decision in decided}
-    names = {job.id: formatting.printable(job.name) for job in members}
-    width = max((len(name) for name in names.values()), default=0)
-    for label, step in comparisons:
-        measured = {job_id: standing for job_id, standings_of in held.items() for standing in standings_of
-                    if standing.step == step}
-        if not measured:
-            continue
-        lines.append(f"  {label} at {step:,}: {len(measured)} reported")
+    comparisons = []
+    for label, step in steps:
         reports = [Report(job_id, step, metric_value(standing.values.get(settings.metric)))
-                   for job_id, standing in measured.items()]
-        for report in ranked(reports):  # the order the decisions rank by
-            verdict = verdict_at.get((report.member, step), "waiting")
-            lines.append(f"    {report.member:>4}  {names.get(report.member, '?').ljust(width)}  "
-                         f"{settings.metric} {figure(report.value):>8}  {verdict}")
+                   for job_id, standings_of in held.items() for standing in standings_of if standing.step == step]
+        if reports:
+            comparisons.append(Comparison(label, step, tuple(
+                Placed(report.member, names.get(report.member, "?"), report.value,
+                       verdict_at.get((report.member, step), "waiting"))
+                for report in ranked(reports))))  # the order the decisions rank by
+    replaced = frozenset(decision.job_id for decision in decided if decision.verdict == standings.REPLACED)
+    return SchedulerView(heading, settings.metric, tuple(comparisons), outcome(settings, members, held, decided),
+                         forks, tuple(lineage), replaced)
+
+
+def scheduler_lines(view: SchedulerView) -> list[str]:
+    """The view as `rlsup status EXPERIMENT` prints it under its outcome: the heading, each comparison's members
+    with their metric and verdict, and the lineage of forks."""
+    width = max((len(formatting.printable(placed.name)) for comparison in view.comparisons
+                 for placed in comparison.placed), default=0)
+    lines = [view.heading]
+    for comparison in view.comparisons:
+        lines.append(f"  {comparison.title}")
+        lines += [f"    {placed.member:>4}  {formatting.printable(placed.name).ljust(width)}  "
+                  f"{view.metric} {figure(placed.value):>8}  {placed.verdict}" for placed in comparison.placed]
+    if view.lineage:
+        lines += ["lineage:", *(f"  {line}" for line in view.lineage)]
     return lines
 
 
@@ -60,7 +126,7 @@ def held_mark(reason: str) -> str | None:
     """A paused member's place in its experiment's scheduler, for the jobs table: "stopped at rung 2" (ASHA's
     reason, decisions/asha.py), "replaced at generation 1" (daemon/pbt_generations.py's), "waiting at rung 1" or
     "waiting at generation 3" (its worker's, from the hold's label); else None."""
-    decided = re.match(r"(?:stopped by ASHA at (rung \d+))|(?:replaced at (generation \d+))", reason)
+    decided = STOPPED_REASON.match(reason)
     if decided:
         return f"stopped at {decided[1]}" if decided[1] else f"replaced at {decided[2]}"
     waiting = re.match(r"reached (rung \d+ of ASHA|generation \d+ of PBT)", reason)

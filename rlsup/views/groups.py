@@ -4,7 +4,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Collection, Mapping
 
 from rlsup.spec import experiments
 from rlsup.run import files as runfiles
@@ -12,6 +12,7 @@ from rlsup.run import metrics
 from rlsup.formatting import MISSING, decimal, number
 from rlsup.jobs.state import Desired, State
 from rlsup.views.jobs import STATE_ORDER, JobRow
+from rlsup.views.outcome import stopped_for_good
 from rlsup.jobs.store import Job
 
 
@@ -39,6 +40,9 @@ def shown(value: Spread | None) -> str:
     return str(value) if value is not None else MISSING
 
 
+STOPPED = "stopped"  # a member its experiment's scheduler stopped (ASHA) or replaced (PBT), in a group's counts
+
+
 def steps_left(row: JobRow) -> int:
     return max(0, row.job.total_steps - row.step)
 
@@ -56,9 +60,15 @@ class GroupRow:
 
     @property
     def counts(self) -> str:
-        """How many jobs are in each state, most urgent first: "2 running 1 queued"."""
-        states = sorted({row.job.state for row in self.rows}, key=lambda state: STATE_ORDER.get(state, 99))
-        return " ".join(f"{sum(row.job.state is state for row in self.rows)} {state.value}" for state in states)
+        """How many jobs are in each state, most urgent first: "2 running 1 queued"; a member its scheduler
+        stopped for good counts as "stopped", not as paused ("2 stopped 2 done" once an ASHA experiment is over:
+        "2 paused" read as work still to resume)."""
+        def word(row: JobRow) -> str:
+            return STOPPED if stopped_for_good(row.job) else row.job.state.value
+        order = {**{state.value: rank for state, rank in STATE_ORDER.items()},
+                 STOPPED: STATE_ORDER[State.PAUSED] + 0.5}
+        words = sorted({word(row) for row in self.rows}, key=lambda name: order.get(name, 99))
+        return " ".join(f"{sum(word(row) == name for row in self.rows)} {name}" for name in words)
 
     @property
     def variants(self) -> dict[str, tuple[JobRow, ...]]:
@@ -115,7 +125,9 @@ class GroupRow:
 
     @property
     def total_steps(self) -> int:
-        return sum(row.job.total_steps for row in self.rows)
+        """The steps its jobs will have trained once over: a member its scheduler stopped for good ends at the step
+        it reached, not at the budget it will never train to."""
+        return sum(row.step if stopped_for_good(row.job) else row.job.total_steps for row in self.rows)
 
     @property
     def sort_key(self) -> tuple:
@@ -139,10 +151,11 @@ def grouped(rows: list[JobRow] | tuple[JobRow, ...]) -> list[JobRow | GroupRow]:
 
 @dataclass(frozen=True)
 class VariantResult:
-    """One variant (jobs alike but for their seed): its jobs' final and best evaluation returns."""
+    """One variant (jobs alike but for their seed, and PBT forks of them): how many of its jobs have evaluated, and
+    their final and best evaluation returns."""
 
     variant: str
-    jobs: int
+    evaluated: int
     final: Spread | None
     best: Spread | None
 
@@ -176,19 +189,28 @@ def evaluated(run_dir: str | Path) -> Evaluated | None:
     return Evaluated(values[-1], max(values)) if values else None
 
 
-def variant_results(jobs: list[Job], evaluated_of: Callable[[Job], Evaluated | None] | None = None
-                    ) -> list[VariantResult]:
-    """Variant -> n, final and best evaluation (mean ± std over its seeds), in submission order.
+def variant_results(jobs: list[Job], evaluated_of: Callable[[Job], Evaluated | None] | None = None,
+                    roots: Mapping[int, int] | None = None, replaced: Collection[int] = ()) -> list[VariantResult]:
+    """Variant -> n (its jobs that have evaluated), final and best evaluation (mean ± std over them), in submission
+    order.
 
-    evaluated_of reads a job's evaluations (default: its whole metrics file; the TUI reads them incrementally)."""
+    evaluated_of reads a job's evaluations (default: its whole metrics file; the TUI reads them incrementally).
+    roots: a PBT fork -> the member its lineage began with (views/outcome.py), whose variant it is: a fork's
+    perturbed values are no variant of their own. replaced: PBT members whose place a fork took, left out (their
+    fork goes on with their place in the population)."""
     read = evaluated_of or (lambda job: evaluated(job.run_dir))
+    by_id = {job.id: job for job in jobs}
     by_variant: dict[str, list[Job]] = {}
     for job in sorted(jobs, key=lambda job: job.id):
-        by_variant.setdefault(experiments.variant_label(job.override_values), []).append(job)
+        root = by_id.get((roots or {}).get(job.id, job.id), job)
+        label = experiments.variant_label(root.override_values)
+        members = by_variant.setdefault(label, [])
+        if job.id not in replaced:
+            members.append(job)
     results = []
     for variant, members in by_variant.items():
         runs = [run for run in map(read, members) if run is not None]
-        results.append(VariantResult(variant or "(seeds only)", len(members), spread([run.final for run in runs]),
+        results.append(VariantResult(variant or "(seeds only)", len(runs), spread([run.final for run in runs]),
                                      spread([run.best for run in runs])))
     return results
 
@@ -197,5 +219,5 @@ VARIANT_HEADINGS = ("variant", "n", "final eval", "best eval")
 
 
 def variant_cells(results: list[VariantResult]) -> list[tuple[str, str, str, str]]:
-    """The variant table's rows as text, under VARIANT_HEADINGS; "–" where a variant has no evaluation yet."""
-    return [(result.variant, str(result.jobs), shown(result.final), shown(result.best)) for result in results]
+    """The variant table's rows as text, under VARIANT_HEADINGS; n 0 and "–" where a variant has no evaluation yet."""
+    return [(result.variant, str(result.evaluated), shown(result.final), shown(result.best)) for result in results]

@@ -79,7 +79,8 @@ async def test_a_group_row_shows_its_variant_table_before_and_after_evaluations(
         before = pane_text(app)
         assert figures(before) == {"Jobs": "4: 4 queued", "Steps": "0 of 6,000", "Latest return": "– (mean ± std of the best variant)",
                                    "ETA": "–"}
-        assert variant_lines(before) == [["dqn.lr=0.001", "2", "–", "–"], ["dqn.lr=0.0003", "2", "–", "–"]]
+        # n counts the seeds evaluated, which the means are over (issue 50 item 4: it counted seeds not yet evaluated).
+        assert variant_lines(before) == [["dqn.lr=0.001", "0", "–", "–"], ["dqn.lr=0.0003", "0", "–", "–"]]
         assert variant_lines(before) == expected_lines(stored_jobs(daemon_home, "sweep"))
         assert not app.screen.query_one(CheckpointsTable).display  # the pane took the side column
 

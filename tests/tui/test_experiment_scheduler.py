@@ -1,4 +1,5 @@
-"""The experiment pane and jobs table of an ASHA experiment follow its rungs as members report and are decided."""
+"""The experiment pane and jobs table of an ASHA experiment follow its rungs as members report and are decided, and
+the pane says when its scheduler has finished."""
 from __future__ import annotations
 
 import pytest
@@ -11,7 +12,7 @@ from rlsup.jobs.state import State
 from rlsup.jobs.store import Store
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.jobstable import JobsTable, group_key
-from rlsup.views.decisions import read_scheduler_lines
+from rlsup.views.decisions import read_scheduler_lines, read_scheduler_view
 
 from test_experiment_pane import SIZE, pane_text, plain
 
@@ -51,11 +52,19 @@ async def test_the_pane_and_the_table_show_each_rung_as_members_report_and_are_d
         await wait_until(pilot, over, timeout=300, what="every member done or stopped", report=lambda: pane_text(app))
         _, lines = stored(daemon_home)
         assert "rung 2 at 1,200: 2 reported" in "\n".join(lines)
-        # The pane says what `rlsup status asha` says, line for line, once the last decision is in.
-        await wait_until(pilot, lambda: all(line.strip() in pane_text(app) for line in lines), timeout=30,
-                         what="the pane's rungs equal the store's", report=lambda: pane_text(app))
-        verdicts = [line.split()[-1] for line in pane_text(app).splitlines() if "eval_return" in line.split()[2:3]]
-        assert sorted(verdicts) == ["promoted"] * 3 + ["stopped"] * 3, pane_text(app)
+        # The pane says what `rlsup status asha` says once the last decision is in: each rung, each member with its
+        # figure and verdict, and the outcome (issue 50 item 4, through a real daemon).
+        rung_rows = [line.split() for line in lines if line.split()[2:3] == ["eval_return"]]
+        shown = lambda: [line.split() for line in pane_text(app).splitlines()]  # noqa: E731
+        await wait_until(pilot, lambda: all([row[0], row[1], row[3], row[4]] in shown() for row in rung_rows),
+                         timeout=30, what="the pane's rungs equal the store's", report=lambda: pane_text(app))
+        assert sorted(row[-1] for row in rung_rows) == ["promoted"] * 3 + ["stopped"] * 3, lines
+        with Store(daemon_home) as store:
+            outcome = read_scheduler_view(store, "asha", store.experiment_jobs("asha")).outcome
+        assert outcome.finished and outcome.best is not None, outcome
+        await wait_until(pilot, lambda: outcome.sentence() in " ".join(pane_text(app).split()), timeout=30,
+                         what="the pane saying the experiment is finished", report=lambda: pane_text(app))
+        assert outcome.sentence().startswith(f"finished: ASHA decided every rung; best job {outcome.best.member} ")
 
         await pilot.press("right")
         await wait_until(pilot, lambda: jobs[0].id in table.rows_shown, what="the group opened")
