@@ -79,6 +79,11 @@ def middle_cut(text: str, width: int) -> str:
     return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
+def counted(count: int, noun: str) -> str:
+    """1 episode, 2 episodes, 1,000 episodes: a count with its noun, singular for one ("over 1 episodes")."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
 def short_count(value: float | None) -> str:
     """12_345 -> 12.3k, 2_000_000 -> 2M: a step count that fits a narrow column."""
     if value is None:

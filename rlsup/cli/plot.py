@@ -23,6 +23,7 @@ PANEL_INCHES = (4.5, 3.2)  # each panel's, with --panels
 PANEL_COLUMNS = 3
 BAND_ALPHA = 0.2
 INSTALL_PLOT = "pip install 'rlsup[plot]'"
+TICK_COLUMNS, TICK_ROWS = 12, 5  # a terminal's room for each tick label: its columns across, its rows down
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -236,8 +237,15 @@ def draw_in_terminal(panels: list[list[plotting.Line]], title: str) -> None:
     plotext.plotsize(columns, max(10, rows - 2))
     for number, lines in enumerate(panels):
         plotext.subplot(number // grid_columns + 1, number % grid_columns + 1)
-        for steps, values, label, colour, marker in plotting.terminal_lines(lines):
+        drawn = plotting.terminal_lines(lines)
+        for steps, values, label, colour, marker in drawn:
             plotext.plot(steps, values, label=label if len(panels) == 1 else None, color=colour, marker=marker)
+        if drawn:
+            steps = [step for entry in drawn for step in entry[0]]
+            values = [value for entry in drawn for value in entry[1]]
+            across, down = max(2, columns // grid_columns // TICK_COLUMNS), max(2, rows // grid_rows // TICK_ROWS)
+            plotext.xticks(*plotting.plot_ticks(min(steps), max(steps), across))
+            plotext.yticks(*plotting.plot_ticks(min(values), max(values), down))
         plotext.title(title if len(panels) == 1 else lines[0].label)
         plotext.xlabel("step")
     drawn = plotext.build()

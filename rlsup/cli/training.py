@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlsup import paths
+from rlsup import formatting, paths
 from rlsup.spec import experiments
 from rlsup.run import import_trust
 from rlsup.run import files as runfiles
@@ -146,7 +146,8 @@ def command_enjoy(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"returns": returns, "mean": mean, "checkpoint": entry.path.name, "step": entry.step}))
     else:
-        print(f"mean return {mean:g} over {len(returns)} episodes" + (f"; video: {video}" if video else ""))
+        print(f"mean return {mean:g} over {formatting.counted(len(returns), 'episode')}"
+              + (f"; video: {video}" if video else ""))
     return 0
 
 

@@ -11,7 +11,7 @@ from typing import Iterable, Iterator, Union
 from rlsup import own_files, paths
 from rlsup.run import files as runfiles
 from rlsup.run import metrics
-from rlsup.formatting import number
+from rlsup.formatting import number, short_count
 
 # The TUI's smoothing key steps through these; 0 is off. 0.9 is what the plots drew before there was a choice.
 SMOOTHING_WEIGHTS = (0.0, 0.6, 0.9, 0.99)
@@ -232,6 +232,24 @@ def group_label(label: str, runs: int) -> str:
 # One colour per compared run or group, bright for its line, plain for a group's band edges.
 TERMINAL_COLOURS = ("cyan", "orange", "magenta", "green", "red", "blue", "yellow")
 BAND_MARKER = "·"  # a group's lowest and highest run: dotted, below the braille resolution of the lines
+
+
+def plot_ticks(low: float, high: float, count: int) -> tuple[list[float], list[str]]:
+    """At most count ticks from low to high, on round numbers (1, 2 or 5 times a power of ten), labelled as numbers
+    read elsewhere (short_count: 10k, 0.5): plotext's own were raw floats ("13735.5" steps). The ends alone where no
+    round numbers fit."""
+    if not high > low:
+        return [low], [short_count(low)]
+    rough = (high - low) / max(count - 1, 1)
+    power = 10.0 ** math.floor(math.log10(rough)) if rough > 0 else 0.0
+    if not power > 0:  # a span of a few subnormals, where 10.0 ** -324 is 0
+        return [low, high], [short_count(low), short_count(high)]
+    for step in (power * factor for factor in (0.1, 0.2, 0.5, 1, 2, 5, 10)):  # the most ticks that fit
+        first, last = math.ceil(low / step - 1e-9), math.floor(high / step + 1e-9)  # 0.012 / 0.0005 is 24.000…04
+        if 2 <= last - first + 1 <= count:
+            ticks = [round(index * step, 12) for index in range(first, last + 1)]
+            return ticks, [short_count(tick) for tick in ticks]
+    return [low, high], [short_count(low), short_count(high)]
 
 
 def terminal_lines(lines: Iterable[Line]) -> list[tuple[tuple, tuple, str | None, str, str]]:

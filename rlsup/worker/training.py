@@ -328,7 +328,8 @@ class TrainingRun:
         self.last_evaluation = (step, mean)
         self._write_metric({metrics.KIND: metrics.EVAL, metrics.STEP: step, metrics.EVAL_MEAN: mean,
                             metrics.EVAL_RETURNS: returns})
-        log.info("evaluation at step %d: mean return %.2f over %d episodes", step, mean, len(returns))
+        log.info("evaluation at step %d: mean return %.2f over %s", step, mean,
+                 formatting.counted(len(returns), "episode"))
         if self.trajectory.best_evaluation is None or mean > self.trajectory.best_evaluation:
             self.trajectory.best_evaluation = mean
             self._checkpoint(BEST, evaluation_mean=mean)

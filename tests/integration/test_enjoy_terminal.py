@@ -28,6 +28,7 @@ def test_enjoy_draws_breakout_in_the_terminal(tmp_path):
     assert "\x1b[38;2;" in frames[0] and "\x1b[48;2;" in frames[0]
     assert "\x1b[?25l\x1b[2J" in result.stdout and "\x1b[0m\x1b[?25h" in result.stdout
     assert "mean return" in result.stdout
+    assert "over 1 episode\n" in result.stdout  # issue 50 item 12: it said "over 1 episodes"
 
 
 def test_terminal_render_of_cartpole_without_pygame_names_the_render_extra(tmp_path):

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from rlsup import paths
 from rlsup.views.plots import (GroupSeries, Series, UnknownMetric, aggregate, available_metrics, common_grid,
-                            interpolate, line_of, next_smoothing, read_series, series_of, smooth)
+                               interpolate, line_of, next_smoothing, plot_ticks, read_series, series_of, smooth)
 
 RECORDS = [
     {"t": 1.0, "kind": "episode", "step": 10, "return": 5.0, "length": 10},
@@ -81,3 +82,25 @@ def test_one_run_is_its_own_line_and_several_a_group():
     assert line_of([run], "job 1") == Series("job 1", (0.0, 1.0), (3.0, 4.0))
     group = line_of([run, run], "seeds", 2)
     assert isinstance(group, GroupSeries) and group.mean == group.low == group.high == (3.0, 4.0)
+
+
+def test_terminal_ticks_read_as_numbers_do_elsewhere(capsys, monkeypatch):
+    """Issue 50 item 12: `rlsup plot` in a terminal labelled its axes with plotext's raw floats (13735.5 steps);
+    ticks fall on round numbers, labelled as formatting.short_count writes them (10k, 20k; 100, 200)."""
+    from rlsup.cli.plot import draw_in_terminal
+
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setenv("LINES", "30")
+    draw_in_terminal([[Series("run-1", (0.0, 9_000.0, 27_471.0), (9.5, 120.25, 348.75))]], "Episode return")
+    drawn = capsys.readouterr().out
+    assert not re.search(r"\d\.\d{2,}|\d{4,}\.\d", drawn), drawn  # no 13735.5, no 87.4375
+    assert "10k" in drawn and "20k" in drawn, drawn
+    assert re.search(r"\b(100|200|300)\b", drawn), drawn
+
+
+def test_ticks_fall_on_round_numbers_within_the_range():
+    assert plot_ticks(0, 27_471, 4) == ([0, 10_000, 20_000], ["0", "10k", "20k"])
+    assert plot_ticks(9.5, 348.75, 5)[0] == [100, 200, 300]
+    assert plot_ticks(0.012, 0.013, 3)[1] == ["0.012", "0.0125", "0.013"]
+    assert plot_ticks(5, 5, 4) == ([5], ["5"])
+    assert plot_ticks(0.0, 5e-324, 4) == ([0.0, 5e-324], ["0", "4.94e-324"])  # no division by a power of 0
