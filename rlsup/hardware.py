@@ -188,8 +188,8 @@ class FakeHardware:
         pass
 
 
-# The demo switch: read by entry points only (the daemon's start, the CLI's GPU check, the TUI's pane), so
-# that a test or a library caller always says which machine it means.
+# The demo switch: read by entry points only (the daemon's start and the CLI's GPU check; the TUI shows the
+# daemon's stored readings), so that a test or a library caller always says which machine it means.
 FAKE_GPUS_VARIABLE = "RLSUP_FAKE_GPUS"
 
 
