@@ -110,8 +110,8 @@ class GroupRow:
         the running jobs make together (each one's steps left over its ETA). It used to be the slowest running
         job's alone, as if the queued jobs were not there. A paused job waits for a resume: not counted."""
         running = [row for row in self.rows if row.eta_s is not None]
-        if not running:
-            return None
+        if not running or any(row.eta_s is None and row.job.state is State.RUNNING for row in self.rows):
+            return None  # a member still warming up (views/jobs.py ETA_FROM) has steps left no speed times yet
         slowest = max(row.eta_s for row in running)
         queued = [row for row in self.rows if row.job.state is State.QUEUED and row.job.desired is Desired.RUNNING]
         speed = sum(steps_left(row) / row.eta_s for row in running if row.eta_s > 0)

@@ -54,17 +54,24 @@ class JobRow:
         return STATE_ORDER.get(self.job.state, len(STATE_ORDER)), -self.job.priority, self.job.id
 
 
+# A job has an ETA once it has made this share of its budget. Before its updates begin (DQN's learning_starts) a
+# job takes random actions up to 50 times as fast as it trains, so an ETA from that speed was a fraction of the
+# real one ("49s" for 3 minutes of work); every example's warm-up is at most 2% of its budget.
+ETA_FROM = 0.05
+
+
 def merge_status(job: Job, status: WorkerStatus | None, *, rate: float | None = None,
                  drift: str | None = None) -> JobRow:
     """A job with its run's status: the step and the speed (rate) come from it only while its worker runs.
 
-    rate is the steps per second to show: the TUI's smoothed one, or reported_rate(status).
+    rate is the steps per second to show: the TUI's smoothed one, or reported_rate(status). The ETA waits for
+    ETA_FROM of the budget.
     """
     live = is_live(job, status)
     step = status.step if live and status.step is not None else job.step
     speed = rate if live else None
     remaining = job.total_steps - step
-    eta = remaining / speed if speed and remaining > 0 else None
+    eta = remaining / speed if speed and remaining > 0 and step >= job.total_steps * ETA_FROM else None
     return JobRow(job=job, step=step, steps_per_second=speed, eta_s=eta, drift=drift,
                   mean_return=status.mean_return if status else None)
 
