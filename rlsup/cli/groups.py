@@ -58,12 +58,7 @@ def print_experiment_status(name: str, jobs: list[Job]) -> None:
           f"latest return {groups.shown(group.mean_return)}; ETA {formatting.duration(group.eta_s)}")
     if view is not None:
         print(f"{INDENT}{view.outcome.sentence()}")
-    painted = colour.wanted()
-    for row in group.rows:
-        job = row.job
-        state = colour.paint_state(job.state.value.ljust(8), job.state, painted)
-        print(f"{INDENT}{job.id:>4}  {formatting.printable(job.name)}  {state}  {row.step:,}/{job.total_steps:,}  "
-              f"{formatting.printable(job.run_dir)}")
+    print_job_rows(group.rows)
     lineage = {"roots": view.roots, "replaced": view.replaced} if view is not None else {}
     cells = [groups.VARIANT_HEADINGS, *groups.variant_cells(groups.variant_results(jobs, **lineage))]
     widths = [max(len(line[index]) for line in cells) for index in range(4)]
@@ -74,3 +69,18 @@ def print_experiment_status(name: str, jobs: list[Job]) -> None:
         print("\nscheduler:")
         for line in scheduler_lines(view):
             print(INDENT + line)
+
+
+def print_job_rows(rows: tuple[jobview.JobRow, ...]) -> None:
+    """An experiment's jobs as columns: id, name, state, step/budget, run, each as wide as its widest (written at
+    each name's own length, the columns of cp-lr0.001 and cp-lr0.0003 did not line up)."""
+    painted = colour.wanted()
+    names = [formatting.printable(row.job.name) for row in rows]
+    progress = [f"{row.step:,}/{row.job.total_steps:,}" for row in rows]
+    name_width, progress_width = max(map(len, names), default=0), max(map(len, progress), default=0)
+    state_width = max((len(row.job.state.value) for row in rows), default=0)
+    for row, name, done in zip(rows, names, progress):
+        job = row.job
+        state = colour.paint_state(job.state.value.ljust(state_width), job.state, painted)
+        print(f"{INDENT}{job.id:>4}  {name.ljust(name_width)}  {state}  {done.rjust(progress_width)}  "
+              f"{formatting.printable(job.run_dir)}")

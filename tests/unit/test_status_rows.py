@@ -35,3 +35,25 @@ def test_no_eta_until_the_speed_is_measured_past_the_warm_up(tmp_path) -> None:
     assert group.eta_s is None  # the early member's steps left are not yet timed
     group = groups.GroupRow("cp", (at(measured, 10_000, 250.0), at(early, 2_500, 250.0)))
     assert group.eta_s == (50_000 - 2_500) / 250.0  # the slower of the two
+
+
+def test_an_experiments_job_rows_line_up_whatever_their_names(tmp_path, rlsup_home, capsys) -> None:
+    """Issue 50 item 12: `rlsup status EXPERIMENT` wrote each job's row at its own name's length, so the state,
+    step and run columns of cp-lr0.001 and cp-lr0.0003 did not line up."""
+    from rlsup import client
+    from rlsup.cli import main as cli_main
+    from rlsup_testing import cartpole_text
+
+    path = tmp_path / "cp.toml"
+    path.write_text(cartpole_text(total_steps=12_000) + '\n[sweep]\n"dqn.lr" = [1e-3, 3e-4, 1e-2]\n')
+    jobs = client.submit_experiment(path, start_daemon=False)
+    with Store(rlsup_home) as store:
+        store.update(jobs[1].id, step=9_500)
+    capsys.readouterr()
+    assert cli_main(["status", "cp"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if any(line.lstrip().startswith(f"{job.id} ") for job in jobs)]
+    assert len(rows) == 3, out
+    for column in ("queued", "/12,000", "/"):
+        assert len({row.index(column) for row in rows}) == 1, (column, rows)
+    assert len({row.index(str(rlsup_home)) for row in rows}) == 1, rows
