@@ -15,6 +15,7 @@ from rlsup.cli.arguments import CliError, names_experiments, resolve_run
 from rlsup.decisions.pbt import PbtSettings
 from rlsup.jobs import standings
 from rlsup.jobs.store import Job, Store
+from rlsup.views.decisions import read_scheduler_view
 
 PICTURE_SUFFIXES = (".png", ".svg", ".pdf")
 GROUP_BY = ("variant", "experiment", "env", "all")
@@ -23,6 +24,7 @@ PANEL_INCHES = (4.5, 3.2)  # each panel's, with --panels
 PANEL_COLUMNS = 3
 BAND_ALPHA = 0.2
 INSTALL_PLOT = "pip install 'rlsup[plot]'"
+FORK_MARKER = "◆"  # where a PBT fork's own training began, on its line (in a picture, a diamond)
 TICK_COLUMNS, TICK_ROWS = 12, 5  # a terminal's room for each tick label: its columns across, its rows down
 
 
@@ -56,12 +58,51 @@ def command_plot(args: argparse.Namespace) -> int:
     lines = read_lines(resolve_groups(args.runs, args.group_by), args.metric, weight)
     title = f"{plotting.METRIC_TITLES.get(args.metric, args.metric)} · {plotting.smoothing_label(weight)}"
     panels = [[line] for line in lines] if args.panels else [lines]
+    decided = read_decided(args.runs)
     if out is None:
-        draw_in_terminal(panels, title)
+        draw_in_terminal(panels, title, decided)
+        if decided.caption:
+            print(decided.caption)
     else:
-        write_picture(panels, title, out)
+        write_picture(panels, title, out, decided)
         print(out)
     return 0
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What the scheduler of each experiment drawn came to (views/outcome.py), and where each of its forks began."""
+
+    caption: str = ""                                       # "pbt: finished: PBT took every generation; best ..."
+    forks: tuple[tuple[str, int, str], ...] = ()            # (the fork's line label, its step, "job 7 forked from job 3")
+
+
+def read_decided(references: list[str]) -> Decided:
+    sentences, forks = [], []
+    for reference in references:
+        members = client.experiment_jobs(reference)
+        if not members:
+            continue
+        with Store() as store:
+            view = read_scheduler_view(store, members[0].experiment, members)
+        if view is None:
+            continue
+        names = {job.id: job.name for job in members}  # a PBT member's line is labelled with its name (resolve_groups)
+        sentences.append(f"{members[0].experiment}: {view.outcome.sentence()}")
+        forks += [(names[mark.child], mark.step, f"job {mark.child} forked from job {mark.parent} at {mark.step:,}")
+                  for mark in view.forks if mark.child in names]
+    return Decided("\n".join(sentences), tuple(forks))
+
+
+def fork_points(lines: list[plotting.Line], decided: Decided) -> list[tuple[float, float, str]]:
+    """(step, value, words) of each fork on its own line: the fork's run holds its parent's records up to there."""
+    points = []
+    for label, step, words in decided.forks:
+        for line in lines:
+            if isinstance(line, plotting.Series) and line.label == label and line.steps:
+                at = min(max(step, line.steps[0]), line.steps[-1])
+                points.append((float(step), plotting.interpolate(line, at), words))
+    return points
 
 
 def smoothing_weight(text: str | None, metric: str) -> float:
@@ -189,7 +230,7 @@ def panel_grid(count: int) -> tuple[int, int]:
     return -(-count // columns), columns
 
 
-def write_picture(panels: list[list[plotting.Line]], title: str, out: Path) -> None:
+def write_picture(panels: list[list[plotting.Line]], title: str, out: Path, decided: Decided = Decided()) -> None:
     try:
         import matplotlib  # noqa: F401 (the optional extra: say how to install it before anything else)
     except ImportError:
@@ -201,9 +242,15 @@ def write_picture(panels: list[list[plotting.Line]], title: str, out: Path) -> N
     width, height = FIGURE_INCHES if len(panels) == 1 else PANEL_INCHES
     figure = Figure(figsize=(width * columns, height * rows), layout="constrained")
     for number, lines in enumerate(panels, start=1):
-        draw_panel(figure.add_subplot(rows, columns, number), lines, title if len(panels) == 1 else None)
+        axes = figure.add_subplot(rows, columns, number)
+        draw_panel(axes, lines, title if len(panels) == 1 else None)
+        for step, value, words in fork_points(lines, decided):
+            axes.plot([step], [value], marker="D", color="black", linestyle="none")
+            axes.annotate(words, (step, value), textcoords="offset points", xytext=(4, 4), fontsize="small")
     if len(panels) > 1:
         figure.suptitle(title)
+    if decided.caption:
+        figure.supxlabel(decided.caption, fontsize="small")
     try:
         # Text stays text in an SVG: a paper's editor can restyle it, and it can be searched.
         with rc_context({"svg.fonttype": "none"}):
@@ -227,7 +274,7 @@ def draw_panel(axes, lines: list[plotting.Line], title: str | None) -> None:
         axes.legend()
 
 
-def draw_in_terminal(panels: list[list[plotting.Line]], title: str) -> None:
+def draw_in_terminal(panels: list[list[plotting.Line]], title: str, decided: Decided = Decided()) -> None:
     import plotext  # the TUI's plotting library, without Textual
 
     columns, rows = shutil.get_terminal_size()
@@ -246,6 +293,8 @@ def draw_in_terminal(panels: list[list[plotting.Line]], title: str) -> None:
             across, down = max(2, columns // grid_columns // TICK_COLUMNS), max(2, rows // grid_rows // TICK_ROWS)
             plotext.xticks(*plotting.plot_ticks(min(steps), max(steps), across))
             plotext.yticks(*plotting.plot_ticks(min(values), max(values), down))
+        for step, value, words in fork_points(lines, decided):
+            plotext.scatter([step], [value], marker=FORK_MARKER, color="white", label=words if len(panels) == 1 else None)
         plotext.title(title if len(panels) == 1 else lines[0].label)
         plotext.xlabel("step")
     drawn = plotext.build()

@@ -132,3 +132,29 @@ def test_rlsup_status_of_an_experiment_says_its_outcome_lineage_and_evaluated_me
     assert lines[1] == "  deciding: 4 members have a generation still ahead", lines
     assert any(line.split() == ["(seeds", "only)", "1", "200.0", "±", "–", "200.0", "±", "–"] for line in lines), lines
     assert "lineage:" in [line.strip() for line in lines] and any(f"job {fork} pbt-g1-m1 forked from job {parent}" in line for line in lines)
+
+
+def test_rlsup_plot_of_a_pbt_experiment_marks_its_fork_points_and_says_its_outcome(rlsup_home, tmp_path) -> None:
+    """`rlsup plot EXPERIMENT`, in the terminal and as a picture: a mark where each fork began on its line, saying
+    whom it forked from, and the experiment's outcome under the plot."""
+    jobs = experiment(rlsup_home, tmp_path, "pbt", PBT, 1_500)
+    with Store(rlsup_home) as store:
+        weak, parent, fork = one_generation(store, [job.id for job in jobs], tmp_path)
+        runs = {job.id: job.run_dir for job in store.experiment_jobs("pbt")}
+    Path(runs[fork]).mkdir()
+    for job_id, run_dir in runs.items():
+        steps = (100, 300, 500, 700, 900) if job_id == fork else (100, 300, 500)
+        for step in steps:
+            record_evaluation(run_dir, step, step / 10 + job_id)
+    environment = {**os.environ, "RLSUP_HOME": str(rlsup_home), "NO_COLOR": "1", "COLUMNS": "120", "LINES": "30"}
+    command = [sys.executable, "-m", "rlsup.cli", "plot", "pbt", "--metric", "eval_return"]
+    drawn = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=120)
+    assert drawn.returncode == 0, drawn.stderr
+    assert "◆" in drawn.stdout and f"job {fork} forked from job {parent} at 500" in drawn.stdout, drawn.stdout
+    assert drawn.stdout.rstrip().endswith("pbt: deciding: 4 members have a generation still ahead"), drawn.stdout
+    picture = tmp_path / "pbt.svg"
+    written = subprocess.run(command + ["--out", str(picture)], env=environment, capture_output=True, text=True,
+                             timeout=120)
+    assert written.returncode == 0, written.stderr
+    svg = picture.read_text()
+    assert f"job {fork} forked from job {parent} at 500" in svg and "deciding: 4 members have a generation" in svg
