@@ -14,7 +14,7 @@ from typing import Callable
 from rlsup import atomic, locks, paths, spec as specs
 from rlsup.spec import experiments
 from rlsup.run import foreground
-from rlsup.run import import_trust
+from rlsup.run import import_trust, lineage
 from rlsup.run.holds import write_hold
 from rlsup.jobs import state as jobstate
 from rlsup.run import files as runfiles
@@ -135,7 +135,8 @@ def queue_job(path: Path, data: bytes, effective: specs.JobSpec, overrides: dict
             room(store)
             if store.free_name(effective.job.name) == effective.job.name:
                 return store.submit(**spec_columns(effective), spec_path=followed, run_dir=run_dir,
-                                    spec_seen=specs.file_digest(data), overrides=overrides)
+                                    spec_seen=specs.file_digest(data), overrides=overrides,
+                                    step=lineage.start_step(run_dir))
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)  # just made, empty of training: no orphan run left behind
         raise

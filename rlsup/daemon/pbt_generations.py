@@ -88,7 +88,8 @@ def queue(store: Store, prepared: PreparedFork) -> Job:
     """The fork's job, following the experiment's file as its parent does (inside the generation's transaction)."""
     parent = prepared.parent
     return store.submit(**spec_columns(prepared.spec), spec_path=Path(parent.spec_path), run_dir=prepared.run_dir,
-                        spec_seen=parent.spec_seen, overrides=prepared.overrides, experiment=parent.experiment)
+                        spec_seen=parent.spec_seen, overrides=prepared.overrides, experiment=parent.experiment,
+                        step=lineage.start_step(prepared.run_dir))
 
 
 def discard(store: Store, prepared: list[PreparedFork]) -> None:

@@ -302,17 +302,18 @@ class Store:
     def submit(self, *, name: str, spec_path: Path, run_dir: Path, algo: str = "", env: str = "",
                priority: int = 0, gpus_wanted: int = 0, total_steps: int = 0, max_restarts: int = 3,
                spec_seen: str | None = None, overrides: dict | None = None, experiment: str = "",
-               cluster: str = "", gpu_memory_gb: float = 0.0) -> Job:
-        """Queue a job whose run directory is already prepared (one of an experiment's, when experiment is named)."""
+               cluster: str = "", gpu_memory_gb: float = 0.0, step: int = 0) -> Job:
+        """Queue a job whose run directory is already prepared (one of an experiment's, when experiment is named);
+        step is where it starts (a fork's parent checkpoint's)."""
         now = time.time()
         with self._write():
             cursor = self.connection.execute(
                 "INSERT INTO jobs (name, spec_path, spec_seen, overrides, run_dir, algo, env, state, desired,"
                 " priority, gpus_wanted, total_steps, max_restarts, submitted, updated, experiment, cluster,"
-                " gpu_memory_gb) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " gpu_memory_gb, step) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (name, str(spec_path), spec_seen, json.dumps(overrides or {}), str(run_dir), algo, env,
                  State.QUEUED.value, Desired.RUNNING.value, priority, gpus_wanted, total_steps,
-                 max_restarts, now, now, experiment, cluster, gpu_memory_gb))
+                 max_restarts, now, now, experiment, cluster, gpu_memory_gb, step))
             job_id = cursor.lastrowid
             self._event(job_id, EventKind.STATE, None, State.QUEUED, f"submitted {spec_path}", now)
         return self.job(job_id)

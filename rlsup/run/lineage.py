@@ -91,6 +91,13 @@ def read_parent(run_dir: Path) -> Parent | None:
     return parent if isinstance(parent, Parent) else None
 
 
+def start_step(run_dir: Path) -> int:
+    """The step a new run starts from: a fork's parent checkpoint's (a queued fork of step 40,000 read "0/45,000"
+    until its worker reported), else 0."""
+    parent = read_parent(run_dir)
+    return parent.step if parent is not None else 0
+
+
 def parent_problem(run_dir: Path) -> str | None:
     """Why a fork's parent.json cannot be read, in one sentence naming it and the field; None when it reads (or
     the run is no fork)."""

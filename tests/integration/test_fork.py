@@ -220,3 +220,19 @@ def test_a_fork_and_validate_say_when_a_changed_schedule_start_has_no_effect(har
     assert code == 0 and ": ok (" in out
     assert f"{early}: dqn.lr = 0.001 has no effect: lr_end_step = 100 comes before learning_starts = 200, " \
            "so every update uses lr_end = 0.0001" in err, err
+
+
+def test_a_queued_fork_stands_at_the_step_it_starts_from(harness, tmp_path: Path) -> None:
+    """Issue 50 item 12: a fork from step 1,000 read "0/3,000" until its worker first reported; its job starts at
+    its parent's checkpoint step, in the store and so in every view (status, list, the TUI, an experiment's row)."""
+    parent_run = tmp_path / "parent"
+    trained = run_rlsup("run", harness.job_file("parent", total_steps=1_000, checkpoint_every=500), "--run-dir",
+                        parent_run)
+    assert trained.returncode == 0, trained.stderr
+    harness.settings(cpu_jobs=0)  # the fork stays queued
+    harness.start_daemon()
+    forked = harness.job(fork(harness, parent_run, harness.job_file("longer", total_steps=3_000),
+                              "--checkpoint", "1000"))
+    assert (forked.state, forked.step) == (State.QUEUED, 1_000)
+    code, out, _ = harness.cli("status", str(forked.id))
+    assert code == 0 and "step 1,000 of 3,000" in out, out
