@@ -42,7 +42,7 @@ def judge_file(path: Path, *, seeds: tuple[int, ...] | None = None, experiment: 
     experiments.check_variants(loaded, planned, str(path), text)
     check_gpus([experiments.variant_spec(loaded, job) for job in planned], path, text, where, cluster=cluster)
     # The members it has count: one more seed joins an experiment that decides as two do.
-    members = len(planned) + len(members_of(name, home or paths.rlsup_home()))
+    members = len(planned) + len(members_of(name, where))
     return JudgedFile(loaded, text, name, planned, scheduler_of(path, text, loaded, members=members))
 
 
