@@ -14,7 +14,7 @@ from rlsup.jobs.record import jobs_following
 from rlsup.views import jobs as jobview
 from rlsup.jobs import store_file
 from rlsup.cli import groups as group_views
-from rlsup.cli.arguments import names_experiments
+from rlsup.cli.arguments import experiment_options, names_experiments
 from rlsup.cli.program import ENV_CHECK_IMPORTS, import_quietly
 from rlsup.jobs.gpu_room import gpu_shortfall, machine_gpus
 from rlsup.jobs.state import RESTING, Desired, State
@@ -36,10 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     submit.add_argument("--copy", action="store_true",
                         help="follow a copy of the file made in the run directory (RUN/source.toml), so edits of "
                              "the file reach only the jobs already bound to it")
-    submit.add_argument("--seeds", metavar="SEEDS",
-                        help="queue one job per seed as one experiment: 1-5, 1,4,9 or both (1-3,7)")
-    submit.add_argument("--experiment", metavar="NAME",
-                        help="the experiment's name (default: the job's name); its jobs are NAME-s1, NAME-s2, …")
+    experiment_options(submit)
     submit.set_defaults(handler=command_submit)
 
     listing = subparsers.add_parser("list", help="jobs, states and progress")
