@@ -227,6 +227,6 @@ async def test_a_poll_message_that_lands_while_the_screen_loses_its_widgets_is_d
             await app.screen.query_one(kind).remove()
         app.on_jobs_refreshed(messages.JobsRefreshed(()))
         app.on_daemon_changed(messages.DaemonChanged(False, None))
-        app.screen.show_hardware(None, {})
+        app.screen.show_hardware(None, {}, "tui")
         app.screen.show_marks(frozenset())
         await pilot.pause()
