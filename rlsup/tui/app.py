@@ -237,6 +237,12 @@ class RlsupApp(App):
         self.compare_marked()
         self.request_poll()
 
+    def show_marks_passing(self, passing_filter: frozenset[str]) -> None:
+        """The jobs table's filter passes these row keys: overlay only the marked rows among them."""
+        if self.marks.show_only(passing_filter):
+            self.compare_marked()
+            self.request_poll()
+
     def compare_marked(self) -> None:
         """Hand the metrics poller the marked curves and the selected job's; mark their rows."""
         row = self.model.row(self.selected_job_id)

@@ -135,6 +135,9 @@ class JobsTable(DataTable):
         self.bar_width = BAR_WIDTH
         self.squeezed: dict[str, int] = {}  # fixed widths of the squeezed columns; empty while all fit
         self.marked: frozenset[str] = frozenset()  # row keys marked with space (overlay.Marks)
+        # The keys of the rows the filter passes, a closed group's jobs included: a marked row not among them
+        # is hidden by the filter, not by a closed group.
+        self.keys_passing_filter: frozenset[str] = frozenset()
 
     def on_mount(self) -> None:
         self.ensure_columns()
@@ -181,6 +184,8 @@ class JobsTable(DataTable):
         wanted = name_filter.strip().lower()
         visible = [row for row in rows if wanted in row.job.name.lower() or wanted in row.job.experiment.lower()]
         entries = self._entries(visible)
+        self.keys_passing_filter = frozenset(str(row.job.id) for row in visible) | frozenset(
+            key for key, _ in entries)
         selected = self.selected_key
         keys = [key for key, _ in entries]
         for key in set(self.cells_shown) - set(keys):
@@ -194,8 +199,9 @@ class JobsTable(DataTable):
             self._show_row(key, value, widest)
         # Widen each column once, for its widest new cell: a width check on any narrower cell would
         # re-measure the whole column, once per cell updated.
-        for column, (_, row_key, cell) in widest.items():
+        for column, (cell_width, row_key, cell) in widest.items():
             self.update_cell(row_key, column, cell, update_width=True)
+            self._widen_now(column, cell_width)
         self._order(keys, selected)
         self.fit()
 
@@ -227,13 +233,22 @@ class JobsTable(DataTable):
         self.cells_shown[key] = cells
         if old is None:
             self.add_row(*self._fitted(cells), key=key)
-            return
-        for (column, _), before, after, fitted in zip(JOB_COLUMNS, old, cells, self._fitted(cells)):
+        for (column, _), before, after, fitted in zip(JOB_COLUMNS, old or (None,) * len(cells), cells,
+                                                      self._fitted(cells)):
             if before != after:
-                self.update_cell(key, column, fitted)
-                cell_width = width(after)
+                if old is not None:
+                    self.update_cell(key, column, fitted)
+                cell_width = width(fitted)
                 if cell_width > max(self.columns[column].content_width, widest.get(column, (0,))[0]):
-                    widest[column] = (cell_width, key, after)
+                    widest[column] = (cell_width, key, fitted)
+
+    def _widen_now(self, column: str, cell_width: int) -> None:
+        """Widen an auto-width column for a cell now: Textual measures added rows and updated cells on its next
+        idle, and a frame drawn before it cut them to the column's old width, a rebuilt table's to its header's
+        ("11k/120k" as "1", and the return and ETA, after opening a group: issue 50 item 7)."""
+        column_shown = self.columns[column]
+        if column_shown.auto_width:
+            column_shown.content_width = max(column_shown.content_width, cell_width)
 
     def show_marks(self, keys: frozenset[str]) -> None:
         """Mark the rows (job or group) whose keys are in keys, unmark the others."""
@@ -332,6 +347,9 @@ class JobsTable(DataTable):
         self.clear(columns=True)
         self.ensure_columns()
         for key in order:
-            self.add_row(*self._fitted(self.cells_shown[key]), key=key)
+            fitted = self._fitted(self.cells_shown[key])
+            self.add_row(*fitted, key=key)
+            for (column, _), cell in zip(JOB_COLUMNS, fitted):
+                self._widen_now(column, width(cell))
         if selected in order:
             self.move_cursor(row=order.index(selected), animate=False)

@@ -21,6 +21,7 @@ class Curve:
     key: str  # the jobs table's row key that marked it
     label: str
     runs: tuple[tuple[int, str], ...]  # (job id, run directory) of each job it draws
+    names: tuple[str, ...] = ()  # each run's job as the table names it ("7 seeds-s3"), for the legend
 
 
 @dataclass(frozen=True)
@@ -45,14 +46,20 @@ class PlotRequest:
         return replace(self, job_id=job_id, run_dir=run_dir, selections=self.selections + 1)
 
 
+def job_name(row: JobRow) -> str:
+    return f"{job_label(row.job)} {row.job.name}"
+
+
 def job_curve(row: JobRow) -> Curve:
-    return Curve(str(row.job.id), f"{job_label(row.job)} {row.job.name}", ((row.job.id, row.job.run_dir),))
+    return Curve(str(row.job.id), job_name(row), ((row.job.id, row.job.run_dir),), (job_name(row),))
 
 
 def group_curve(key: str, label: str, job_ids: list[int], rows: tuple[JobRow, ...]) -> Curve:
     """A group's curve: the jobs of job_ids that the table knows, drawn as their mean and band."""
-    run_dirs = {row.job.id: row.job.run_dir for row in rows}
-    return Curve(key, label, tuple((job_id, run_dirs[job_id]) for job_id in job_ids if job_id in run_dirs))
+    known = {row.job.id: row for row in rows}
+    members = [known[job_id] for job_id in job_ids if job_id in known]
+    return Curve(key, label, tuple((row.job.id, row.job.run_dir) for row in members),
+                 tuple(job_name(row) for row in members))
 
 
 # Group rows: an experiment's key is never a job id (those are digits), so job rows keep their keys.
@@ -86,6 +93,9 @@ class Marks:
 
     def __init__(self):
         self.curves: dict[str, tuple[Curve, ...]] = {}
+        # Marked rows the jobs table's filter hides: kept marked, left out of the plot until the filter shows
+        # them again (a filtered-out group stayed overlaid beside the rows shown: issue 50 item 8).
+        self.hidden: frozenset[str] = frozenset()
 
     def toggle(self, *curves: Curve) -> bool:
         """Mark a row's curves (all of one key), or unmark the row when it is marked already; True when it is
@@ -99,12 +109,18 @@ class Marks:
     def keys(self) -> frozenset[str]:
         return frozenset(self.curves)
 
+    def show_only(self, passing_filter: frozenset[str]) -> bool:
+        """Hide the marked rows whose keys are not in passing_filter; True when that changed what is hidden."""
+        hidden = self.keys() - passing_filter
+        changed, self.hidden = hidden != self.hidden, hidden
+        return changed
+
     def compared(self, selected: Curve | None) -> tuple[Curve, ...]:
-        """Nothing while nothing is marked (the plot shows the selected job alone, as ever), else the marked
-        curves and the selected job's, unless it is marked itself."""
-        if not self.curves:
+        """Nothing while no marked row is shown (the plot shows the selected job alone, as ever), else the
+        shown marked curves and the selected job's, unless it is marked itself."""
+        marked = tuple(curve for key, curves in self.curves.items() if key not in self.hidden for curve in curves)
+        if not marked:
             return ()
-        marked = tuple(curve for curves in self.curves.values() for curve in curves)
         return marked if selected is None or selected.key in self.curves else marked + (selected,)
 
 
@@ -113,12 +129,19 @@ def compared_lines(request: PlotRequest, metrics_of: Callable[[int], "JobMetrics
     """Per plot kind, a line for each compared curve: a job's series, or a group's mean and band."""
     if not request.compared:
         return ()
-    lines = []
-    for kind in PLOT_KINDS:
-        kind_lines = []
-        for curve in request.compared:
-            runs = [metrics_of(job_id).series(kind, request.smoothing) for job_id, _ in curve.runs]
-            label = curve.label if len(runs) == 1 else plotting.group_label(curve.label, len(runs))
-            kind_lines.append(plotting.line_of(runs, label))
-        lines.append((kind, tuple(kind_lines)))
-    return tuple(lines)
+    return tuple((kind, tuple(curve_line(curve, kind, request.smoothing, metrics_of) for curve in request.compared))
+                 for kind in PLOT_KINDS)
+
+
+def curve_line(curve: Curve, kind: str, smoothing: float, metrics_of: Callable[[int], "JobMetrics"]
+               ) -> plotting.Line:
+    """A curve's line of a plot kind: the mean and band of its runs that have points, its label naming those
+    that have none. A run without points left the group's common grid empty: a marked group whose last seed
+    had not reported yet drew nothing, with no word of why (issue 50 item 8)."""
+    series = [metrics_of(job_id).series(kind, smoothing) for job_id, _ in curve.runs]
+    runs = [run for run in series if run.steps] or series
+    label = curve.label if len(runs) == 1 else plotting.group_label(curve.label, len(runs))
+    waiting = [name for name, run in zip(curve.names, series) if not run.steps]
+    if waiting and len(waiting) < len(series):
+        label += f" · {', '.join(waiting)}: no data yet"
+    return plotting.line_of(runs, label)

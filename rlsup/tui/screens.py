@@ -167,6 +167,7 @@ class MainScreen(JobView, Screen):
             return
         table = tables.first()
         table.show_rows(rows, filters.first(Input).value)
+        self.app.show_marks_passing(table.keys_passing_filter)
         # A filter that hid the selected row left the cursor on another without a highlight event (the
         # cursor's index did not change): select what the cursor is on, or nothing when no row is shown,
         # so that the panes and the keys never act on a job the screen no longer shows.
