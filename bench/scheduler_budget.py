@@ -158,6 +158,8 @@ def print_way(way: str, result: dict) -> None:
 
 
 def print_verdicts(results: dict) -> None:
+    if "grid" not in results:  # --ways without grid or --grid-from: each way's own line above is all there is
+        return
     grid_best = max(results["grid"]["variants"].values())
     asha, pbt = results.get("asha"), results.get("pbt")
     if asha:
