@@ -5,8 +5,9 @@ experiments" (arXiv:1903.03176), the figure img/learning_curves.gif of github.co
 over 30 seeds of the average return of the last 100 training episodes, read off the figure (about +-2% of
 each axis). DQN is the paper's DQN; AC is its online actor-critic with eligibility traces, AC(0.8). None:
 the curve is still at its start there. The paper used all 6 actions (the -v0 ids); rlsup's jobs use the -v1
-ids, each game's minimal action set, except jobs/minatar-dqn.toml's Breakout (-v0, which its table shows is
-worth about 1.6 at 1M). The Breakout values below 500k frames come from the same figure.
+ids, each game's minimal action set, except jobs/minatar-dqn.toml's Breakout (-v0, which
+docs/results/minatar-dqn.md shows is worth about 1.6 at 1M). The Breakout values below 500k frames come from the
+same figure.
 """
 from __future__ import annotations
 
