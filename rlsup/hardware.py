@@ -57,14 +57,21 @@ class Sample:
                    memory_used_bytes=data.get("memory_used_bytes", 0),
                    memory_total_bytes=data.get("memory_total_bytes", 0), gpus=gpus)
 
+    @classmethod
+    def from_stored(cls, data: dict | None) -> "Sample | None":
+        """A sample the daemon stored, or None for none or one from another version (not a failure)."""
+        if data is None:
+            return None
+        try:
+            return cls.from_dict(data)
+        except (KeyError, TypeError, ValueError):
+            return None
+
 
 def gpu_totals(sample: Sample | dict | None) -> dict[int, int | None]:
     """Each GPU's total memory as a hardware sample has it (the daemon's newest, stored: NVML's, or a fake's)."""
     if isinstance(sample, dict):
-        try:
-            sample = Sample.from_dict(sample)
-        except (KeyError, TypeError, ValueError):  # a sample from another version: no totals, not a failure
-            return {}
+        sample = Sample.from_stored(sample)
     return {gpu.index: gpu.memory_total_bytes for gpu in sample.gpus} if sample else {}
 
 

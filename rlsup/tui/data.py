@@ -147,7 +147,7 @@ class Poller:
             return []
         self._hardware_at = now
         holders = gpu_holders(jobs)
-        recorded = recorded_sample(self.store.latest_hardware_sample())
+        recorded = Sample.from_stored(self.store.latest_hardware_sample())
         if recorded is not None:
             return [messages.HardwareSampled(recorded, holders, "daemon" if daemon_running else "daemon stopped")]
         if self.hardware is None:
@@ -261,16 +261,6 @@ class MetricsPoller:
     def close(self) -> None:
         self._metrics.clear()
         self._close_store()
-
-
-def recorded_sample(recorded: dict | None) -> Sample | None:
-    """A hardware sample the daemon stored, or None for none or one this version cannot read."""
-    if recorded is None:
-        return None
-    try:
-        return Sample.from_dict(recorded)
-    except (KeyError, TypeError, ValueError):
-        return None
 
 
 def poll_until_cancelled(poller: Poller | MetricsPoller, post: Callable, *, interval_s: float, wake: threading.Event,
