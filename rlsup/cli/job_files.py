@@ -51,7 +51,8 @@ def check_variants(judged: JudgedFile, path: Path) -> int:
     """Make the env of every distinct variant of an experiment, as submit does; how many there are."""
     from rlsup.algos.envs.check import check_env_file
 
-    variants = {tuple(sorted((name, repr(value)) for name, value in job.values.items() if name != "job.seed")): job
+    variants = {tuple(sorted((name, repr(value)) for name, value in job.values.items()
+                           if name not in experiments.NOT_VARIANT)): job
                 for job in judged.planned}
     for job in variants.values():
         check_env_file(experiments.variant_spec(judged.loaded, job), path)

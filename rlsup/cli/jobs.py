@@ -16,6 +16,7 @@ from rlsup.jobs import store_file
 from rlsup.cli import groups as group_views
 from rlsup.cli.arguments import experiment_options, names_experiments
 from rlsup.cli.program import ENV_CHECK_IMPORTS, import_quietly
+from rlsup.hardware import gpu_totals
 from rlsup.jobs.gpu_room import gpu_shortfall, machine_gpus
 from rlsup.jobs.state import RESTING, Desired, State
 from rlsup.jobs.store import Job, Store, StoreBusy
@@ -195,7 +196,7 @@ def command_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(listing_json(rows), indent=1))
         return 0
-    totals = gpus.gpu_totals(sample)
+    totals = gpu_totals(sample)
     print_table(rows, totals)
     for line in gpus.packing_lines(stored, totals):
         print(line)

@@ -19,16 +19,18 @@ class WrappedLog(RichLog):
     RichLog renders a line once, at the width the pane has when it is written. A pane hidden behind the
     experiment pane has no width, so what arrived then was wrapped at MINIMUM_WIDTH and stayed so in a
     46-column pane (issue 50 item 7): what comes while the pane has no width is held, and written at its
-    next size. Subclasses keep what they show and say how each item is drawn (renderables)."""
+    next size. Subclasses keep what they show in `shown`, oldest first, and say how an item is drawn (draw):
+    only the items not yet written are drawn, except after a change of width, which redraws them all."""
 
     def __init__(self, **options):
         super().__init__(wrap=True, markup=False, min_width=MINIMUM_WIDTH, **options)
         self.written_width = 0  # the width the written lines were wrapped at; 0 while none was written
         self.unwritten = 0      # the newest items held but not written yet
         self.following = True   # at the end when the last items came: kept there
+        self.shown: list = []   # every item the pane holds, oldest first
 
-    def renderables(self) -> list[RenderableType]:
-        """Every item the pane holds, oldest first, as it is drawn."""
+    def draw(self, item) -> RenderableType:
+        """One item as the pane shows it."""
         raise NotImplementedError
 
     def start_over(self) -> None:
@@ -44,12 +46,11 @@ class WrappedLog(RichLog):
         width = self.scrollable_content_region.width
         if not width:
             return  # hidden, or not laid out yet
-        items = self.renderables()
         if width != self.written_width:
             self.clear()
-            self.written_width, self.unwritten = width, len(items)
-        for item in items[max(0, len(items) - self.unwritten):]:
-            self.write(item, scroll_end=scroll_end)
+            self.written_width, self.unwritten = width, len(self.shown)
+        for item in self.shown[len(self.shown) - min(self.unwritten, len(self.shown)):]:
+            self.write(self.draw(item), scroll_end=scroll_end)
         self.unwritten = 0
 
     def on_resize(self) -> None:
@@ -79,8 +80,8 @@ class LogTail(WrappedLog):
         super().__init__(max_lines=KEPT_LINES, highlight=False, **options)
         self.shown: list[str] = []  # the file's lines in the pane, unwrapped
 
-    def renderables(self) -> list[RenderableType]:
-        return [Text(line) for line in self.shown]  # Text: a log line is never read as markup
+    def draw(self, line: str) -> Text:
+        return Text(line)  # Text: a log line is never read as markup
 
     def show(self, lines: tuple[str, ...]) -> None:
         # Appending keeps the reader's place; the pane scrolls along only when it was at the end.

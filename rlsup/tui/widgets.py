@@ -289,8 +289,8 @@ class EventsLog(WrappedLog):
         self.job_id: int | None = None
         self.shown: list[Event] = []
 
-    def renderables(self) -> list[Table]:
-        return [event_row(event) for event in self.shown]
+    def draw(self, event: Event) -> Table:
+        return event_row(event)
 
     def load(self, job_id: int | None, events: tuple[Event, ...]) -> None:
         self.start_over()

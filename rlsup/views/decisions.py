@@ -67,12 +67,6 @@ def read_scheduler_view(store: Store, experiment: str, members: list[Job]) -> Sc
     return scheduler_view(settings, members, standings.standings(store, ids), standings.decisions(store, ids))
 
 
-def read_scheduler_lines(store: Store, experiment: str, members: list[Job]) -> list[str]:
-    """scheduler_lines from the store; none for an experiment without a [scheduler]."""
-    view = read_scheduler_view(store, experiment, members)
-    return scheduler_lines(view) if view is not None else []
-
-
 def scheduler_view(settings: Settings, members: list[Job], held: dict[int, list[Standing]],
                    decided: list[Decision]) -> SchedulerView:
     """The scheduler's heading, its comparisons (an ASHA rung, a PBT generation) with their members ranked as the

@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Iterable
 
 from rlsup.formatting import gibibytes
-from rlsup.hardware import gpu_totals  # noqa: F401 (its home moved to hardware; `rlsup list` reads it here)
 from rlsup.jobs.state import ACTIVE
 from rlsup.jobs.store import Job
 

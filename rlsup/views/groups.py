@@ -1,6 +1,7 @@
 """An experiment's jobs seen together: the group row of `rlsup list` and the TUI, and its variant table."""
 from __future__ import annotations
 
+import collections
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,9 @@ def shown(value: Spread | None) -> str:
 
 
 STOPPED = "stopped"  # a member its experiment's scheduler stopped (ASHA) or replaced (PBT), in a group's counts
+# A group's counts, most urgent first; stopped beside paused.
+COUNT_ORDER = {**{state.value: rank for state, rank in STATE_ORDER.items()},
+               STOPPED: STATE_ORDER[State.PAUSED] + 0.5}
 
 
 def steps_left(row: JobRow) -> int:
@@ -63,12 +67,10 @@ class GroupRow:
         """How many jobs are in each state, most urgent first: "2 running 1 queued"; a member its scheduler
         stopped for good counts as "stopped", not as paused ("2 stopped 2 done" once an ASHA experiment is over:
         "2 paused" read as work still to resume)."""
-        def word(row: JobRow) -> str:
-            return STOPPED if stopped_for_good(row.job) else row.job.state.value
-        order = {**{state.value: rank for state, rank in STATE_ORDER.items()},
-                 STOPPED: STATE_ORDER[State.PAUSED] + 0.5}
-        words = sorted({word(row) for row in self.rows}, key=lambda name: order.get(name, 99))
-        return " ".join(f"{sum(word(row) == name for row in self.rows)} {name}" for name in words)
+        counted = collections.Counter(STOPPED if stopped_for_good(row.job) else row.job.state.value
+                                      for row in self.rows)
+        words = sorted(counted, key=lambda name: COUNT_ORDER.get(name, 99))
+        return " ".join(f"{counted[name]} {name}" for name in words)
 
     @property
     def variants(self) -> dict[str, tuple[JobRow, ...]]:

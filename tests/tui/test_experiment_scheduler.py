@@ -12,7 +12,7 @@ from rlsup.jobs.state import State
 from rlsup.jobs.store import Store
 from rlsup.tui.app import RlsupApp
 from rlsup.tui.jobstable import JobsTable, group_key
-from rlsup.views.decisions import read_scheduler_lines, read_scheduler_view
+from rlsup.views.decisions import read_scheduler_view, scheduler_lines
 
 from test_experiment_pane import SIZE, pane_text, plain
 
@@ -22,7 +22,8 @@ SCHEDULER = '\n[scheduler]\nkind = "asha"\nmetric = "eval_return"\nrungs = [600,
 def stored(home):
     with Store(home) as store:
         jobs = store.experiment_jobs("asha")
-        return jobs, read_scheduler_lines(store, "asha", jobs)
+        view = read_scheduler_view(store, "asha", jobs)
+        return jobs, scheduler_lines(view) if view is not None else []
 
 
 def state_cell(table: JobsTable, job_id: int) -> str:
