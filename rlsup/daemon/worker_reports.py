@@ -44,9 +44,11 @@ class WorkerReports:
         The figure is a claim: whoever can write the run can write status.json in the worker's name. One larger
         than the job's own GPU is not kept, and a kept one that no GPU of the machine holds (a forgery kept
         before this check) gives way to the next report, or the job would never be placed again."""
-        totals = self.machine.gpu_memory_totals()
         figure = status.gpu_memory.figure if status.gpu_memory else None
-        if figure is None or not holds(figure, {index: totals.get(index) for index in job.gpu_indices}):
+        if figure is None:  # a CPU job, or none reported yet: no GPU to ask (this runs every status poll)
+            return
+        totals = self.machine.gpu_memory_totals()
+        if not holds(figure, {index: totals.get(index) for index in job.gpu_indices}):
             return
         kept = job.gpu_memory_bytes
         if kept is None or figure > kept or not holds(kept, totals):
