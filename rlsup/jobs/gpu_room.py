@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Mapping
 
 from rlsup import locks, paths, spec as specs
-from rlsup.formatting import GIB, gibibytes
+from rlsup.formatting import GIB, counted, gibibytes
 from rlsup.hardware import Hardware, gpu_totals, machine_from_environment
 from rlsup.jobs.store import Store
 
@@ -34,9 +34,8 @@ class GpuShortfall:
 def gpu_shortfall(wanted: int, memory_bytes: int | None, totals: Mapping[int, int | None]) -> GpuShortfall | None:
     """Why wanted GPUs of memory_bytes each (None: not known) never fit these GPUs ({index: total bytes, None where
     not read}): more GPUs than there are, or fewer as large; None when they may (a GPU of unknown total may be)."""
-    plural = "s" if wanted != 1 else ""
     if wanted > len(totals):
-        return GpuShortfall("gpus", f"needs {wanted} GPU{plural}", f"this machine has {len(totals)}",
+        return GpuShortfall("gpus", f"needs {counted(wanted, 'GPU')}", f"this machine has {len(totals)}",
                             f"set [job] gpus = {len(totals)} to run it{' on the CPU' if not totals else ''}")
     # Largest first, an unknown total first of all: the wanted-th of them is the most each of wanted GPUs has.
     sizes = sorted(totals.values(), key=lambda total: -math.inf if total is None else -total)
@@ -46,9 +45,9 @@ def gpu_shortfall(wanted: int, memory_bytes: int | None, totals: Mapping[int, in
     known = [size for size in sizes if size is not None]
     unread = f", {len(sizes) - len(known)} of a size not read" if len(known) < len(sizes) else ""
     most = math.floor(sizes[wanted - 1] * 10 / GIB) / 10  # down: the figure offered must fit
-    return GpuShortfall("gpu_memory_gb", f"needs {wanted} GPU{plural} with {gibibytes(memory_bytes)} GiB",
-                        f"this machine has {large or 'none'} that large ({len(sizes)} GPU{'s' if len(sizes) != 1 else ''}"
-                        f", the largest of {gibibytes(max(known))} GiB{unread})",
+    return GpuShortfall("gpu_memory_gb", f"needs {counted(wanted, 'GPU')} with {gibibytes(memory_bytes)} GiB",
+                        f"this machine has {large or 'none'} that large ({counted(len(sizes), 'GPU')}, "
+                        f"the largest of {gibibytes(max(known))} GiB{unread})",
                         f"set [job] gpu_memory_gb = {most:g} or less to run it")
 
 
