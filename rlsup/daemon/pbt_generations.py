@@ -31,6 +31,7 @@ class PreparedFork:
     run_dir: Path
     spec: specs.JobSpec
     overrides: dict
+    step: int  # where the fork's run starts: its parent.json's step, known here, not read back in the transaction
 
 
 def field_values_of(spec: specs.JobSpec, names: typing.Iterable[str]) -> dict[str, float]:
@@ -38,9 +39,10 @@ def field_values_of(spec: specs.JobSpec, names: typing.Iterable[str]) -> dict[st
     return {name: float(getattr(getattr(spec, name.split(".", 1)[0]), name.split(".", 1)[1])) for name in names}
 
 
-def prepare(store: Store, fork: Fork, parent: Job, generation: int) -> PreparedFork:
+def prepare(store: Store, fork: Fork, parent: Job, parent_spec: specs.JobSpec, generation: int) -> PreparedFork:
     """The fork's run directory: the parent's checkpoint at the generation's step, linked and verified, its
-    metrics up to there, parent.json, its job.toml with the perturbed values. Raises lineage.ForkRefused."""
+    metrics up to there, parent.json, its job.toml (the parent's spec, as its generation read it) with the
+    perturbed values. Raises lineage.ForkRefused."""
     parent_run = Path(parent.run_dir)
     entry = lineage.resolve_checkpoint(parent_run, "latest")  # the pause checkpoint at its hold: it waits there
     if entry.step < fork.step:
@@ -48,7 +50,7 @@ def prepare(store: Store, fork: Fork, parent: Job, generation: int) -> PreparedF
                                   f"generation's step {fork.step:,}")
     # The fork that replaces member 5 at generation 2 of pbt: pbt-g2-m5 (parent.json and the events say whose).
     name = store.free_name(specs.sanitize_name(f"{parent.experiment}-g{generation}-m{fork.member}"))
-    loaded = fork_spec(runfiles.read_run_spec(parent_run), name, fork.values)
+    loaded = fork_spec(parent_spec, name, fork.values)
     pinned = {"job.name": name, **field_values_of(loaded, fork.values)}
     overrides = {**parent.override_values, **specs.pin_overrides(loaded, pinned)}
     run_dir = paths.run_dir_name(name, root=parent_run.parent)
@@ -58,11 +60,11 @@ def prepare(store: Store, fork: Fork, parent: Job, generation: int) -> PreparedF
         runfiles.write_run_spec(run_dir, loaded)
         import_trust.hand_on(parent_run, run_dir)
         request = lineage.ForkRequest(parent_run, parent.name, parent.id, entry)
-        lineage.prepare_fork(run_dir, request, loaded)
+        made = lineage.prepare_fork(run_dir, request, loaded)
     except BaseException:
         discard_directory(store, run_dir)
         raise
-    return PreparedFork(fork, parent, name, run_dir, loaded, overrides)
+    return PreparedFork(fork, parent, name, run_dir, loaded, overrides, made.step)
 
 
 def fork_spec(parent_spec: specs.JobSpec, name: str, values: typing.Mapping[str, float]) -> specs.JobSpec:
@@ -89,7 +91,7 @@ def queue(store: Store, prepared: PreparedFork) -> Job:
     parent = prepared.parent
     return store.submit(**spec_columns(prepared.spec), spec_path=Path(parent.spec_path), run_dir=prepared.run_dir,
                         spec_seen=parent.spec_seen, overrides=prepared.overrides, experiment=parent.experiment,
-                        step=lineage.start_step(prepared.run_dir))
+                        step=prepared.step)
 
 
 def discard(store: Store, prepared: list[PreparedFork]) -> None:
@@ -186,7 +188,8 @@ def run_generation(store: Store, settings: PbtSettings, seed: int, step: int, ex
     prepared: list[PreparedFork] = []
     try:
         for fork in forks:
-            prepared.append(prepare(store, fork, by_id[fork.parent], generation))
+            parent = by_id[fork.parent]
+            prepared.append(prepare(store, fork, parent, member_specs[parent.id], generation))
             place_hold(prepared[-1].run_dir, generation_hold(settings, step, prepared[-1].spec.job.total_steps))
         for job in expected:
             place_hold(Path(job.run_dir), None if job.id in weak else generation_hold(settings, step, job.total_steps))

@@ -207,10 +207,10 @@ def test_a_pbt_member_killed_while_its_generation_is_made_is_not_replaced_and_th
             loop.trained_to_hold(member)
         prepare, killed = pbt_generations.prepare, []
 
-        def killed_meanwhile(store, fork, parent, generation):
+        def killed_meanwhile(store, fork, parent, parent_spec, generation):
             if not killed:  # the member the fork replaces is killed as its fork is made
                 killed.append(client.set_intent(str(fork.member), Desired.KILLED, home=rlsup_home, start_daemon=False))
-            return prepare(store, fork, parent, generation)
+            return prepare(store, fork, parent, parent_spec, generation)
 
         monkeypatch.setattr(pbt_generations, "prepare", killed_meanwhile)
         loop.tick()
