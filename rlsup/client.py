@@ -20,7 +20,8 @@ from rlsup.jobs import state as jobstate
 from rlsup.run import files as runfiles
 from rlsup.jobs import store_file
 from rlsup.jobs.state import ACTIVE, Desired, State
-from rlsup.jobs.admission import FileAlreadyBound, NameTaken, check_experiment_room, check_unbound, judge_file
+from rlsup.jobs.admission import (FileAlreadyBound, JudgedFile, NameTaken, check_experiment_room, check_unbound,
+                                  judge_file)
 from rlsup.jobs.record import spec_columns
 from rlsup.views.decisions import held_refusal
 from rlsup.views.jobs import foreground_advice
@@ -88,12 +89,13 @@ def submit(spec_path: str | Path, *, name: str | None = None, priority: int | No
     copy = copy or paths.is_example(path)
     judged = judge_file(path, home=home, cluster=cluster)  # a [scheduler] alone, without seeds or a sweep: refused
     if judged.planned:
+        # Judged as an experiment named after its job already, unless a name says otherwise: not judged twice.
         return submit_experiment(path, experiment=name, priority=priority, cluster=cluster, home=home,
-                                 start_daemon=start_daemon, copy=copy)[0]
+                                 start_daemon=start_daemon, copy=copy, judged=judged if name is None else None)[0]
     loaded = judged.loaded
     # The env is made once now, so a space rlsup cannot train is refused here, not when the worker starts.
     loaded = check_env_file(loaded, path).spec
-    data = path.read_bytes()
+    data = judged.data
     home = home or paths.rlsup_home()
     # A name finds one job: a second job of a taken name (a --copy, a fork, --name) is name-2, name-3…
     wanted = specs.sanitize_name(loaded.job.name if name is None else name)
@@ -154,23 +156,24 @@ def prepare_run(run_dir: Path, effective: specs.JobSpec) -> None:
 
 def submit_experiment(spec_path: str | Path, *, seeds: tuple[int, ...] | None = None, experiment: str | None = None,
                       priority: int | None = None, cluster: str | None = None, home: Path | None = None,
-                      start_daemon: bool = True, copy: bool = False) -> list[Job]:
+                      start_daemon: bool = True, copy: bool = False,
+                      judged: JudgedFile | None = None) -> list[Job]:
     """Queue one job per [sweep] variant and seed (the file's seed without seeds), all driven by the file.
 
     Each job holds its seed, name and swept values as pinned overrides, so an edit of the file (a larger
     total_steps) reaches every job by its own edit rules. experiment defaults to the job's name, and then a
     file bound to lone jobs or another experiment's needs copy (every job follows one copy). Raises
     as submit() does, experiments.SeedsError for too many jobs, and NameTaken when the experiment already
-    has one of the planned jobs.
+    has one of the planned jobs. judged: submit()'s judgement of the same file and experiment, not made twice.
     """
     from rlsup.algos.envs.check import check_env_file  # imports gymnasium: only a submit pays for it
 
     path = Path(spec_path).expanduser().resolve()
     copy = copy or paths.is_example(path)  # as submit() does
     home = home or paths.rlsup_home()
-    judged = judge_file(path, seeds=seeds, experiment=experiment or "", home=home, cluster=cluster)
-    loaded, name, planned, settings = judged.loaded, judged.experiment, judged.planned, judged.settings
-    data = path.read_bytes()
+    judged = judged or judge_file(path, seeds=seeds, experiment=experiment or "", home=home, cluster=cluster)
+    loaded, name, planned, settings, data = (judged.loaded, judged.experiment, judged.planned, judged.settings,
+                                             judged.data)
     with Store(home) as store:
         room = functools.partial(check_experiment_room, path=path, name=name, planned=planned,
                                  meant=copy or experiment is not None, settings=settings)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsup import paths, spec as specs
+from rlsup import own_files, paths, spec as specs
 from rlsup.spec import experiments
 from rlsup.jobs import store_file
 from rlsup.jobs.gpu_room import check_gpus
@@ -18,6 +18,7 @@ class JudgedFile:
     """A job file as a submit with these seeds and experiment takes it, before any env is made."""
 
     loaded: specs.JobSpec
+    data: bytes                              # the file's bytes as judged: what a submit digests and copies
     text: str
     experiment: str                          # "" for a lone job
     planned: list[experiments.PlannedJob]    # an experiment's jobs; [] for a lone job
@@ -30,20 +31,27 @@ def judge_file(path: Path, *, seeds: tuple[int, ...] | None = None, experiment: 
     [scheduler] in a lone job, which submit refused): raises SpecError or SeedsError, as submit would. Without
     seeds, experiment or a [sweep] it is a lone job; experiment "" is one named after the job. Its jobs' GPUs are
     judged against this machine's where known (gpu_room.check_gpus; cluster: submit's --cluster)."""
-    loaded = specs.load(path)  # first: it says why a file cannot be read
-    text = path.read_bytes().decode("utf-8", errors="replace")
+    read: list[bytes] = []
+
+    def read_once(file: Path) -> bytes:  # the one read of the file: the bytes judged are the bytes a submit queues
+        read.append(own_files.read_regular(file))
+        return read[-1]
+
+    loaded = specs.load(path, read=read_once)  # first: it says why a file cannot be read
+    data = read[-1]
+    text = data.decode("utf-8")  # load decoded it already
     sweep = specs.sweep_of(text, file=str(path))
     where = home or paths.home_path()  # read only: validate leaves no home behind
     if seeds is None and experiment is None and not sweep.fields:
         check_gpus([loaded], path, text, where, cluster=cluster)
-        return JudgedFile(loaded, text, "", [], scheduler_of(path, text, loaded, members=1))
+        return JudgedFile(loaded, data, text, "", [], scheduler_of(path, text, loaded, members=1))
     name = specs.sanitize_name(experiment or loaded.job.name)
     planned = experiments.plan(sweep, seeds, name)
     experiments.check_variants(loaded, planned, str(path), text)
     check_gpus([experiments.variant_spec(loaded, job) for job in planned], path, text, where, cluster=cluster)
     # The members it has count: one more seed joins an experiment that decides as two do.
     members = len(planned) + len(members_of(name, where))
-    return JudgedFile(loaded, text, name, planned, scheduler_of(path, text, loaded, members=members))
+    return JudgedFile(loaded, data, text, name, planned, scheduler_of(path, text, loaded, members=members))
 
 
 def members_of(experiment: str, home: Path) -> list[Job]:
