@@ -11,7 +11,6 @@ from rlsup.daemon import scheduler
 from rlsup.daemon.scheduler import Candidate, GpuHolding, Settings
 from rlsup.jobs.state import Desired, State
 from rlsup.jobs.store import Job, Process
-from rlsup.views import gpus as gpu_views
 from rlsup.views.gpus import job_gpus, packing_lines
 from rlsup.formatting import GIB
 
@@ -139,8 +138,8 @@ def test_list_shows_each_job_beside_its_gpu_and_each_gpu_packed():
 
 def test_gpu_totals_come_from_the_newest_hardware_sample():
     sample = hardware.FakeHardware(gpus=2, gpu_memory_bytes=24 * GIB).sample()
-    assert gpu_views.gpu_totals(sample.to_dict()) == {0: 24 * GIB, 1: 24 * GIB}
-    assert gpu_views.gpu_totals(None) == {} and gpu_views.gpu_totals({"gpus": "garbage"}) == {}
+    assert hardware.gpu_totals(sample.to_dict()) == {0: 24 * GIB, 1: 24 * GIB}
+    assert hardware.gpu_totals(None) == {} and hardware.gpu_totals({"gpus": "garbage"}) == {}
 
 
 # ---------------------------------------------------------------------------------------------
