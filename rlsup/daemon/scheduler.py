@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from rlsup.daemon.clusters import Cluster, ClusterError, clusters_from_tables
 from rlsup.formatting import GIB, finite, gibibytes
-from rlsup.jobs.gpu_room import gpu_shortfall
+from rlsup.jobs.gpu_room import gpu_shortfall, large_enough
 
 
 def _default_cpu_jobs() -> int:
@@ -255,8 +255,7 @@ class Packing:
 
         No later job goes on them, so their load only falls until the job fits there: it is not starved, however
         many jobs come after it. The kept GPUs change only for ones less loaded still, whose load falls in turn."""
-        large = [load for load in self.loads.values()
-                 if memory_bytes is None or load.total_bytes is None or load.total_bytes >= memory_bytes]
+        large = [load for load in self.loads.values() if large_enough(load.total_bytes, memory_bytes)]
         return frozenset(load.index for load in sorted(large, key=GpuLoad.order_key)[:wanted])
 
     def why_waiting(self, memory_bytes: int | None, wanted: int) -> str:

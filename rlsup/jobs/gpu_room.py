@@ -31,6 +31,11 @@ class GpuShortfall:
         return f"{self.needs} and {self.has}, so it would never start: {self.fix}"
 
 
+def large_enough(total_bytes: int | None, memory_bytes: int | None) -> bool:
+    """Whether a GPU of total_bytes can ever hold a job of memory_bytes: yes where either is not known."""
+    return memory_bytes is None or total_bytes is None or total_bytes >= memory_bytes
+
+
 def gpu_shortfall(wanted: int, memory_bytes: int | None, totals: Mapping[int, int | None]) -> GpuShortfall | None:
     """Why wanted GPUs of memory_bytes each (None: not known) never fit these GPUs ({index: total bytes, None where
     not read}): more GPUs than there are, or fewer as large; None when they may (a GPU of unknown total may be)."""
@@ -39,9 +44,9 @@ def gpu_shortfall(wanted: int, memory_bytes: int | None, totals: Mapping[int, in
                             f"set [job] gpus = {len(totals)} to run it{' on the CPU' if not totals else ''}")
     # Largest first, an unknown total first of all: the wanted-th of them is the most each of wanted GPUs has.
     sizes = sorted(totals.values(), key=lambda total: -math.inf if total is None else -total)
-    if memory_bytes is None or sizes[wanted - 1] is None or sizes[wanted - 1] >= memory_bytes:
+    if large_enough(sizes[wanted - 1], memory_bytes):
         return None
-    large = sum(1 for size in sizes if size is None or size >= memory_bytes)
+    large = sum(1 for size in sizes if large_enough(size, memory_bytes))
     known = [size for size in sizes if size is not None]
     unread = f", {len(sizes) - len(known)} of a size not read" if len(known) < len(sizes) else ""
     most = math.floor(sizes[wanted - 1] * 10 / GIB) / 10  # down: the figure offered must fit
