@@ -21,7 +21,9 @@ SOURCE_COPY = "source.toml"     # `submit --copy`: the job file's snapshot that 
 TENSORBOARD = "tensorboard"     # [log] tensorboard: event files kept equal to metrics.jsonl (worker/tensorboard.py)
 IMPORT_PATHS = "import-paths.json"  # where submit found the env's modules, for workers started without them
 HOLD_FILE = "hold.json"         # a step where the experiment's scheduler compares members: the worker pauses there
-INHERITED_CHECKPOINT = "parent-checkpoint"  # a fork's copy of its parent's checkpoint (run/lineage.py)
+# A fork's copy of its parent's checkpoint, hard-linked (or copied) at fork time (run/lineage.py): the parent
+# may rotate it away before the fork's worker starts, and a copied fork stays self-describing.
+INHERITED_CHECKPOINT = "parent-checkpoint"
 
 # Files of RLSUP_HOME.
 # rlsup's own example job files, in its source tree (a clone, as the README's first command uses).

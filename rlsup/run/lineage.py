@@ -20,9 +20,6 @@ from rlsup.checkpoint.manifest import BEST, CheckpointEntry, CheckpointProblem
 from rlsup.spec.values import check_value
 
 PARENT_FILE = "parent.json"
-# The parent's checkpoint, hard-linked (or copied) into the fork at fork time: the parent may rotate it
-# away before the fork's worker starts, and a copied fork stays self-describing.
-INHERITED_CHECKPOINT = paths.INHERITED_CHECKPOINT
 # The parent's metrics.jsonl up to that checkpoint: every first start of the fork (a crash before its first
 # checkpoint, `rlsup run --resume --from-scratch`) begins its metrics.jsonl with it, so its curves start there.
 INHERITED_METRICS = "parent-metrics.jsonl"
@@ -268,7 +265,7 @@ def prepare_fork(run_dir: Path, request: ForkRequest, fork: specs.JobSpec) -> Pa
     The checkpoint is hard-linked (its files are never rewritten), copied across filesystems, and
     verified in its new place; the parent's metrics up to that checkpoint are kept (INHERITED_METRICS).
     """
-    request = link_verified(Path(run_dir) / INHERITED_CHECKPOINT, request)
+    request = link_verified(Path(run_dir) / paths.INHERITED_CHECKPOINT, request)
     check_fork(request, fork)
     copy_metrics_prefix(request.parent_run / paths.METRICS_FILE, Path(run_dir) / INHERITED_METRICS,
                         int(request.entry.metrics_bytes))

@@ -113,7 +113,7 @@ def initialise_fork(run_dir: Path, trainer: Trainer) -> StartingPoint:
     # The parent's env restarts and best evaluation carry on; its wall time and event file are the parent's own.
     inherited = Trajectory.of_manifest(manifest)
     start = StartingPoint(notice=notice, trajectory=Trajectory(env_restarts=inherited.env_restarts))
-    note_env_restarts(start, trainer, lineage.INHERITED_CHECKPOINT)
+    note_env_restarts(start, trainer, paths.INHERITED_CHECKPOINT)
     start.trajectory.best_evaluation = best_evaluation_at(run_dir, manifest)
     return start
 
@@ -134,7 +134,7 @@ def initialise_from_parent(run_dir: Path, trainer: Trainer) -> tuple[dict, str]:
         problem = lineage.parent_problem(run_dir) or f"{Path(run_dir) / lineage.PARENT_FILE} cannot be read"
         raise CheckpointProblem(f"{problem}: the fork cannot start")
     fresh = trainer.state_dict(include_replay=False)
-    manifest, state = load_checkpoint(Path(run_dir) / lineage.INHERITED_CHECKPOINT)
+    manifest, state = load_checkpoint(Path(run_dir) / paths.INHERITED_CHECKPOINT)
     trainer_state = dict(state["trainer"])
     if not parent.replay:
         trainer_state.pop("replay", None)
@@ -144,7 +144,7 @@ def initialise_from_parent(run_dir: Path, trainer: Trainer) -> tuple[dict, str]:
         trainer.load_state_dict(trainer_state)
     except (ValueError, KeyError, RuntimeError) as error:  # a shape the fork's checks did not foresee
         # A spec error (exit 2), never retried: every restart would build the same trainer again.
-        raise CheckpointProblem(f"{lineage.INHERITED_CHECKPOINT} does not load into this job ({error}); "
+        raise CheckpointProblem(f"{paths.INHERITED_CHECKPOINT} does not load into this job ({error}); "
                                 "fork again with another NEW.toml, or --no-replay") from None
     restore_global_rng_state(state["rng"])
     lineage.copy_metrics_prefix(Path(run_dir) / lineage.INHERITED_METRICS, Path(run_dir) / paths.METRICS_FILE)

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from rlsup_testing import assert_one_line_error, run_rlsup
 
+from rlsup import paths
 from rlsup.run import lineage
 from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import list_checkpoints, read_manifest
@@ -122,7 +123,7 @@ def test_a_refused_identity_edit_names_a_fork_command_that_works(harness) -> Non
 
     forked = harness.job(fork(harness, *shlex.split(advice.split(": ", 1)[1])[2:]))  # as pasted, less `rlsup fork`
     recorded = lineage.read_parent(Path(forked.run_dir))
-    inherited = read_manifest(Path(forked.run_dir) / lineage.INHERITED_CHECKPOINT)
+    inherited = read_manifest(Path(forked.run_dir) / paths.INHERITED_CHECKPOINT)
     assert (recorded.step, recorded.fingerprint) == (inherited["step"], inherited["fingerprint"]) and recorded.step > 0
     assert "lr = 0.005" in (Path(forked.run_dir) / "job.toml").read_text()
     harness.wait_step(forked.id, recorded.step + 1)

@@ -10,7 +10,8 @@ from rlsup.checkpoint.manifest import entry_of, list_checkpoints
 from rlsup.jobs import standings
 from rlsup.jobs.state import State
 from rlsup.run import files as runfiles
-from rlsup.run.lineage import INHERITED_CHECKPOINT, read_parent
+from rlsup.paths import INHERITED_CHECKPOINT
+from rlsup.run.lineage import read_parent
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ray_head import lab_daemon  # noqa: E402  (tests/, beside rlsup_testing)

@@ -155,11 +155,11 @@ def test_a_received_forks_parent_checkpoint_linked_outside_it_is_refused(tmp_pat
     and the received fork trained on from it."""
     parent = received(finished_run, tmp_path)
     fork = a_fork_of(parent, tmp_path)
-    inherited = fork / lineage.INHERITED_CHECKPOINT
+    inherited = fork / paths.INHERITED_CHECKPOINT
     shutil.rmtree(inherited)
     inherited.symlink_to(lineage.resolve_checkpoint(parent, "latest").path)  # a checkpoint outside the fork
     result = run_rlsup("run", "--resume", fork, timeout=120)
-    assert_one_line_error(result, 2, lineage.INHERITED_CHECKPOINT, "symbolic link")
+    assert_one_line_error(result, 2, paths.INHERITED_CHECKPOINT, "symbolic link")
     assert list_checkpoints(fork) == []
 
 

@@ -54,4 +54,4 @@ def test_a_fork_of_latest_of_a_rotating_run_is_made(rotating_run: Path, tmp_path
         parent = lineage.prepare_fork(fork_dir, request, fork_spec)
         inherited = list_checkpoints(fork_dir)  # the fork's own checkpoints: none yet
         assert inherited == [] and parent.step >= entry.step
-        assert (fork_dir / lineage.INHERITED_CHECKPOINT / "manifest.json").is_file()
+        assert (fork_dir / paths.INHERITED_CHECKPOINT / "manifest.json").is_file()
