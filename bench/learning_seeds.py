@@ -18,6 +18,10 @@ is derived from both runs of the bench, this machine's and --other-floats.
 --steps and --set change the job before the seeds run (a shorter budget, a faster schedule), e.g.
     python bench/learning_seeds.py jobs/minatar-breakout-dqn.toml --seeds 1-12 --steps 50000 --solved 5 \\
         --set dqn.epsilon_end_step=25_000 --set eval.every_steps=10_000 --set checkpoint.every_steps=10_000
+
+The result (bench/results_format.py) goes to --out, by default results/JOB.json for the job as written and
+results/JOB-CHANGES.json with --set, --steps or --other-floats; with --baseline, stable-baselines3's seeds go
+to a result of their own beside it (OUT-sb3.json), which the first names as its comparison.
 """
 from __future__ import annotations
 
@@ -35,6 +39,8 @@ import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import results_format  # bench/ beside this script
 
 from rlsup.run import files as runfiles
 from rlsup import spec as specs
@@ -238,6 +244,57 @@ def changed_job(job: Path, steps: int | None, settings: list[str], directory: Pa
     return changed
 
 
+# SeedResult's fields -> the result format's measures; the measures taken at the end of the budget are at its mark.
+MEASURED_AT_END = {"final_mean": "final_greedy", "best_checkpoint_mean": "best_checkpoint_greedy",
+                   "best_evaluation": "best_evaluation"}
+MEASURED_ONCE = {"first_solved_step": "first_solved_step", "wall_s": "wall_s"}
+
+
+def result_tables(results: list[SeedResult], group: str, env_id: str, budget: int) -> list[dict]:
+    """One learner's seeds as the result format's tables: the figures at the end, once, and every evaluation."""
+    by_seed = {result.seed: result for result in sorted(results, key=lambda result: result.seed)}
+
+    def table(measure: str, marks: list[dict]) -> dict:
+        return {"group": group, "env": env_id, "measure": measure, "marks": marks}
+
+    tables = [table(measure, [results_format.mark(budget, {seed: getattr(result, name)
+                                                           for seed, result in by_seed.items()})])
+              for name, measure in MEASURED_AT_END.items()]
+    tables += [table(measure, [results_format.mark(None, {seed: getattr(result, name)
+                                                          for seed, result in by_seed.items()})])
+               for name, measure in MEASURED_ONCE.items()]
+    steps = sorted({step for result in results for step, _ in result.evaluations})
+    if steps:
+        tables.append(table("greedy_eval", [results_format.mark(step, {seed: dict(result.evaluations).get(step)
+                                                                       for seed, result in by_seed.items()})
+                                            for step in steps]))
+    return tables
+
+
+def write_results(out: Path, results: list[SeedResult], arguments: argparse.Namespace, spec: specs.JobSpec,
+                  overrides: list[str]) -> None:
+    """rlsup's seeds to out, and stable-baselines3's (if any) to OUT-sb3.json, which rlsup's names."""
+    group = "another CPU's rounding (--other-floats)" if arguments.other_floats else "this machine's rounding"
+    run = results_format.run_section("bench/learning_seeds.py", ["python", *sys.argv], arguments.job, overrides)
+    seeds = parse_seeds(arguments.seeds)
+    title = f"{arguments.job.stem}: seeds {arguments.seeds}, {spec.job.total_steps:,} steps each"
+    comparisons = []
+    baseline = [result for result in results if result.learner == "sb3"]
+    if baseline:
+        import stable_baselines3
+
+        peer_out = out.with_name(f"{out.stem}-sb3.json")
+        results_format.write(peer_out, results_format.measured(
+            f"{title}: stable-baselines3", arguments.job, f"stable-baselines3 {stable_baselines3.__version__} DQN",
+            run, seeds, result_tables(baseline, group, spec.env.id, spec.job.total_steps), solved=arguments.solved))
+        comparisons.append({"label": "stable-baselines3 DQN, the same settings", "result": peer_out.stem})
+    mine = [result for result in results if result.learner == "rlsup"]
+    results_format.write(out, results_format.measured(
+        title, arguments.job, "rlsup", run, seeds, result_tables(mine, group, spec.env.id, spec.job.total_steps),
+        comparisons, solved=arguments.solved))
+    print(f"result: {out}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("job", type=Path)
@@ -245,7 +302,8 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=2, help="seeds trained at once")
     parser.add_argument("--solved", type=float, default=475.0, help="the mean return that counts as solved")
     parser.add_argument("--baseline", action="store_true", help="also stable-baselines3, where the algorithm exists")
-    parser.add_argument("--json", type=Path, help="also write every row here")
+    parser.add_argument("--out", type=Path, help="the result file (default: results/JOB.json, or "
+                        "results/JOB-CHANGES.json with --set, --steps or --other-floats)")
     parser.add_argument("--other-floats", action="store_true",
                         help="train on MKL's CPU-independent path and torch's unvectorised kernels, as on another CPU")
     parser.add_argument("--steps", type=int, help="the budget per seed (default: the job's)")
@@ -270,9 +328,12 @@ def main() -> None:
             row = results[-1]
             print(f"  {row.learner} seed {row.seed}: final {show(row.final_mean)}, best {show(row.best_evaluation)}, "
                   f"{row.wall_s:.0f} s", file=sys.stderr, flush=True)
+        spec = specs.load(job)  # as changed, before its directory goes
     print_table(results, arguments.solved)
-    if arguments.json:
-        arguments.json.write_text(json.dumps([result.__dict__ for result in results], indent=1))
+    overrides = arguments.set + ([f"job.total_steps={arguments.steps}"] if arguments.steps else [])
+    out = arguments.out or results_format.default_out(
+        arguments.job.stem, overrides + (["other-floats"] if arguments.other_floats else []))
+    write_results(out, results, arguments, spec, overrides)
 
 
 if __name__ == "__main__":

@@ -5,15 +5,17 @@ with --games, [env] id) changed. The figure compared is the paper's: the mean re
 training episodes (as the agent trains: epsilon-greedy for DQN, sampled from the policy for V-trace), at
 the same number of frames (one frame = one agent step in MinAtar). V-trace's episodes count at the learner
 step that received them, up to one round of unrolls after they ended. The paper's values are in
-bench/minatar_paper.py; a peer's runs (bench/peers/sb3_minatar.py --out FILE) are read with --peer FILE.
+bench/minatar_paper.py; a peer's (bench/peers/sb3_minatar.py's result) are read with --peer NAME.
 
     pip install -e '.[minatar]'
     python bench/minatar_learning.py jobs/minatar-breakout-dqn.toml --seeds 1-3 --steps 1000000
     python bench/minatar_learning.py jobs/minatar-vtrace.toml --games all --seeds 1-3 --parallel 1 \
-        --keep runs/minatar --json minatar.json [--peer a2c-breakout.json] [--set vtrace.unroll_length=20]
+        --keep runs/minatar [--peer peer-sb3-a2c-breakout] [--set vtrace.unroll_length=20]
 
---eval keeps the job's [eval] and prints its greedy means too; --keep DIR keeps the run directories (which
-`rlsup plot` draws); --json FILE writes every table's numbers; --set TABLE.FIELD=VALUE changes the job.
+The result (bench/results_format.py) goes to --out, by default results/JOB.json for the job as written and
+results/JOB-CHANGES.json with --set or --steps; it is written again after each game. --eval keeps the job's
+[eval] and prints its greedy means too; --keep DIR keeps the run directories (which `rlsup plot` draws);
+--set TABLE.FIELD=VALUE changes the job.
 Run again with the same --keep DIR, a bench goes on where it stopped: each kept run resumes from its newest
 checkpoint (after a Ctrl-C, which pauses the runs, or with a larger --steps), and the wall times printed are
 this call's.
@@ -21,8 +23,6 @@ this call's.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import subprocess
 import sys
@@ -33,15 +33,15 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from learning_seeds import changed_job, parse_seeds  # bench/ beside this script
-from minatar_paper import BREAKOUT_EARLY, GAMES, MARKS, game_of, paper_value, version_of
+import results_format  # bench/ beside this script
+from learning_seeds import changed_job, parse_seeds
+from minatar_paper import GAMES, game_of, marks_for, moving_average_at, paper_value, version_of
 
 from rlsup.run import files as runfiles
 from rlsup.run.exit import EXIT_PAUSED, read_exit
 from rlsup import spec as specs
 from rlsup.spec import experiments
 
-WINDOW = 100  # episodes in the paper's moving average
 DEFAULT_JOB = Path(__file__).parents[1] / "jobs" / "minatar-breakout-dqn.toml"
 
 
@@ -56,13 +56,11 @@ class SeedRun:
     wall_s: float
 
 
-def train(job: Path, game: str, seed: int, steps: int, directory: Path, evaluate: bool,
-          linked: dict | None = None) -> SeedRun:
+def train(job: Path, game: str, env_id: str, seed: int, steps: int, directory: Path, evaluate: bool,
+          linked: dict) -> SeedRun:
     """Every training episode and evaluation of one seed of one game, and its wall time."""
-    # The game's id in the [sweep] (in `linked`) wins; else the job's action set (-v0 or -v1) for every game.
     base = specs.load(job)
-    env_id = f"MinAtar/{game}-{version_of(base.env.id)}"
-    values = {"job.seed": seed, "job.total_steps": steps, "env.id": env_id, **(linked or {})}
+    values = {"job.seed": seed, "job.total_steps": steps, "env.id": env_id, **linked}
     spec = experiments.variant_spec(base, experiments.PlannedJob(game, values))  # as submit makes it
     if not evaluate:
         spec = spec.replace("eval", every_steps=0)
@@ -86,57 +84,64 @@ def train(job: Path, game: str, seed: int, steps: int, directory: Path, evaluate
                    wall_s=time.monotonic() - started)
 
 
-def moving_average_at(episodes: list[tuple[int, float]], frames: int) -> float | None:
-    """The mean return of the last WINDOW episodes that ended by frames."""
-    ended = [episode_return for step, episode_return in episodes if step <= frames][-WINDOW:]
-    return statistics.fmean(ended) if ended else None
+# Points of a game's plotted curve (the mean over seeds of the paper's measure), evenly over the budget.
+CURVE_POINTS = 50
 
 
-def marks_for(game: str, steps: int) -> list[int]:
-    """The frames the paper's figure gives values at, within the budget, and the budget itself."""
-    early = sorted(BREAKOUT_EARLY["DQN"]) if game == "Breakout" else []
-    marks = [mark for mark in (*early, *MARKS) if mark <= steps]
-    return marks + ([steps] if steps not in marks else [])
+def peer_results(names: list[str]) -> dict[str, dict]:
+    """name -> a peer's result (bench/peers/sb3_minatar.py's), given as NAME (results/NAME.json) or a path."""
+    peers = {}
+    for name in names:
+        path = Path(name) if name.endswith(".json") else results_format.RESULTS / f"{name}.json"
+        if not path.exists():
+            raise SystemExit(f"--peer {name}: no {path}")
+        peers[path.stem] = results_format.load_all(path.parent)[path.stem]
+    return peers
 
 
-def peer_curves(paths: list[Path]) -> dict[str, tuple[str, list[list[tuple[int, float]]]]]:
-    """game -> (peer name, every seed's episodes), from bench/peers/sb3_minatar.py's JSON files."""
-    curves = {}
-    for path in paths:
-        data = json.loads(path.read_text())
-        seeds = [[(int(step), float(value)) for step, value in run["episodes"]] for run in data["seeds"].values()]
-        curves[game_of(data["game"])] = (f"{data['peer']} (seeds {','.join(data['seeds'])})", seeds)
-    return curves
+def peer_value(peer: dict, game: str, frames: int) -> float | None:
+    """A peer result's mean of the paper's measure for this game at these frames, where it has one."""
+    for table in peer["tables"]:
+        if table["group"] == game and table["measure"] == "training_mean_100":
+            return next((mark["mean"] for mark in table["marks"] if mark["x"] == frames), None)
+    return None
 
 
-def table(game: str, results: list[SeedRun], steps: int, peer: tuple | None) -> list[dict]:
-    """One row per mark: the paper's two agents, the peer's mean and rlsup's mean and seeds."""
-    rows = []
-    for frames in marks_for(game, steps):
-        values = [moving_average_at(result.episodes, frames) for result in results]
-        peer_values = [moving_average_at(episodes, frames) for episodes in peer[1]] if peer else []
-        rows.append({"frames": frames, "paper_dqn": paper_value(game, "DQN", frames),
-                     "paper_ac": paper_value(game, "AC", frames), "peer": mean(peer_values),
-                     "rlsup": mean(values), "seeds": values})
-    return rows
+def training_table(game: str, env_id: str, results: dict[int, SeedRun], steps: int, linked: dict) -> dict:
+    """The result's table of the paper's measure for one game: each seed's value at each mark, and a curve."""
+    marks = [results_format.mark(frames, {seed: moving_average_at(run.episodes, frames) for seed, run in
+                                          results.items()}) for frames in marks_for(game, steps)]
+    curve = [[frames, value] for frames in range(steps // CURVE_POINTS, steps + 1, steps // CURVE_POINTS)
+             if (value := mean([moving_average_at(run.episodes, frames) for run in results.values()])) is not None]
+    return {"group": game, "env": env_id, "settings": linked, "measure": "training_mean_100", "marks": marks,
+            "curve": curve}
 
 
-def print_table(game: str, rows: list[dict], results: list[SeedRun], peer: tuple | None) -> None:
-    walls = ", ".join(f"{result.wall_s:.0f} s" for result in results)
-    print(f"\n{game}: wall per seed {walls}" + (f"; peer: {peer[0]}" if peer else ""))
-    print(f"{'frames':>10}  {'paper DQN':>9}  {'paper AC':>8}  {'peer':>7}  {'rlsup mean':>10}  per seed")
-    for row in rows:
-        print(f"{row['frames']:>10,}  {text(row['paper_dqn'], 9)}  {text(row['paper_ac'], 8)}  "
-              f"{text(row['peer'], 7)}  {text(row['rlsup'], 10, 2)}  "
-              + " ".join(text(value, 0, 2) for value in row["seeds"]))
-
-
-def print_evaluations(results: list[SeedRun]) -> None:
+def evaluation_table(game: str, env_id: str, results: dict[int, SeedRun], linked: dict) -> dict:
     """The job's greedy [eval] means per seed, at every step any seed evaluated."""
+    steps = sorted({step for run in results.values() for step, _ in run.evaluations})
+    return {"group": game, "env": env_id, "settings": linked, "measure": "greedy_eval",
+            "marks": [results_format.mark(step, {seed: dict(run.evaluations).get(step)
+                                                 for seed, run in results.items()}) for step in steps]}
+
+
+def print_table(game: str, table: dict, results: dict[int, SeedRun], peers: dict[str, dict]) -> None:
+    walls = ", ".join(f"{run.wall_s:.0f} s" for run in results.values())
+    print(f"\n{game}: wall per seed {walls}" + "".join(f"; peer: {peer['learner']}" for peer in peers.values()))
+    print(f"{'frames':>10}  {'paper DQN':>9}  {'paper AC':>8}  " + "".join(f"{'peer':>7}  " for _ in peers)
+          + f"{'rlsup mean':>10}  per seed")
+    for mark in table["marks"]:
+        frames = mark["x"]
+        print(f"{frames:>10,}  {text(paper_value(game, 'DQN', frames), 9)}  {text(paper_value(game, 'AC', frames), 8)}  "
+              + "".join(f"{text(peer_value(peer, game, frames), 7)}  " for peer in peers.values())
+              + f"{text(mark['mean'], 10, 2)}  " + " ".join(text(value, 0, 2) for value in mark["seeds"].values()))
+
+
+def print_evaluations(table: dict) -> None:
     print(f"{'eval step':>10}  {'greedy mean':>11}  per seed")
-    for step in sorted({step for result in results for step, _ in result.evaluations}):
-        values = [dict(result.evaluations).get(step) for result in results]
-        print(f"{step:>10,}  {text(mean(values), 11, 2)}  " + " ".join(text(value, 0, 2) for value in values))
+    for mark in table["marks"]:
+        print(f"{mark['x']:>10,}  {text(mark['mean'], 11, 2)}  "
+              + " ".join(text(value, 0, 2) for value in mark["seeds"].values()))
 
 
 def mean(values: list[float | None]) -> float | None:
@@ -190,32 +195,47 @@ def compare() -> None:
                         help="keep the job's [eval] and print its greedy means (default: no evaluation)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="put the run directories here and keep them (default: a temporary directory)")
-    parser.add_argument("--peer", type=Path, action="append", default=[], help="a sb3_minatar.py --out file")
-    parser.add_argument("--json", type=Path, default=None, help="write the tables here")
+    parser.add_argument("--peer", action="append", default=[], metavar="NAME",
+                        help="a peer's result to compare with: results/NAME.json (bench/peers/sb3_minatar.py's)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the result file (default: results/JOB.json, or results/JOB-CHANGES.json with "
+                             "--set or --steps)")
     arguments = parser.parse_args()
-    steps = arguments.steps or specs.load(arguments.job).job.total_steps
+    budget = specs.load(arguments.job).job.total_steps
+    steps = arguments.steps or budget
     seeds, games, peers = parse_seeds(arguments.seeds), parse_games(arguments.games, arguments.job), \
-        peer_curves(arguments.peer)
+        peer_results(arguments.peer)
+    overrides = arguments.set + ([f"job.total_steps={steps}"] if steps != budget else [])
+    out = arguments.out or results_format.default_out(arguments.job.stem, overrides)
     if arguments.keep is not None:
         arguments.keep.mkdir(parents=True, exist_ok=True)
-    output = {"job": str(arguments.job), "set": arguments.set, "steps": steps, "seeds": seeds,
-              "machine": f"{platform.machine()}, {platform.node()}", "games": {}}
+    result = results_format.measured(
+        f"{arguments.job.stem}: {', '.join(games)}, seeds {arguments.seeds}, {steps:,} frames", arguments.job,
+        "rlsup", results_format.run_section("bench/minatar_learning.py", ["python", *sys.argv], arguments.job,
+                                            overrides),
+        seeds, [], [{"label": "MinAtar paper, DQN", "paper": "DQN"}, {"label": "MinAtar paper, AC(0.8)", "paper": "AC"}]
+        + [{"label": peer["learner"], "result": name} for name, peer in peers.items()])
     with (nullcontext(str(arguments.keep)) if arguments.keep else tempfile.TemporaryDirectory(
             prefix="rlsup-minatar-")) as directory:
         job = changed_job(arguments.job, None, arguments.set, Path(directory))
         print(f"{arguments.job.name} {' '.join(arguments.set)}: seeds {arguments.seeds}, {steps:,} frames each")
         for game in games:
             linked = game_values(arguments.job, game, arguments.set)
+            # The game's id in the [sweep] wins; else the job's action set (-v0 or -v1) for every game.
+            env_id = linked.get("env.id", f"MinAtar/{game}-{version_of(specs.load(job).env.id)}")
             with ThreadPoolExecutor(arguments.parallel) as pool:
-                results = list(pool.map(lambda seed: train(job, game, seed, steps, Path(directory),
-                                                           arguments.eval, linked), seeds))
-            rows = table(game, results, steps, peers.get(game))
-            print_table(game, rows, results, peers.get(game))
+                runs = dict(zip(seeds, pool.map(lambda seed: train(job, game, env_id, seed, steps, Path(directory),
+                                                                   arguments.eval, linked), seeds)))
+            table = training_table(game, env_id, runs, steps, linked)
+            print_table(game, table, runs, peers)
+            result["tables"] += [table, {"group": game, "env": env_id, "settings": linked, "measure": "wall_s",
+                                         "marks": [results_format.mark(None, {seed: run.wall_s for seed, run
+                                                                              in runs.items()})]}]
             if arguments.eval:
-                print_evaluations(results)
-            output["games"][game] = {"rows": rows, "sweep": linked, "wall_s": [result.wall_s for result in results]}
-            if arguments.json:
-                arguments.json.write_text(json.dumps(output, indent=1))
+                result["tables"].append(evaluation_table(game, env_id, runs, linked))
+                print_evaluations(result["tables"][-1])
+            results_format.write(out, result)
+            print(f"result: {out}")
 
 
 if __name__ == "__main__":

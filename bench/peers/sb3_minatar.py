@@ -1,10 +1,11 @@
-"""The peer's curve on MinAtar: stable-baselines3's A2C, PPO or DQN on rlsup's MinAtar network, to JSON.
+"""The peer's curve on MinAtar: stable-baselines3's A2C, PPO or DQN on rlsup's MinAtar network, as a result.
 
-bench/minatar_learning.py prints the paper's measure (the mean return of the last 100 training episodes) of
-these runs beside rlsup's, at the same frames (one frame = one env step, counted over all envs as rlsup does).
+The result (bench/results_format.py) holds the paper's measure (the mean return of the last 100 training
+episodes) at the paper's marks, as bench/minatar_learning.py measures rlsup's (one frame = one env step,
+counted over all envs as rlsup does); that bench prints it beside rlsup's with --peer NAME.
 
     pip install -e '.[bench,minatar]'
-    python bench/peers/sb3_minatar.py --game Breakout --algo a2c --frames 2000000 --seeds 1-3 --out a2c.json
+    python bench/peers/sb3_minatar.py --game Breakout --algo a2c --frames 2000000 --seeds 1-3
 
 The network is rlsup's for 10x10 images (network "auto"): one 3x3 convolution with 16 channels and 128
 hidden units, the MinAtar paper's, with linear policy and value heads on those 128 features. A2C keeps
@@ -17,13 +18,13 @@ update every frame after 5,000, the target copied every 1,000, Huber loss, no gr
 0.1 (stable-baselines3 anneals it from step 0, over the paper's 5,000 + 100,000 frames), and the paper's
 centered RMSProp (lr 2.5e-4, alpha 0.95, eps 0.01); --adam LR and --n-steps N give it a job file's Adam
 and n-step targets instead (DQN only: the actor-critics refuse them), and --version v0 the full action set
-(jobs/minatar-dqn.toml's Breakout). The --out file is rewritten every 100,000 frames, so a long run can be
-read before it ends.
+(jobs/minatar-dqn.toml's Breakout). The --out file (by default results/peer-sb3-ALGO-GAME-FRAMES.json, with
+any setting changed from its default in the name) is rewritten every 100,000 frames, so a long run can be read
+before it ends: a seed's marks beyond the frames it has reached are empty until it reaches them.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -32,8 +33,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for learning_seeds.parse_seeds
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for the helpers below
+import results_format  # noqa: E402
 from learning_seeds import parse_seeds  # noqa: E402
+from minatar_paper import marks_for, moving_average_at  # noqa: E402
 
 ENVS = 16
 
@@ -124,16 +127,41 @@ def train(arguments: argparse.Namespace, game_id: str, seed: int, progress) -> d
     torch.set_num_threads(1)  # as rlsup's jobs run ([job] threads = 1)
     model = make_model(arguments.algo, game_id, seed, arguments.entropy_cost, arguments.frames,
                        arguments.adam, arguments.n_steps)
-    run: dict = {"episodes": [], "wall_s": 0.0}
+    run: dict = {"episodes": [], "wall_s": 0.0, "frames": 0}
     started = time.monotonic()
 
     def report() -> None:
-        run["wall_s"] = time.monotonic() - started
+        run["wall_s"], run["frames"] = time.monotonic() - started, model.num_timesteps
         progress(run)
 
     model.learn(total_timesteps=arguments.frames, callback=episode_recorder(run["episodes"], report))
     report()
     return run
+
+
+def changed_settings(arguments: argparse.Namespace) -> list[str]:
+    """The settings given away from their defaults, as words for the result's file name."""
+    return ([arguments.version] if arguments.version != "v1" else []) \
+        + ([f"entropy-{arguments.entropy_cost:g}"] if arguments.entropy_cost != 0.01 else []) \
+        + ([f"adam-{arguments.adam:g}"] if arguments.adam is not None else []) \
+        + ([f"{arguments.n_steps}-step"] if arguments.n_steps > 1 else []) + [frames_word(arguments.frames)]
+
+
+def frames_word(frames: int) -> str:
+    """5000000 -> '5m', 900000 -> '900k'."""
+    return f"{frames // 1_000_000}m" if frames % 1_000_000 == 0 else f"{frames // 1000}k"
+
+
+def result_tables(game: str, game_id: str, runs: dict[int, dict], frames: int) -> list[dict]:
+    """The paper's measure at the paper's marks, each seed's up to the frames it has reached, and wall times."""
+    def value(run: dict, mark: int) -> float | None:
+        return moving_average_at(run["episodes"], mark) if mark <= run["frames"] else None
+
+    marks = [results_format.mark(mark, {seed: value(run, mark) for seed, run in runs.items()})
+             for mark in marks_for(game, frames)]
+    return [{"group": game, "env": game_id, "measure": "training_mean_100", "marks": marks},
+            {"group": game, "env": game_id, "measure": "wall_s",
+             "marks": [results_format.mark(None, {seed: run["wall_s"] for seed, run in runs.items()})]}]
 
 
 def dqn_settings(arguments: argparse.Namespace) -> str:
@@ -158,8 +186,8 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--adam", type=float, metavar="LR", help="DQN: Adam (its defaults) at this step size")
     parser.add_argument("--n-steps", type=int,
                         help="DQN: steps of reward summed into each target (default 1)")
-    parser.add_argument("--out", type=Path, required=True,
-                        help="JSON file for bench/minatar_learning.py --peer")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the result file (default: results/peer-sb3-ALGO-GAME-...json)")
     arguments = parser.parse_args()
     if arguments.algo != "dqn" and (arguments.adam is not None or arguments.n_steps is not None):
         parser.error(f"--adam and --n-steps are DQN settings; --algo {arguments.algo} would ignore them")
@@ -177,17 +205,23 @@ def main() -> None:
     game_id = f"MinAtar/{arguments.game}-{arguments.version}"
     settings = dqn_settings(arguments) if arguments.algo == "dqn" else f"ent_coef {arguments.entropy_cost:g}"
     peer = f"stable-baselines3 {stable_baselines3.__version__} {arguments.algo.upper()} {settings}"
-    result = {"peer": peer, "game": game_id, "frames": arguments.frames,
-              "envs": 1 if arguments.algo == "dqn" else ENVS, "seeds": {}}
-    for seed in parse_seeds(arguments.seeds):
+    out = arguments.out or results_format.default_out(f"peer-sb3-{arguments.algo}-{arguments.game.lower()}",
+                                                      changed_settings(arguments))
+    seeds = parse_seeds(arguments.seeds)
+    run_section = results_format.run_section("bench/peers/sb3_minatar.py", ["python", *sys.argv], None, [])
+    runs: dict[int, dict] = {}
+    for seed in seeds:
 
         def progress(run: dict, seed: int = seed) -> None:
-            result["seeds"][str(seed)] = run
-            arguments.out.write_text(json.dumps(result))
+            runs[seed] = run
+            results_format.write(out, results_format.measured(
+                f"{peer} on {game_id}, {arguments.frames:,} frames", None, peer, run_section, seeds,
+                result_tables(arguments.game, game_id, runs, arguments.frames)))
 
         run = train(arguments, game_id, seed, progress)
         print(f"{arguments.algo} {arguments.game} seed {seed}: {len(run['episodes'])} episodes, "
               f"{run['wall_s']:.0f} s", flush=True)
+    print(f"result: {out}")
 
 
 if __name__ == "__main__":

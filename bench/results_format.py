@@ -1,0 +1,226 @@
+"""The one definition of a result file (results/NAME.json): what was run, where, on which seeds, and its figures.
+
+A result is what one bench printed, as data: the job file it ran (with the digest of its settings and any
+changes made to them), the rlsup commit, the machine, the seeds, and tables of figures, one per group (a game,
+a float path) and measure, with each seed's value and their mean at each mark (so many frames, or none for a
+figure taken once). Comparisons (the MinAtar paper's curves, a peer library's result) are named, never
+copied: the paper's values are read from bench/minatar_paper.py and a peer's from its own result file.
+provenance says whether the figures were measured by the bench that wrote the file or transcribed from an
+earlier record of its printed output, and from which. bench/render_results.py renders docs/results/ from
+these files; tests/docs/test_results_pages.py holds every file to SCHEMA and to problems().
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import tomllib
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+FORMAT = "rlsup-result/1"
+PAPER_AGENTS = ("DQN", "AC")
+# The largest gap between a stated mean and the mean of its stated seeds: two-decimal rounding of each.
+MEAN_TOLERANCE = 0.011
+# Decimals a bench keeps of each figure: returns of whole episodes averaged, far finer than the runs' spread.
+DIGITS = 4
+
+# measure -> (a table column's name, a sentence saying what it is, what the marks count).
+MEASURES = {
+    "training_mean_100": ("training mean", "the mean return of the last 100 training episodes that ended by the "
+                          "mark (epsilon-greedy for DQN, sampled from the policy for V-trace): the MinAtar "
+                          "paper's measure", "frames"),
+    "greedy_eval": ("greedy evaluation", "the mean return of the job's [eval] at the mark (greedy, the [eval]'s "
+                    "episodes)", "steps"),
+    "final_greedy": ("final greedy mean", "`rlsup enjoy` of the final checkpoint: the mean return of 20 greedy "
+                     "episodes on seeds no training or evaluation used", "steps"),
+    "best_checkpoint_greedy": ("best checkpoint's greedy mean", "`rlsup enjoy --checkpoint best`: the same 20 "
+                               "greedy episodes played by the checkpoint of the best evaluation", "steps"),
+    "best_evaluation": ("best evaluation", "the highest [eval] mean of the run", "steps"),
+    "first_solved_step": ("first solved at (steps)", "the step of the first [eval] mean at or above the result's "
+                          "solved threshold", None),
+    "wall_s": ("wall time (s)", "the seed's wall time, its `rlsup run` process whole", None),
+}
+
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+_MARK = {
+    "type": "object", "additionalProperties": False, "required": ["x"],
+    "anyOf": [{"required": [statistic]} for statistic in ("seeds", "mean", "median", "min", "solved")],
+    "properties": {
+        "x": {"type": ["integer", "null"], "minimum": 0},
+        "seeds": {"type": "object", "propertyNames": {"pattern": "^[0-9]+$"},
+                  "additionalProperties": _NUMBER_OR_NULL},
+        "mean": _NUMBER_OR_NULL, "median": _NUMBER_OR_NULL, "min": _NUMBER_OR_NULL, "max": _NUMBER_OR_NULL,
+        "solved": {"type": "object", "additionalProperties": False, "required": ["count", "of"],
+                   "properties": {"count": {"type": "integer", "minimum": 0}, "of": {"type": "integer", "minimum": 1}}},
+        "note": {"type": "string"},
+    },
+}
+_TABLE = {
+    "type": "object", "additionalProperties": False, "required": ["group", "measure", "marks"],
+    "properties": {
+        "group": {"type": "string", "minLength": 1},
+        "env": {"type": ["string", "null"]},
+        "settings": {"type": "object"},
+        "measure": {"enum": sorted(MEASURES)},
+        "marks": {"type": "array", "minItems": 1, "items": _MARK},
+        "curve": {"type": "array", "items": {"type": "array", "minItems": 2, "maxItems": 2,
+                                              "items": {"type": "number"}}},
+    },
+}
+_COMPARISON = {
+    "type": "object", "additionalProperties": False, "required": ["label"],
+    "oneOf": [{"required": ["paper"]}, {"required": ["result"]}],
+    "properties": {"label": {"type": "string"}, "paper": {"enum": list(PAPER_AGENTS)},
+                   "result": {"type": "string", "pattern": "^[a-z0-9][a-z0-9.-]*$"}},
+}
+SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "rlsup benchmark result", "type": "object", "additionalProperties": False,
+    "required": ["format", "title", "job", "learner", "run", "machine", "provenance", "seeds", "tables"],
+    "properties": {
+        "format": {"const": FORMAT},
+        "title": {"type": "string", "minLength": 1},
+        "job": {"type": ["string", "null"], "pattern": "^jobs/[a-z0-9-]+\\.toml$"},
+        "learner": {"type": "string", "minLength": 1},
+        "run": {"type": "object", "additionalProperties": False,
+                "required": ["bench", "command", "settings_sha256", "overrides", "rlsup_commit", "date"],
+                "properties": {"bench": {"type": "string"}, "command": {"type": "string"},
+                               "settings_sha256": {"type": ["string", "null"], "pattern": "^[0-9a-f]{64}$"},
+                               "overrides": {"type": "array", "items": {"type": "string"}},
+                               "rlsup_commit": {"type": ["string", "null"]},
+                               "date": {"type": ["string", "null"], "format": "date"}}},
+        "machine": {"type": "object", "additionalProperties": False, "required": ["cpu", "cores", "gpu", "torch"],
+                    "properties": {"cpu": {"type": ["string", "null"]}, "cores": {"type": ["integer", "null"]},
+                                   "gpu": {"type": ["string", "null"]}, "torch": {"type": ["string", "null"]},
+                                   "note": {"type": "string"}}},
+        "provenance": {"type": "object", "additionalProperties": False, "required": ["kind", "note"],
+                       "properties": {"kind": {"enum": ["measured", "transcribed"]},
+                                      "note": {"type": "string", "minLength": 1}}},
+        "seeds": {"type": "array", "minItems": 1, "items": {"type": "integer"}},
+        "solved": _NUMBER_OR_NULL,
+        "tables": {"type": "array", "minItems": 1, "items": _TABLE},
+        "comparisons": {"type": "array", "items": _COMPARISON},
+    },
+}
+
+
+def schema_errors(data: dict) -> list[str]:
+    """Where data breaks SCHEMA, one line each (jsonschema, from the test extra, does the checking)."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.FormatChecker())
+    return [f"{'/'.join(map(str, error.absolute_path)) or '(top)'}: {error.message}"
+            for error in sorted(validator.iter_errors(data), key=lambda error: list(map(str, error.path)))]
+
+
+def problems(data: dict, known_results: set[str] | None = None) -> list[str]:
+    """What SCHEMA cannot say: means agree with their seeds, seeds are the result's, comparisons exist."""
+    found = []
+    seeds = {str(seed) for seed in data["seeds"]}
+    for table in data["tables"]:
+        for mark in table["marks"]:
+            where = f"{table['group']} {table['measure']} at {mark['x']}"
+            if not set(mark.get("seeds", {})) <= seeds:
+                found.append(f"{where}: seeds {sorted(set(mark['seeds']) - seeds)} are not the result's seeds")
+            values = [value for value in mark.get("seeds", {}).values() if value is not None]
+            if "mean" in mark and mark["mean"] is not None and len(values) == len(mark.get("seeds", {})) > 0 \
+                    and abs(statistics.fmean(values) - mark["mean"]) > MEAN_TOLERANCE:
+                found.append(f"{where}: mean {mark['mean']} is not the mean of its seeds ({statistics.fmean(values):.4f})")
+    for comparison in data.get("comparisons", []):
+        if "result" in comparison and known_results is not None and comparison["result"] not in known_results:
+            found.append(f"comparison {comparison['label']!r}: no results/{comparison['result']}.json")
+    return found
+
+
+def settings_digest(job: Path) -> str:
+    """sha256 of a job file's settings as TOML reads them: the same through any edit of its comments."""
+    settings = tomllib.loads(job.read_text())
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def machine() -> dict:
+    """This machine: CPU model, cores, the GPU torch sees (or None), torch's version."""
+    import torch
+
+    cpu = platform.processor() or None
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.MULTILINE)
+        cpu = names[0].strip() if names else cpu
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "torch": torch.__version__}
+
+
+def rlsup_commit() -> str | None:
+    """The checkout's commit, with '+changes' when tracked files differ from it; None outside a git clone."""
+    def git(*arguments: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(ROOT), *arguments], capture_output=True, text=True)
+
+    head = git("rev-parse", "HEAD")
+    if head.returncode != 0:
+        return None
+    changed = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    return head.stdout.strip() + ("+changes" if changed else "")
+
+
+def run_section(bench: str, command: list[str], job: Path | None, overrides: list[str]) -> dict:
+    """The result's "run": the bench, its command line, the job's settings digest and changes, commit, date."""
+    return {"bench": bench, "command": " ".join(command), "settings_sha256": settings_digest(job) if job else None,
+            "overrides": overrides, "rlsup_commit": rlsup_commit(), "date": date.today().isoformat()}
+
+
+def mark(x: int | None, per_seed: dict[int, float | None]) -> dict:
+    """One mark of a table: each seed's value and the mean of those known."""
+    rounded = {str(seed): None if value is None else round(value, DIGITS) for seed, value in per_seed.items()}
+    known = [value for value in per_seed.values() if value is not None]
+    return {"x": x, "seeds": rounded, "mean": round(statistics.fmean(known), DIGITS) if known else None}
+
+
+def measured(title: str, job: Path | None, learner: str, run: dict, seeds: list[int], tables: list[dict],
+             comparisons: list[dict] = (), solved: float | None = None) -> dict:
+    """A result this bench measured on this machine just now."""
+    return {"format": FORMAT, "title": title, "job": job_name(job), "learner": learner, "run": run,
+            "machine": machine(), "provenance": {"kind": "measured", "note": f"measured by {run['bench']} on the "
+                                                 "machine below; the figures are its printed ones"},
+            "seeds": seeds, "solved": solved, "tables": tables, "comparisons": list(comparisons)}
+
+
+def job_name(job: Path | None) -> str | None:
+    """'jobs/NAME.toml' for an example job, as results name it; None for none. A job file elsewhere (a copy)
+    is named by its path as given."""
+    if job is None:
+        return None
+    resolved = job.resolve()
+    return f"jobs/{resolved.name}" if resolved.parent == ROOT / "jobs" else str(job)
+
+
+def default_out(stem: str, overrides: list[str]) -> Path:
+    """results/STEM.json for a job as written; with changes, their words in the name, so no run of a changed
+    job replaces the result of the job as written."""
+    words = "-".join(re.sub(r"[^a-z0-9]+", "-", override.lower()).strip("-") for override in overrides)
+    return RESULTS / (f"{stem}-{words}.json" if words else f"{stem}.json")
+
+
+def write(path: Path, data: dict) -> None:
+    """Write a result, refusing one that breaks the format (where jsonschema is installed to say so)."""
+    try:
+        errors = schema_errors(data)
+    except ImportError:  # the bench extra has no jsonschema; tests/docs/test_results_pages.py checks every file
+        errors = []
+    errors += problems(data)
+    if errors:
+        raise SystemExit(f"{path}: not a valid result: " + "; ".join(errors))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def load_all(directory: Path = RESULTS) -> dict[str, dict]:
+    """Every result file in directory: name (the file's stem) -> its data."""
+    return {path.stem: json.loads(path.read_text()) for path in sorted(directory.glob("*.json"))}
