@@ -26,15 +26,15 @@ from learning_seeds import changed_job
 PARTS = (
     ("a whole step (iterate)", "algos/dqn.py", "iterate"),
     ("act: choose actions", "algos/dqn.py", "_choose_actions"),
-    ("act: Q-network forward for acting", "algos/dqn.py", "greedy_actions"),
+    ("act: Q-network forward for acting", "algos/dqn_learner.py", "greedy_actions"),
     ("envs: step (serial vectoriser)", "envs/vector.py", "step"),
     ("envs: step (subprocess vectoriser)", "envs/subprocess.py", "step"),
     ("replay: store the step", "algos/dqn.py", "_store"),
     ("replay: draw a batch", "algos/dqn.py", "_sample"),
-    ("learner: gradient step (update)", "algos/dqn.py", "update"),
+    ("learner: gradient step (update)", "algos/dqn_learner.py", "update"),
     ("learner: backward", "torch/_tensor.py", "backward"),
     ("learner: optimizer step", "algos/optimizers.py", "step"),
-    ("target network copy", "algos/dqn.py", "update_target"),
+    ("target network copy", "algos/dqn_learner.py", "update_target"),
 )
 
 

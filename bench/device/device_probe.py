@@ -172,7 +172,7 @@ def update_rig(device_name: str):
 
     from rlsup import spec as specs
     from rlsup.algos.device import select_device
-    from rlsup.algos.dqn import DqnLearner
+    from rlsup.algos.dqn_learner import DqnLearner
     from rlsup.algos.nets import q_network_of
     from rlsup.replay.storage import TransitionBatch
 

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from rlsup.algos.children import become_child, helper_context, stop_signals_blocked
+from rlsup.algos.dqn_learner import DqnLearner
 from rlsup.formatting import one_line
 from rlsup.run.fault_stacks import child_ended
 from rlsup.run.log import FILE_ONLY
@@ -48,7 +49,7 @@ class LearnerProcess:
     Started at the first round, after any restore, and again after a restore replaces the optimizer's state
     tensors. Between rounds (the only time the worker reads or writes the learner) the process is idle."""
 
-    def __init__(self, learner) -> None:
+    def __init__(self, learner: DqnLearner) -> None:
         self.learner = learner
         self.process = None
         self.connection = None
@@ -183,10 +184,8 @@ def run_learner_process(context: LearnerContext, connection) -> None:
         connection.send(("done", losses, time.perf_counter() - began))
 
 
-def shared_learner(context: LearnerContext):
+def shared_learner(context: LearnerContext) -> DqnLearner:
     """A DqnLearner whose networks and optimizer state are the worker's, through shared memory."""
-    from rlsup.algos.dqn import DqnLearner
-
     learner = DqnLearner(context.settings, context.online, torch.device("cpu"))
     learner.target = context.target
     learner.optimizer.state = {parameter: state for parameter, state

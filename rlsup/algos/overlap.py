@@ -1,33 +1,14 @@
-"""Learning beside acting: a learner round on a thread of its own, and the network copy that acts meanwhile."""
+"""Learning beside acting: where DQN's learner rounds run, a thread of its own or (learner_process) a process."""
 from __future__ import annotations
 
-import copy
 import time
 from contextlib import nullcontext
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
-from torch import nn
 
 from rlsup.algos.learner_process import LearnerProcess
 from rlsup.run.float_mode import inherit_flush_denormals
-
-
-class ActingNetwork:
-    """A copy of the online network that chooses actions while the online one takes gradient steps.
-
-    It holds the learner's parameters as of the last sync, which the trainer makes where its schedule
-    closes a round: until then the envs act with the network from before the round.
-    """
-
-    def __init__(self, online: nn.Module) -> None:
-        self.online = online
-        self.module = copy.deepcopy(online).requires_grad_(False)
-
-    @torch.no_grad()
-    def sync(self) -> None:
-        for acting, learning in zip(self.module.state_dict().values(), self.online.state_dict().values()):
-            acting.copy_(learning)
 
 
 class LearnerThread:
