@@ -18,7 +18,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     completion = subparsers.add_parser("completion", help="print a shell completion script (bash, zsh or fish)")
     completion.add_argument("shell", choices=["bash", "zsh", "fish"],
                             help="e.g. eval \"$(rlsup completion bash)\" in ~/.bashrc")
-    completion.set_defaults(handler=command_completion)
+    # Every command's parser, filled in as the parser registers the rest: the parser is the one list of commands
+    # and options, and this reads it without importing the module that builds it.
+    completion.set_defaults(handler=command_completion, commands=subparsers.choices)
     # No help= keeps it out of `rlsup --help`: only the scripts call it.
     hidden = subparsers.add_parser("__complete")
     hidden.add_argument("what", choices=REFERENCES, nargs="+",
@@ -46,19 +48,16 @@ def command_complete(args: argparse.Namespace) -> int:
 
 
 def command_completion(args: argparse.Namespace) -> int:
-    from rlsup.cli.parser import build_parser  # the parser is the one list of commands and options
-
-    commands = visible_commands(build_parser())
+    commands = visible_commands(args.commands)
     print({"bash": bash_script, "zsh": zsh_script, "fish": fish_script}[args.shell](commands))
     return 0
 
 
-def visible_commands(parser: argparse.ArgumentParser) -> dict[str, tuple[list[argparse.Action], str]]:
+def visible_commands(parsers: dict[str, argparse.ArgumentParser]) -> dict[str, tuple[list[argparse.Action], str]]:
     """Each subcommand (hidden ones left out): its options, and the references its positional takes, as
     `__complete` names them ("jobs", "jobs experiments"; "" for none)."""
-    subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
     commands = {}
-    for name, subparser in subparsers.choices.items():
+    for name, subparser in parsers.items():
         if name.startswith("__"):
             continue
         options = [action for action in subparser._actions if action.option_strings]
