@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from rlsup.spec import JobSpec
+    from rlsup.spec.fields import JobSpec
 
 ENTRY_POINT_GROUP = "rlsup.algorithms"
 

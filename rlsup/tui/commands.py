@@ -10,6 +10,8 @@ from rlsup.tui.jobstable import JobsTable
 from rlsup.tui.screens import MainScreen
 
 if TYPE_CHECKING:
+    # For the checker alone: the app lists this provider, whose commands are the app's own actions. A type-only
+    # circle, kept (tests/unit/test_import_graph.py): a Protocol would copy the app's interface, unchecked.
     from rlsup.tui.app import RlsupApp
 
 Command = tuple[str, str, Callable[[], object]]

@@ -109,6 +109,15 @@ def module_path(module: str) -> Path:
     return package if package.exists() else (PACKAGE / relative).with_suffix(".py")
 
 
+def imported_from(module: str, node: ast.ImportFrom) -> str:
+    """The module a `from … import` in `module` names, a relative one (`from ..jobs import store`) made absolute."""
+    if node.level == 0:
+        return node.module or ""
+    package = module if module_path(module).name == "__init__.py" else module.rpartition(".")[0]
+    base = package.rsplit(".", node.level - 1)[0]
+    return f"{base}.{node.module}" if node.module else base
+
+
 def rlsup_imports(module: str) -> set[str]:
     """The rlsup modules a module imports anywhere in its text; `from rlsup import client` names rlsup.client."""
     tree = ast.parse(module_path(module).read_text(encoding="utf-8"))
@@ -116,9 +125,9 @@ def rlsup_imports(module: str) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names if alias.name.split(".")[0] == "rlsup"}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "rlsup":
-            submodules = {f"{node.module}.{alias.name}" for alias in node.names} & set(ALL_MODULES)
-            found |= submodules or {node.module}
+        elif isinstance(node, ast.ImportFrom) and (named := imported_from(module, node)).split(".")[0] == "rlsup":
+            submodules = {f"{named}.{alias.name}" for alias in node.names} & set(ALL_MODULES)
+            found |= submodules or {named}
     return found
 
 
