@@ -21,33 +21,45 @@ import subprocess
 import tomllib
 from datetime import date
 from pathlib import Path
+from typing import NamedTuple
+
+from minatar_paper import GAMES, paper_value  # bench/ beside this module
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 FORMAT = "rlsup-result/1"
 PAPER_AGENTS = ("DQN", "AC")
+PAPER_DIGITS = 1  # the paper's values are read off its figure, to about 2%
 # The largest gap between a stated mean and the mean of its stated seeds: two-decimal rounding of each.
 MEAN_TOLERANCE = 0.011
 # Decimals a bench keeps of each figure: returns of whole episodes averaged, far finer than the runs' spread.
 DIGITS = 4
 
-# measure -> (a table column's name, a sentence saying what it is, what the marks count).
-MEASURES = {
-    "training_mean_100": ("training mean", "the mean return of the last 100 training episodes that ended by the "
-                          "mark (epsilon-greedy for DQN, sampled from the policy for V-trace): the MinAtar "
-                          "paper's measure", "frames"),
-    "greedy_eval": ("greedy evaluation", "the mean return of the job's [eval] at the mark (greedy, the [eval]'s "
-                    "episodes)", "steps"),
-    "final_greedy": ("final greedy mean", "`rlsup enjoy` of the final checkpoint: the mean return of 20 greedy "
-                     "episodes on seeds no training or evaluation used", "steps"),
-    "best_checkpoint_greedy": ("best checkpoint's greedy mean", "`rlsup enjoy --checkpoint best`: the same 20 "
-                               "greedy episodes played by the checkpoint of the best evaluation", "steps"),
-    "best_evaluation": ("best evaluation", "the highest [eval] mean of the run", "steps"),
-    "first_solved_step": ("first solved at (steps)", "the step of the first [eval] mean at or above the result's "
-                          "solved threshold", None),
-    "wall_s": ("wall time (s)", "the seed's wall time, its `rlsup run` process whole", None),
-}
 
+
+class Measure(NamedTuple):
+    name: str  # a table column's name
+    description: str  # one sentence for the page
+    x: str | None  # what its marks count; None: taken once per seed, at no mark
+    digits: int  # decimals shown
+
+
+MEASURES = {
+    "training_mean_100": Measure("training mean", "the mean return of the last 100 training episodes that ended "
+                                 "by the mark (epsilon-greedy for DQN, sampled from the policy for V-trace): the "
+                                 "MinAtar paper's measure", "frames", 2),
+    "greedy_eval": Measure("greedy evaluation", "the mean return of the job's [eval] at the mark: greedy actions, "
+                           "the [eval]'s episodes", "steps", 2),
+    "final_greedy": Measure("final greedy mean", "`rlsup enjoy` of the final checkpoint: the mean return of 20 "
+                            "greedy episodes on seeds no training or evaluation used", "steps", 1),
+    "best_checkpoint_greedy": Measure("best checkpoint's greedy mean", "`rlsup enjoy --checkpoint best`: the same "
+                                      "20 greedy episodes played by the checkpoint of the best evaluation", "steps", 1),
+    "best_evaluation": Measure("best evaluation", "the highest [eval] mean of the run", "steps", 1),
+    "first_solved_step": Measure("first solved at (step)", "the step of the first [eval] mean at or above the "
+                                 "result's solved threshold", None, 0),
+    "wall_s": Measure("wall time (s)", "the seed's wall time: its whole `rlsup run` process (and, for a peer, its "
+                      "training)", None, 0),
+}
 _NUMBER_OR_NULL = {"type": ["number", "null"]}
 _MARK = {
     "type": "object", "additionalProperties": False, "required": ["x"],
@@ -137,6 +149,39 @@ def problems(data: dict, known_results: set[str] | None = None) -> list[str]:
         if "result" in comparison and known_results is not None and comparison["result"] not in known_results:
             found.append(f"comparison {comparison['label']!r}: no results/{comparison['result']}.json")
     return found
+
+
+def comparison_values(comparison: dict, table: dict, results: dict[str, dict],
+                      paper_marks: list[int] | None = None) -> dict[int | None, float]:
+    """x -> the comparison's figure for this table's group and measure, where it has one: a peer's at its own
+    marks, the paper's at the table's (or at paper_marks)."""
+    if "paper" in comparison:
+        if table["measure"] != "training_mean_100" or table["group"] not in GAMES:
+            return {}
+        marks = paper_marks if paper_marks is not None else [mark["x"] for mark in table["marks"]]
+        return {x: value for x in marks if (value := paper_value(table["group"], comparison["paper"], x)) is not None}
+    for other in results[comparison["result"]]["tables"]:
+        if other["group"] == table["group"] and other["measure"] == table["measure"]:
+            return {mark["x"]: mark_figure(mark) for mark in other["marks"] if mark_figure(mark) is not None}
+    return {}
+
+
+def mark_figure(mark: dict) -> float | None:
+    """A mark's headline figure: its mean, else its median."""
+    return mark.get("mean") if mark.get("mean") is not None else mark.get("median")
+
+
+def applicable(data: dict, table: dict, results: dict[str, dict]) -> list[tuple[str, dict, int]]:
+    """(label, x -> value, decimals to show) of each comparison with a figure for this table."""
+    found = [(comparison["label"], comparison_values(comparison, table, results),
+              PAPER_DIGITS if "paper" in comparison else MEASURES[table["measure"]].digits)
+             for comparison in data.get("comparisons", [])]
+    return [(label, values, digits) for label, values, digits in found if values]
+
+
+def is_curve(table: dict) -> bool:
+    """A table of a measure taken at several marks (a curve), not once per seed."""
+    return MEASURES[table["measure"]].x is not None and (len(table["marks"]) > 1 or "curve" in table)
 
 
 def settings_digest(job: Path) -> str:
