@@ -7,14 +7,13 @@ import sys
 from rlsup import client, paths
 from rlsup.jobs import store_file
 from rlsup.jobs.store import Store
-
-NOT_RUNNING = 3  # `daemon status` when no daemon runs, as `systemctl status` says an inactive unit
+from rlsup.run.exit import EXIT_DONE, EXIT_ERROR, EXIT_NOT_RUNNING
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     daemon = subparsers.add_parser("daemon", help="start, stop or inspect the daemon")
     daemon.add_argument("action", choices=["start", "stop", "status"],
-                        help="status exits 3 when no daemon runs")
+                        help=f"status exits {EXIT_NOT_RUNNING} when no daemon runs")
     daemon.set_defaults(handler=command_daemon)
 
 
@@ -24,14 +23,14 @@ def command_daemon(args: argparse.Namespace) -> int:
         if args.action == "start":
             status = client.ensure_daemon(home)
             print(f"daemon running (pid {status.pid}) for {home}")
-            return 0
+            return EXIT_DONE
         if args.action == "stop":
             stopped = client.stop_daemon(home)
             print("daemon stopped; running workers keep running" if stopped else "no daemon was running")
-            return 0
+            return EXIT_DONE
     except client.DaemonError as error:
         print(f"rlsup: {error}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     return print_daemon_status(home)
 
 
@@ -46,4 +45,4 @@ def print_daemon_status(home) -> int:
         print("jobs: " + (", ".join(f"{count} {state}" for state, count in counts.items()) or "none"))
     else:
         print("no jobs yet")
-    return 0 if status.running else NOT_RUNNING
+    return EXIT_DONE if status.running else EXIT_NOT_RUNNING

@@ -20,6 +20,7 @@ from rlsup.hardware import gpu_totals
 from rlsup.jobs.gpu_room import gpu_shortfall, machine_gpus
 from rlsup.jobs.state import RESTING, Desired, State
 from rlsup.jobs.store import Job, Store, StoreBusy
+from rlsup.run.exit import EXIT_ERROR, EXIT_SPEC
 
 INTENT_HELP = {Desired.PAUSED: "pause jobs with a checkpoint",
                Desired.RUNNING: "resume jobs from their newest checkpoint",
@@ -60,10 +61,10 @@ def command_submit(args: argparse.Namespace) -> int:
         queued = submit_jobs(args)
     except specs.SpecError as error:
         print(error, file=sys.stderr)
-        return 2
+        return EXIT_SPEC
     except (client.FileAlreadyBound, client.NameTaken, client.ClusterUnavailable, experiments.SeedsError) as error:
         print(f"rlsup: {error}", file=sys.stderr)
-        return 2
+        return EXIT_SPEC
     job = queued[0]
     print("\n".join(str(each.id) for each in queued))
     if job.experiment:
@@ -80,7 +81,7 @@ def command_submit(args: argparse.Namespace) -> int:
         client.ensure_daemon()
     except client.DaemonError as error:
         print(f"rlsup: job {job.id} is queued, but {error}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     return 0
 
 
@@ -138,15 +139,15 @@ def command_intent(args: argparse.Namespace) -> int:
             job = client.set_intent(reference, args.desired)
         except (client.JobNotFound, client.IntentRefused) as error:
             print(f"rlsup: {formatting.printable(str(error))}", file=sys.stderr)
-            code = 1
+            code = EXIT_ERROR
             continue
         except client.DaemonError as error:
             print(f"rlsup: {verb} recorded, but {error}", file=sys.stderr)
-            code = 1
+            code = EXIT_ERROR
             continue
         except StoreBusy as error:  # reported, not retried past the busy timeout: the user decides when to
             print(f"rlsup: {verb} of {reference} not recorded: {error.why}; try again", file=sys.stderr)
-            code = 1
+            code = EXIT_ERROR
             continue
         print(f"job {job.id} ({formatting.printable(job.name)}): {verb} requested (now {job.state})")
     return code

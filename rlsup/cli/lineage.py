@@ -16,6 +16,7 @@ from rlsup.cli.jobs import say_who_follows, warn_if_gpus_missing
 from rlsup.cli.program import answer_stops, finished, note_stops
 from rlsup.jobs.record import jobs_following
 from rlsup.jobs.store import Job, Store
+from rlsup.run.exit import EXIT_ERROR
 
 EXPORT_FORMATS = ("torchscript", "onnx")  # rlsup.algos.export.FORMATS, named here without importing torch
 
@@ -78,7 +79,7 @@ def command_fork(args: argparse.Namespace) -> int:
         raise CliError(f"cannot make the fork's run directory: {error}") from None
     except client.DaemonError as error:
         print(f"rlsup: the fork is queued, but {error}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     print(job.id)
     parent = lineage.read_parent(Path(job.run_dir))  # written by prepare_fork before the job was queued
     print(f"queued {job.name} as job {job.id} in {job.run_dir}, {parent.describe()}", file=sys.stderr)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sqlite3
 import re
 import sys
@@ -18,13 +17,9 @@ from rlsup.cli.arguments import CliError
 from rlsup.cli.program import answer_stop_signals, answer_stops, finished, leave, note_stops
 from rlsup.run.lineage import ForkRefused
 from rlsup.jobs.store_file import StoreError
-from rlsup.run.exit import EXIT_ERROR, EXIT_SPEC
+from rlsup.run.exit import EXIT_CLOSED_STDOUT, EXIT_ERROR, EXIT_SPEC
 from rlsup.stopping import SAID, signal_number
 from rlsup.run.signals import release_signals
-
-# What a shell reports for a command that SIGPIPE stopped (128 + its number), so that `rlsup … | head` ends as
-# `cat` does.
-CLOSED_STDOUT = 128 + signal.SIGPIPE
 
 
 class Parser(argparse.ArgumentParser):
@@ -79,7 +74,7 @@ def leave_closed_stdout() -> int:
     # Python flushes stdout once more at exit; pointed at devnull, that flush cannot fail again.
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
-    return CLOSED_STDOUT
+    return EXIT_CLOSED_STDOUT
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from rlsup.cli.checkpoints import run_checkpoint_lines
 from rlsup.cli.groups import print_experiment_status
 from rlsup.cli.lineage import lineage_lines
 from rlsup.jobs.store import Job, Store
+from rlsup.run.exit import EXIT_ERROR
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def command_logs(args: argparse.Namespace) -> int:
     job = find_job_or_say(args.job)
     if job is None:
-        return 1
+        return EXIT_ERROR
     path = Path(job.run_dir) / paths.LOG_FILE
     try:
         for line in runfiles.read_tail(path, args.lines):
@@ -79,7 +80,7 @@ def command_status(args: argparse.Namespace) -> int:
         return 0
     job = find_job_or_say(args.job)
     if job is None:
-        return 1
+        return EXIT_ERROR
     row = jobview.read_row(job)
     state = colour.paint_state(job.state.value, job.state, colour.wanted())
     unmet = jobstate.unmet_desire(job.state, job.desired)

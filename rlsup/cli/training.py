@@ -14,6 +14,7 @@ from rlsup.run import files as runfiles
 from rlsup import spec as specs
 from rlsup.cli.arguments import CliError, resolve_run, trust_imports_option, use_run_imports
 from rlsup.cli.program import answer_stops, finished, note_stops
+from rlsup.run.exit import EXIT_ERROR
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -138,7 +139,7 @@ def command_enjoy(args: argparse.Namespace) -> int:
                                started=answer_stops)
     except RenderUnavailable as error:
         print(f"rlsup: {error}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     except (EnvError, UsageError) as error:  # not made here (its package not installed, a CPU without its float
         raise CliError(str(error)) from None     # mode), or it failed while playing
     finished()  # played, and the video (if any) closed: a Ctrl-C now would report a failure that did not happen

@@ -15,10 +15,9 @@ from rlsup.daemon.runner import JobRunner
 from rlsup.daemon.settings_file import load_settings
 from rlsup.jobs.store import Store, StoreError
 from rlsup.daemon.startup import AlreadyRunning, detach_output, setup_logging, take_lock
+from rlsup.run.exit import EXIT_DONE, EXIT_ERROR, EXIT_SPEC, EXIT_STORE_LOST
 
 log = logging.getLogger("rlsup.daemon")
-
-EXIT_STORE_LOST = 3  # the store's file was deleted, replaced, cut or damaged under the daemon (daemon.log says which)
 
 
 def run(home: Path | None = None, *, settings: scheduler.Settings | None = None,
@@ -34,17 +33,17 @@ def run(home: Path | None = None, *, settings: scheduler.Settings | None = None,
         settings = settings or load_settings(home)
     except scheduler.SettingsError as error:
         print(f"rlsup daemon: {error}", file=sys.stderr)
-        return 2
+        return EXIT_SPEC
     try:
         Store(home).close()  # before the lock: a client waiting for it hears why a daemon cannot start
     except StoreError as error:
         print(f"rlsup daemon: {error}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     try:
         lock = take_lock(home)
     except AlreadyRunning as error:
         print(f"rlsup daemon: {error}", file=sys.stderr)
-        return 0
+        return EXIT_DONE
     setup_logging(home, settings)
     try:
         daemon = Daemon(home, settings, machine=machine, runner=runner)
@@ -52,7 +51,7 @@ def run(home: Path | None = None, *, settings: scheduler.Settings | None = None,
         log.exception("daemon cannot start")
         print(f"rlsup daemon: {error}", file=sys.stderr)
         os.close(lock)
-        return 1
+        return EXIT_ERROR
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, daemon.request_stop)
         signal.signal(signal.SIGINT, daemon.request_stop)
@@ -63,7 +62,7 @@ def run(home: Path | None = None, *, settings: scheduler.Settings | None = None,
         daemon.run()
     except Exception:
         log.exception("daemon crashed")
-        return 1
+        return EXIT_ERROR
     finally:
         os.close(lock)
-    return EXIT_STORE_LOST if daemon.store_watch.lost else 0
+    return EXIT_STORE_LOST if daemon.store_watch.lost else EXIT_DONE

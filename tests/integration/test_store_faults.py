@@ -12,8 +12,7 @@ import pytest
 
 from rlsup import client, paths
 from rlsup.jobs import store_file
-from rlsup.daemon.process import EXIT_STORE_LOST
-from rlsup.run.exit import EXIT_PAUSED, read_exit
+from rlsup.run.exit import EXIT_PAUSED, EXIT_STORE_LOST, read_exit
 from rlsup.jobs.state import Desired, State
 from rlsup.jobs.store import Store
 from rlsup_testing import alive, assert_one_line_error, cartpole_job, run_rlsup
