@@ -8,13 +8,13 @@ import time
 from pathlib import Path
 
 # Files of a run directory (DESIGN.md sections 6 and 7).
-JOB_FILE = "job.toml"
-SPEC_HISTORY = "spec-history"
-STATUS_FILE = "status.json"
-METRICS_FILE = "metrics.jsonl"
-LOG_FILE = "worker.log"
-EXIT_FILE = "exit.json"
-CHECKPOINTS = "checkpoints"
+JOB_FILE = "job.toml"           # the run's spec: every field resolved, the one its worker reads
+SPEC_HISTORY = "spec-history"   # every accepted version of job.toml, numbered 0001.toml, 0002.toml, ...
+STATUS_FILE = "status.json"     # what the worker last said of itself, rewritten about once a second
+METRICS_FILE = "metrics.jsonl"  # training, episode, evaluation and checkpoint records, one JSON object a line
+LOG_FILE = "worker.log"         # the worker's log: what `rlsup logs` and the TUI's log pane show
+EXIT_FILE = "exit.json"         # how the worker ended, written last: its exit code, reason and step
+CHECKPOINTS = "checkpoints"     # one directory per checkpoint, step-000000012345/, each with its manifest
 WORKER_LOCK = "worker.lock"     # held by the run's one worker for its whole life
 KILL_MARKER = "kill-requested"  # a stop signal that finds it aborts the worker: a kill where only SIGINT gets through
 SOURCE_COPY = "source.toml"     # `submit --copy`: the job file's snapshot that this job alone follows
@@ -35,10 +35,10 @@ def is_example(path: Path) -> bool:
     return Path(path).resolve().parent == EXAMPLES
 
 
-DATABASE = "rlsup.db"
-DAEMON_LOCK = "daemon.lock"
-DAEMON_LOG = "daemon.log"
-DAEMON_SETTINGS = "daemon.toml"
+DATABASE = "rlsup.db"           # the SQLite store: jobs, their events, hardware samples; the daemon's queue
+DAEMON_LOCK = "daemon.lock"     # held by the home's one daemon, and naming its pid
+DAEMON_LOG = "daemon.log"       # the daemon's log, rotated (daemon.toml log_max_bytes, log_backups)
+DAEMON_SETTINGS = "daemon.toml" # the daemon's settings (rlsup/daemon/settings_file.py)
 FOREGROUND = "foreground"       # one registration file per live `rlsup run` (rlsup/run/foreground.py)
 IMPORT_KEY = "import-key"       # seals the import-paths.json of this home's runs (rlsup/run/import_trust.py)
 

@@ -16,12 +16,12 @@ class Trajectory:
     reading checks each value's type and drops what does not fit, as if it were absent.
     """
 
-    algo: str | None = None
+    algo: str | None = None  # the run's [job] algo
     # The best evaluation mean of the trajectory so far; beating it writes a best checkpoint. Written always
     # (null before the first evaluation); best_evaluation_recorded is False only for a checkpoint written before
     # extra held it, whose resume falls back to the metrics.
     best_evaluation: float | None = None
-    training_wall_s: float = 0.0
+    training_wall_s: float = 0.0  # seconds of training over the trajectory ([job] max_wall_s counts them)
     # Envs that started fresh episodes on a resume of this trajectory (their saved episode did not replay
     # exactly): every checkpoint after it says so. Written only when there are some.
     env_restarts: list[str] = field(default_factory=list)

@@ -15,7 +15,7 @@ class Cluster:
                                            "the cluster's nodes see at this path."})
     python: str = field(default="python", metadata={"doc": "The Python on the nodes that has rlsup installed."})
     max_jobs: int = field(default=8, metadata={"doc": "Jobs rlsup keeps submitted at once; the rest wait in "
-                                                      "rlsup's queue, not in Ray's."})
+                                                      "rlsup's queue, not in Ray's.", "minimum": 1})
 
 
 class ClusterError(ValueError):
@@ -53,9 +53,10 @@ def _cluster(table: dict, where: str) -> Cluster:
         raise ClusterError(f"{where}.run_root: must be an absolute path")
     if table["name"] == "local" or "/" in table["name"]:
         raise ClusterError(f"{where}.name: {table['name']!r} is not a cluster name ('local' is this machine)")
-    max_jobs = table.get("max_jobs", 8)
-    if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1:
-        raise ClusterError(f"{where}.max_jobs: must be an integer of at least 1")
+    declared = known["max_jobs"]
+    max_jobs, least = table.get("max_jobs", declared.default), declared.metadata["minimum"]
+    if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < least:
+        raise ClusterError(f"{where}.max_jobs: must be an integer of at least {least}")
     return Cluster(**table)
 
 

@@ -12,6 +12,7 @@ from rlsup.jobs.gpu_room import gpu_shortfall, large_enough
 
 
 def _default_cpu_jobs() -> int:
+    """Half the machine's CPU cores, at least 1: one CPU job at a time on a 2-core machine."""
     return max(1, (os.cpu_count() or 2) // 2)
 
 

@@ -19,7 +19,7 @@ from rlsup.checkpoint.checksums import safe_relative_path
 from rlsup.checkpoint.manifest import BEST, CheckpointEntry, CheckpointProblem
 from rlsup.spec.values import check_value
 
-PARENT_FILE = "parent.json"
+PARENT_FILE = "parent.json"  # where a fork came from: its parent run, checkpoint and step, and how it began
 # The parent's metrics.jsonl up to that checkpoint: every first start of the fork (a crash before its first
 # checkpoint, `rlsup run --resume --from-scratch`) begins its metrics.jsonl with it, so its curves start there.
 INHERITED_METRICS = "parent-metrics.jsonl"
@@ -51,17 +51,17 @@ class ForkRefused(ValueError):
 class Parent:
     """What a fork's parent.json says: where it came from and how it was initialised."""
 
-    run_dir: str
+    run_dir: str       # the parent's run directory, as it was when the fork was made
     job_name: str
-    job_id: int | None
-    step: int
+    job_id: int | None  # None: a foreground run, or a run no job of this home owns
+    step: int          # the step of the parent's checkpoint, where the fork starts
     checkpoint: str    # the parent's checkpoint directory name
     reason: str        # that checkpoint's reason (interval, pause, final, best...)
     fingerprint: str   # the parent's network fingerprint at that checkpoint
-    fresh_optimizer: bool
+    fresh_optimizer: bool  # whether the optimizer started afresh (--fresh-optimizer)
     replay: bool       # whether the parent's replay was carried over
-    time: float
-    rlsup_version: str
+    time: float        # when the fork was made (Unix time)
+    rlsup_version: str  # the rlsup that made it
 
     @property
     def label(self) -> str:

@@ -31,16 +31,16 @@ class WorkerStatus:
     """What a worker last wrote to status.json, rewritten about once a second; read back, each value is checked
     (the file may be a stranger's) and None where absent or of the wrong kind."""
 
-    pid: int | None = None
-    phase: Phase | None = None
-    time: float | None = None
-    step: int | None = None
-    total_steps: int | None = None
-    steps_per_second: float | None = None
-    episodes: int | None = None
-    mean_return: float | None = None
-    last_checkpoint_step: int | None = None
-    device: str | None = None
+    pid: int | None = None                    # the worker's process id
+    phase: Phase | None = None                # where it is: training, or how it ended
+    time: float | None = None                 # when it wrote this (Unix time)
+    step: int | None = None                   # environment steps trained so far, over the run's whole trajectory
+    total_steps: int | None = None            # the budget it trains to ([job] total_steps as it last read it)
+    steps_per_second: float | None = None     # its recent training speed
+    episodes: int | None = None               # training episodes finished
+    mean_return: float | None = None          # the mean return of its recent training episodes
+    last_checkpoint_step: int | None = None   # the step of its newest checkpoint
+    device: str | None = None                 # where the learner runs: cpu, cuda:0
     notice: str | None = None  # what a user must hear about the resume; the daemon makes it an event
     switched_off: tuple[str, ...] = ()  # each requested feature the worker had to switch off, in a sentence
     gpu_memory: GpuMemory | None = None  # on a GPU: what it holds there (placement packs jobs by it)
