@@ -272,10 +272,9 @@ def result_tables(results: list[SeedResult], group: str, env_id: str, budget: in
 
 
 def write_results(out: Path, results: list[SeedResult], arguments: argparse.Namespace, spec: specs.JobSpec,
-                  overrides: list[str]) -> None:
+                  run: dict) -> None:
     """rlsup's seeds to out, and stable-baselines3's (if any) to OUT-sb3.json, which rlsup's names."""
     group = "another CPU's rounding (--other-floats)" if arguments.other_floats else "this machine's rounding"
-    run = results_format.run_section("bench/learning_seeds.py", ["python", *sys.argv], arguments.job, overrides)
     seeds = parse_seeds(arguments.seeds)
     title = f"{arguments.job.stem}: seeds {arguments.seeds}, {spec.job.total_steps:,} steps each"
     comparisons = []
@@ -286,12 +285,13 @@ def write_results(out: Path, results: list[SeedResult], arguments: argparse.Name
         peer_out = out.with_name(f"{out.stem}-sb3.json")
         results_format.write(peer_out, results_format.measured(
             f"{title}: stable-baselines3", arguments.job, f"stable-baselines3 {stable_baselines3.__version__} DQN",
-            run, seeds, result_tables(baseline, group, spec.env.id, spec.job.total_steps), solved=arguments.solved))
+            run, seeds, result_tables(baseline, group, spec.env.id, spec.job.total_steps), solved=arguments.solved,
+            note=arguments.note))
         comparisons.append({"label": "stable-baselines3 DQN, the same settings", "result": peer_out.stem})
     mine = [result for result in results if result.learner == "rlsup"]
     results_format.write(out, results_format.measured(
         title, arguments.job, "rlsup", run, seeds, result_tables(mine, group, spec.env.id, spec.job.total_steps),
-        comparisons, solved=arguments.solved))
+        comparisons, solved=arguments.solved, note=arguments.note))
     print(f"result: {out}")
 
 
@@ -309,8 +309,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, help="the budget per seed (default: the job's)")
     parser.add_argument("--set", action="append", default=[], metavar="TABLE.FIELD=VALUE",
                         help="change one field of the job first, e.g. dqn.epsilon_end_step=25000")
+    results_format.add_note_argument(parser)
     arguments = parser.parse_args()
     seeds = parse_seeds(arguments.seeds)
+    overrides = arguments.set + ([f"job.total_steps={arguments.steps}"] if arguments.steps else [])
+    run = results_format.run_section("bench/learning_seeds.py", ["python", *sys.argv], arguments.job, overrides)
     if arguments.other_floats:
         os.environ.update(OTHER_FLOATS)  # every run, enjoy and baseline process started below inherits them
     algorithm = specs.load(arguments.job).job.algo
@@ -330,10 +333,9 @@ def main() -> None:
                   f"{row.wall_s:.0f} s", file=sys.stderr, flush=True)
         spec = specs.load(job)  # as changed, before its directory goes
     print_table(results, arguments.solved)
-    overrides = arguments.set + ([f"job.total_steps={arguments.steps}"] if arguments.steps else [])
     out = arguments.out or results_format.default_out(
         arguments.job.stem, overrides + (["other-floats"] if arguments.other_floats else []))
-    write_results(out, results, arguments, spec, overrides)
+    write_results(out, results, arguments, spec, run)
 
 
 if __name__ == "__main__":

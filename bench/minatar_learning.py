@@ -200,6 +200,7 @@ def compare() -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="the result file (default: results/JOB.json, or results/JOB-CHANGES.json with "
                              "--set or --steps)")
+    results_format.add_note_argument(parser)
     arguments = parser.parse_args()
     budget = specs.load(arguments.job).job.total_steps
     steps = arguments.steps or budget
@@ -214,7 +215,7 @@ def compare() -> None:
         "rlsup", results_format.run_section("bench/minatar_learning.py", ["python", *sys.argv], arguments.job,
                                             overrides),
         seeds, [], [{"label": "MinAtar paper, DQN", "paper": "DQN"}, {"label": "MinAtar paper, AC(0.8)", "paper": "AC"}]
-        + [{"label": peer["learner"], "result": name} for name, peer in peers.items()])
+        + [{"label": peer["learner"], "result": name} for name, peer in peers.items()], note=arguments.note)
     with (nullcontext(str(arguments.keep)) if arguments.keep else tempfile.TemporaryDirectory(
             prefix="rlsup-minatar-")) as directory:
         job = changed_job(arguments.job, None, arguments.set, Path(directory))

@@ -9,6 +9,7 @@ tests/docs/test_results_pages.py renders the pages again and compares them with 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import statistics
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, run from anywhere
 import results_format  # noqa: E402
-from results_format import MEASURES, ROOT, applicable, is_curve, mark_figure  # noqa: E402
+from results_format import MEASURES, ROOT, applicable, compared_table, is_curve, mark_figure  # noqa: E402
 from results_plot import plotted_tables, write_plot  # noqa: E402
 
 PAGES = ROOT / "docs" / "results"
@@ -72,7 +73,7 @@ def seeds_word(seeds: list[int]) -> str:
     return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}" for run in runs)
 
 
-def share(value: float | None, comparisons: list[dict]) -> str:
+def share(value: float | None, comparisons: list[float | None]) -> str:
     """value as a percentage of the best comparison figure at its mark."""
     best = max((figure for figure in comparisons if figure is not None), default=None)
     if value is None or not best or best <= 0:
@@ -116,11 +117,8 @@ def summary_table(data: dict, tables: list[dict], results: dict[str, dict]) -> l
     for table in tables:
         measure = MEASURES[table["measure"]]
         rows = [(measure.name, table["marks"][0])]
-        for comparison in data.get("comparisons", []):
-            if "result" in comparison:
-                rows += [(f"{measure.name}: {comparison['label']}", other["marks"][0])
-                         for other in results[comparison["result"]]["tables"]
-                         if other["group"] == table["group"] and other["measure"] == table["measure"]]
+        rows += [(f"{measure.name}: {comparison['label']}", other["marks"][0]) for comparison in data.get("comparisons", [])
+                 if "result" in comparison and (other := compared_table(comparison, table, results))]
         for name, mark in rows:
             values = [value for value in mark.get("seeds", {}).values() if value is not None]
             low = mark.get("min", min(values) if values else None)
@@ -130,7 +128,8 @@ def summary_table(data: dict, tables: list[dict], results: dict[str, dict]) -> l
                      number(median, measure.digits), number(low, measure.digits), number(high, measure.digits)]
             if solved is not None:
                 cells.append(solved_text(mark, solved) if table["measure"] in RETURNS else "")
-            cells.append(per_seed_text(mark, measure.digits) + (f" ({mark['note']})" if "note" in mark else ""))
+            cells.append(" ".join(filter(None, [per_seed_text(mark, measure.digits),
+                                                f"({mark['note']})" if "note" in mark else ""])))
             lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -189,7 +188,7 @@ def render_page(name: str, data: dict, results: dict[str, dict], plotted: bool) 
         lines += [f"## {group[0].upper()}{group[1:]}", ""]
         settings = {**({"env.id": tables[0]["env"]} if tables[0].get("env") else {}), **tables[0].get("settings", {})}
         if settings:
-            lines += ["Settings: " + ", ".join(f"`{field} = {value}`" for field, value in settings.items()), ""]
+            lines += ["Settings: " + ", ".join(f"`{field} = {json.dumps(value)}`" for field, value in settings.items()), ""]
         for table in filter(is_curve, tables):
             lines += [f"{MEASURES[table['measure']].name.capitalize()}:", "", *curve_table(data, table, results), ""]
         once = [table for table in tables if not is_curve(table)]
@@ -280,14 +279,14 @@ def main() -> None:
     if problems:
         raise SystemExit("\n".join(problems))
     PAGES.mkdir(parents=True, exist_ok=True)
-    kept = set(render_pages(results))
+    pages = render_pages(results)
     for stale in PAGES.glob("*.md"):
-        if stale.name not in kept:
+        if stale.name not in pages:
             stale.unlink()
     for stale in PAGES.glob("*.svg"):
         if stale.stem not in results or not plottable(results[stale.stem]):
             stale.unlink()
-    for file_name, text in render_pages(results).items():
+    for file_name, text in pages.items():
         (PAGES / file_name).write_text(text)
     for name, data in results.items():
         if plottable(data):

@@ -160,10 +160,14 @@ def comparison_values(comparison: dict, table: dict, results: dict[str, dict],
             return {}
         marks = paper_marks if paper_marks is not None else [mark["x"] for mark in table["marks"]]
         return {x: value for x in marks if (value := paper_value(table["group"], comparison["paper"], x)) is not None}
-    for other in results[comparison["result"]]["tables"]:
-        if other["group"] == table["group"] and other["measure"] == table["measure"]:
-            return {mark["x"]: mark_figure(mark) for mark in other["marks"] if mark_figure(mark) is not None}
-    return {}
+    other = compared_table(comparison, table, results)
+    return {mark["x"]: mark_figure(mark) for mark in other["marks"] if mark_figure(mark) is not None} if other else {}
+
+
+def compared_table(comparison: dict, table: dict, results: dict[str, dict]) -> dict | None:
+    """The table of a compared result with this table's group and measure, if it has one."""
+    return next((other for other in results[comparison["result"]]["tables"]
+                 if other["group"] == table["group"] and other["measure"] == table["measure"]), None)
 
 
 def mark_figure(mark: dict) -> float | None:
@@ -229,12 +233,19 @@ def mark(x: int | None, per_seed: dict[int, float | None]) -> dict:
 
 
 def measured(title: str, job: Path | None, learner: str, run: dict, seeds: list[int], tables: list[dict],
-             comparisons: list[dict] = (), solved: float | None = None) -> dict:
-    """A result this bench measured on this machine just now."""
+             comparisons: list[dict] = (), solved: float | None = None, note: str = "") -> dict:
+    """A result this bench measured on this machine just now; note adds what the bench cannot see."""
+    said = f"measured by {run['bench']} on the machine below, from the commit it started at; the figures are its " \
+           "printed ones." + (f" {note}" if note else "")
     return {"format": FORMAT, "title": title, "job": job_name(job), "learner": learner, "run": run,
-            "machine": machine(), "provenance": {"kind": "measured", "note": f"measured by {run['bench']} on the "
-                                                 "machine below; the figures are its printed ones"},
+            "machine": machine(), "provenance": {"kind": "measured", "note": said},
             "seeds": seeds, "solved": solved, "tables": tables, "comparisons": list(comparisons)}
+
+
+def add_note_argument(parser) -> None:
+    """--note, the words a bench's user adds to its result's provenance."""
+    parser.add_argument("--note", default="", help="said in the result's provenance: what else ran on the machine, "
+                        "anything the bench cannot see")
 
 
 def job_name(job: Path | None) -> str | None:

@@ -188,6 +188,7 @@ def parse_arguments() -> argparse.Namespace:
                         help="DQN: steps of reward summed into each target (default 1)")
     parser.add_argument("--out", type=Path, default=None,
                         help="the result file (default: results/peer-sb3-ALGO-GAME-...json)")
+    results_format.add_note_argument(parser)
     arguments = parser.parse_args()
     if arguments.algo != "dqn" and (arguments.adam is not None or arguments.n_steps is not None):
         parser.error(f"--adam and --n-steps are DQN settings; --algo {arguments.algo} would ignore them")
@@ -216,7 +217,7 @@ def main() -> None:
             runs[seed] = run
             results_format.write(out, results_format.measured(
                 f"{peer} on {game_id}, {arguments.frames:,} frames", None, peer, run_section, seeds,
-                result_tables(arguments.game, game_id, runs, arguments.frames)))
+                result_tables(arguments.game, game_id, runs, arguments.frames), note=arguments.note))
 
         run = train(arguments, game_id, seed, progress)
         print(f"{arguments.algo} {arguments.game} seed {seed}: {len(run['episodes'])} episodes, "
