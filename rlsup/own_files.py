@@ -1,4 +1,4 @@
-"""Opening a run's files without following links: a run directory may come from a stranger (README "Security")."""
+"""Opening a run's files without following links: a run directory may come from a stranger (docs/guides/security.md)."""
 from __future__ import annotations
 
 import errno

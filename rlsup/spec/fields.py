@@ -65,8 +65,8 @@ class JobSection:
                            RESUME, minimum=1, maximum=4096)
     flush_denormals: bool = setting(
         False, "Subnormal floats (below 1.2e-38) read and written as zero by the CPU (x86-64's FTZ and DAZ): faster "
-               "where Adam's moments decay into them (MinAtar DQN; see README), and another run, if one that has "
-               "kept the same networks as far as measured.",
+               "where Adam's moments decay into them (MinAtar DQN; see the algorithms guide), and another run, if one "
+               "that has kept the same networks as far as measured.",
         IDENTITY)
     priority: int = setting(0, "Higher runs first; ties go by submission order.", LIVE, minimum=-(2 ** 31),
                             maximum=2 ** 31 - 1)
@@ -101,7 +101,7 @@ class EnvSection:
     vectoriser: Literal["auto", "serial", "subprocess"] = setting(
         "auto", "How the envs of a vector are stepped: serial (in turn, in the worker), subprocess (slices of "
                 "them in processes of their own, at once), auto (subprocess for an ALE game with 2+ envs a CPU "
-                "on 2+ idle CPUs, else serial; see README). Same trajectory with each.",
+                "on 2+ idle CPUs, else serial; see the environments guide). Same trajectory with each.",
         RESUME)
     sticky_actions: float = setting(0.0, "Atari repeat_action_probability (0.25 for sticky actions).",
                                     IDENTITY, minimum=0.0, maximum=1.0, env_state=True)
