@@ -28,6 +28,8 @@ CLAIMED_RESULT = re.compile(r"\(results/(?P<name>[a-z0-9.-]+)\.json\)")
 RETURNS = ("greedy_eval", "final_greedy", "best_checkpoint_greedy", "best_evaluation", "training_mean_100")
 # Tables with more seeds than this list them in one cell, not a column each.
 SEED_COLUMNS = 6
+# Units written on each figure (1.08x, 26%) rather than in the column's header.
+SIGNED_UNITS = ("x", "%")
 
 
 def generated_notice(name: str) -> str:
@@ -144,7 +146,7 @@ def solved_text(mark: dict, solved: float) -> str:
 
 
 def groups_of(data: dict) -> list[str]:
-    return list(dict.fromkeys(table["group"] for table in data["tables"]))
+    return list(dict.fromkeys(table["group"] for table in data.get("tables", [])))
 
 
 def machine_text(machine: dict) -> str:
@@ -159,10 +161,12 @@ def run_rows(name: str, data: dict) -> list[str]:
     job = f"`{data['job']}`" if data["job"] else "none (a peer library's own script)"
     digest = f", settings sha256 `{run['settings_sha256'][:12]}…`" if run["settings_sha256"] else ""
     changes = ", ".join(f"`{override}`" for override in run["overrides"]) or "none"
-    rows = [("Job", f"{job}{digest}; changed: {changes}"), ("Learner", data["learner"]),
+    job_text = f"{job}{digest}; changed: {changes}" if data["job"] or is_learning(data) \
+        else "none: the bench's own set-up, in its command and tables"
+    rows = [("Job", job_text), ("Learner", data["learner"]),
             ("Bench", f"`{run['command']}`"), ("rlsup commit", f"`{run['rlsup_commit']}`" if run["rlsup_commit"]
                                                 else "not recorded"),
-            ("Machine", machine_text(data["machine"])), ("Seeds", seeds_word(data["seeds"])),
+            ("Machine", machine_text(data["machine"])), ("Seeds", seeds_word(data["seeds"]) or "none"),
             ("Date", run["date"] or "not recorded"), ("Data", f"`results/{name}.json`")]
     return ["| | |", "|---|---|", *(f"| {label} | {value} |" for label, value in rows)]
 
@@ -178,12 +182,15 @@ def render_page(name: str, data: dict, results: dict[str, dict], plotted: bool) 
     claim = job_claim(data["job"])
     if claim and claim[1] == name:
         lines += [f"The claim `{data['job']}` makes: {claim[0]}", ""]
+    if data.get("finding"):
+        lines += [f"**Finding.** {data['finding']}", ""]
     lines += run_rows(name, data) + [""]
     if plotted:
         lines += [f"![{data['title']}]({name}.svg)", ""]
-    measures = dict.fromkeys(table["measure"] for table in data["tables"])
-    lines += ["Measures:", "", *(f"- **{MEASURES[measure].name}**: {MEASURES[measure].description}."
-                                 for measure in measures), ""]
+    measures = dict.fromkeys(table["measure"] for table in data.get("tables", []))
+    if measures:
+        lines += ["Measures:", "", *(f"- **{MEASURES[measure].name}**: {MEASURES[measure].description}."
+                                     for measure in measures), ""]
     for group in groups_of(data):
         tables = [table for table in data["tables"] if table["group"] == group]
         lines += [f"## {group[0].upper()}{group[1:]}", ""]
@@ -195,7 +202,48 @@ def render_page(name: str, data: dict, results: dict[str, dict], plotted: bool) 
         once = [table for table in tables if not is_curve(table)]
         if once:
             lines += [*summary_table(data, once, results), ""]
+    for table in data.get("measurements", []):
+        lines += measurement_lines(table)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def is_learning(data: dict) -> bool:
+    """A result of learning (tables of returns at marks), not a speed, latency or scheduler bench's measurements."""
+    return bool(data.get("tables"))
+
+
+def column_header(column: dict) -> str:
+    """A column's name and unit (unless the name says it); a ratio's and a share's sign go on each figure instead."""
+    unit = column["unit"]
+    said = unit and re.search(rf"(?<![\w/]){re.escape(unit)}(?![\w/])", column["name"])
+    shown = unit and unit not in (*SIGNED_UNITS, "count") and not said
+    return column["name"] + (f" ({unit})" if shown else "")
+
+
+def cell_text(value: float | str | None, column: dict) -> str:
+    """A figure as its column shows it (words as they are, – for none)."""
+    if value is None or isinstance(value, str):
+        return "–" if value is None else value
+    text = f"{value:,.{column['digits']}f}" if "digits" in column else f"{value:,}"
+    return text + (column["unit"] if column["unit"] in SIGNED_UNITS else "")
+
+
+def measurement_lines(table: dict) -> list[str]:
+    """A measurement table under its heading: how it was measured, its settings, a row a named case."""
+    lines = [f"## {table['name']}", ""]
+    if table.get("description"):
+        lines += [table["description"], ""]
+    if table.get("settings"):
+        lines += ["Settings: " + ", ".join(f"`{field} = {json.dumps(value)}`"
+                                           for field, value in table["settings"].items()), ""]
+    noted = any("note" in row for row in table["rows"])
+    header = [table["rows_are"], *map(column_header, table["columns"]), *(["note"] if noted else [])]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in table["rows"]:
+        cells = [row["name"], *(cell_text(value, column) for value, column in zip(row["values"], table["columns"])),
+                 *([row.get("note", "")] if noted else [])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def best_comparison(data: dict, table: dict, results: dict[str, dict], x: int | None) -> tuple[str, float, int] | None:
@@ -239,10 +287,21 @@ def index_table(results: dict[str, dict], every: dict[str, dict]) -> list[str]:
     return lines
 
 
+def speed_table(results: dict[str, dict]) -> list[str]:
+    lines = ["| result | bench | finding | machine | provenance |", "|---|---|---|---|---|"]
+    for name, data in results.items():
+        lines.append(f"| [{data['title']}]({name}.md) | `{data['run']['bench']}` | {data.get('finding', '–')} | "
+                     f"{data['machine']['cpu'] or 'not recorded'} | {data['provenance']['kind']} |")
+    return lines
+
+
 def render_index(results: dict[str, dict]) -> str:
-    """The table of every result: rlsup's first, then the peers' they are compared with."""
-    ours = {name: data for name, data in results.items() if data["learner"] == "rlsup"}
-    peers = {name: data for name, data in results.items() if name not in ours}
+    """The table of every result: rlsup's learning first, then the peers' it is compared with, then speed and
+    overhead."""
+    learning = {name: data for name, data in results.items() if is_learning(data)}
+    ours = {name: data for name, data in learning.items() if data["learner"] == "rlsup"}
+    peers = {name: data for name, data in learning.items() if name not in ours}
+    speed = {name: data for name, data in results.items() if name not in learning}
     lines = ["# Results", "", generated_notice("*"),
              "Each result is a file in `results/` written by a bench, or, where its provenance says transcribed, "
              "figures copied from an earlier record of a bench's printed output and not measured again. Each page "
@@ -253,6 +312,10 @@ def render_index(results: dict[str, dict]) -> str:
     if peers:
         lines += ["## Peers", "", "Other libraries on the same tasks, which the results above are compared with.", "",
                   *index_table(peers, results), ""]
+    if speed:
+        lines += ["## Speed and overhead", "", "What rlsup's parts cost and what a change of them gains: throughput, "
+                  "latency and schedulers' budgets, each measured side by side in one run of its bench.", "",
+                  *speed_table(speed), ""]
     return "\n".join(lines)
 
 

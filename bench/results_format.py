@@ -5,6 +5,9 @@ changes made to them), the rlsup commit, the machine, the seeds, and tables of f
 a float path) and measure, with each seed's value and their mean at each mark (so many frames, or none for a
 figure taken once). Comparisons (the MinAtar paper's curves, a peer library's result) are named, never
 copied: the paper's values are read from bench/minatar_paper.py and a peer's from its own result file.
+A speed, latency or scheduler bench's figures are measurements instead: named tables of named rows against
+named columns with units, measured side by side in one run (agent steps/s by vectoriser and env count, a
+command's seconds with and without a change), with the bench's finding in a sentence.
 provenance says whether the figures were measured by the bench that wrote the file or transcribed from an
 earlier record of its printed output, and from which. bench/render_results.py renders docs/results/ from
 these files; tests/docs/test_results_pages.py holds every file to SCHEMA and to problems().
@@ -86,6 +89,27 @@ _TABLE = {
                                               "items": {"type": "number"}}},
     },
 }
+# A measurement's units: a column holds numbers in one of these, or words (unit None: a variant's name, a range).
+UNITS = ("s", "ms", "µs", "CPU s", "steps/s", "frames/s", "updates/s", "steps", "frames", "x", "%", "MB", "MiB",
+         "return", "count")
+_COLUMN = {"type": "object", "additionalProperties": False, "required": ["name", "unit"],
+           "properties": {"name": {"type": "string", "minLength": 1}, "unit": {"enum": [*UNITS, None]},
+                          "digits": {"type": "integer", "minimum": 0}}}
+_ROW = {"type": "object", "additionalProperties": False, "required": ["name", "values"],
+        "properties": {"name": {"type": "string", "minLength": 1},
+                       "values": {"type": "array", "items": {"type": ["number", "string", "null"]}},
+                       "note": {"type": "string"}}}
+_MEASUREMENT = {
+    "type": "object", "additionalProperties": False, "required": ["name", "rows_are", "columns", "rows"],
+    "properties": {
+        "name": {"type": "string", "minLength": 1},  # the table's heading on the page
+        "description": {"type": "string"},  # how it was measured: durations, repeats, what ran beside it
+        "rows_are": {"type": "string", "minLength": 1},  # the header of the rows' names
+        "settings": {"type": "object"},
+        "columns": {"type": "array", "minItems": 1, "items": _COLUMN},
+        "rows": {"type": "array", "minItems": 1, "items": _ROW},
+    },
+}
 _COMPARISON = {
     "type": "object", "additionalProperties": False, "required": ["label"],
     "oneOf": [{"required": ["paper"]}, {"required": ["result"]}],
@@ -95,7 +119,8 @@ _COMPARISON = {
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "rlsup benchmark result", "type": "object", "additionalProperties": False,
-    "required": ["format", "title", "job", "learner", "run", "machine", "provenance", "seeds", "tables"],
+    "required": ["format", "title", "job", "learner", "run", "machine", "provenance", "seeds"],
+    "anyOf": [{"required": ["tables"]}, {"required": ["measurements"]}],
     "properties": {
         "format": {"const": FORMAT},
         "title": {"type": "string", "minLength": 1},
@@ -115,10 +140,12 @@ SCHEMA = {
         "provenance": {"type": "object", "additionalProperties": False, "required": ["kind", "note"],
                        "properties": {"kind": {"enum": ["measured", "transcribed"]},
                                       "note": {"type": "string", "minLength": 1}}},
-        "seeds": {"type": "array", "minItems": 1, "items": {"type": "integer"}},
+        "seeds": {"type": "array", "items": {"type": "integer"}},  # none for a measurement no seed decides
         "solved": _NUMBER_OR_NULL,
         "tables": {"type": "array", "minItems": 1, "items": _TABLE},
         "comparisons": {"type": "array", "items": _COMPARISON},
+        "measurements": {"type": "array", "minItems": 1, "items": _MEASUREMENT},
+        "finding": {"type": "string", "minLength": 1},  # what the measurements say, in a sentence
     },
 }
 
@@ -134,9 +161,9 @@ def schema_errors(data: dict) -> list[str]:
 
 def problems(data: dict, known_results: set[str] | None = None) -> list[str]:
     """What SCHEMA cannot say: means agree with their seeds, seeds are the result's, comparisons exist."""
-    found = []
+    found = measurement_problems(data)
     seeds = {str(seed) for seed in data["seeds"]}
-    for table in data["tables"]:
+    for table in data.get("tables", []):
         for mark in table["marks"]:
             where = f"{table['group']} {table['measure']} at {mark['x']}"
             if not set(mark.get("seeds", {})) <= seeds:
@@ -148,6 +175,20 @@ def problems(data: dict, known_results: set[str] | None = None) -> list[str]:
     for comparison in data.get("comparisons", []):
         if "result" in comparison and known_results is not None and comparison["result"] not in known_results:
             found.append(f"comparison {comparison['label']!r}: no results/{comparison['result']}.json")
+    return found
+
+
+def measurement_problems(data: dict) -> list[str]:
+    """Each measurement's rows have a value a column, and its rows and columns distinct names."""
+    found = []
+    for table in data.get("measurements", []):
+        columns = [column["name"] for column in table["columns"]]
+        rows = [row["name"] for row in table["rows"]]
+        for kind, names in (("column", columns), ("row", rows)):
+            if len(set(names)) < len(names):
+                found.append(f"{table['name']}: a {kind} name twice")
+        found += [f"{table['name']}, {row['name']}: {len(row['values'])} values for {len(columns)} columns"
+                  for row in table["rows"] if len(row["values"]) != len(columns)]
     return found
 
 
@@ -166,7 +207,7 @@ def comparison_values(comparison: dict, table: dict, results: dict[str, dict],
 
 def compared_table(comparison: dict, table: dict, results: dict[str, dict]) -> dict | None:
     """The table of a compared result with this table's group and measure, if it has one."""
-    return next((other for other in results[comparison["result"]]["tables"]
+    return next((other for other in results[comparison["result"]].get("tables", [])
                  if other["group"] == table["group"] and other["measure"] == table["measure"]), None)
 
 
@@ -240,6 +281,41 @@ def measured(title: str, job: Path | None, learner: str, run: dict, seeds: list[
     return {"format": FORMAT, "title": title, "job": job_name(job), "learner": learner, "run": run,
             "machine": machine(), "provenance": {"kind": "measured", "note": said},
             "seeds": seeds, "solved": solved, "tables": tables, "comparisons": list(comparisons)}
+
+
+def measured_figures(title: str, run: dict, measurements: list[dict], finding: str | None = None,
+                     learner: str = "rlsup", job: Path | None = None, seeds: list[int] = (), note: str = "") -> dict:
+    """A speed, latency or scheduler bench's result, measured on this machine just now: its measurement
+    tables (measurement()) and its finding in a sentence."""
+    said = f"measured by {run['bench']} on the machine below, from the commit it started at; the figures are its " \
+           "printed ones." + (f" {note}" if note else "")
+    return {"format": FORMAT, "title": title, "job": job_name(job), "learner": learner, "run": run,
+            "machine": machine(), "provenance": {"kind": "measured", "note": said}, "seeds": list(seeds),
+            "measurements": measurements, **({"finding": finding} if finding else {})}
+
+
+def column(name: str, unit: str | None = None, digits: int | None = None) -> dict:
+    """A measurement's column: its name, its unit (one of UNITS; None for words), the decimals shown."""
+    return {"name": name, "unit": unit, **({"digits": digits} if digits is not None else {})}
+
+
+def measurement(name: str, rows_are: str, columns: list[dict], rows: dict[str, list], description: str = "",
+                settings: dict | None = None, notes: dict[str, str] | None = None) -> dict:
+    """A measurement table: row name -> its values, one a column (None where the bench has none), each rounded to
+    DIGITS decimals; notes: row name -> what else the row needs said."""
+    def cell(value):
+        return round(value, DIGITS) if isinstance(value, float) else value
+
+    return {"name": name, **({"description": description} if description else {}), "rows_are": rows_are,
+            **({"settings": settings} if settings else {}), "columns": columns,
+            "rows": [{"name": row, "values": [cell(value) for value in values],
+                      **({"note": (notes or {})[row]} if row in (notes or {}) else {})} for row, values in rows.items()]}
+
+
+def add_out_argument(parser, default: str) -> None:
+    """--out (the result file; default says which) and --note, for a bench that writes a result."""
+    parser.add_argument("--out", type=Path, help=f"the result file (default: {default})")
+    add_note_argument(parser)
 
 
 def add_note_argument(parser) -> None:

@@ -18,7 +18,7 @@ COLUMNS = 3
 
 
 def plotted_tables(data: dict) -> list[dict]:
-    return [table for table in data["tables"] if table["measure"] in PLOTTED and is_curve(table)]
+    return [table for table in data.get("tables", []) if table["measure"] in PLOTTED and is_curve(table)]
 
 
 def comparison_curves(data: dict, table: dict, results: dict[str, dict]) -> list[tuple[str, list]]:
