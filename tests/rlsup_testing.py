@@ -18,6 +18,7 @@ from typing import Callable, Iterator
 from rlsup.run import files as runfiles
 from rlsup.checkpoint.manifest import list_checkpoints
 from rlsup.checkpoint.choose import latest_verified
+from warm_commands import WarmProcess, warm_enough
 
 SMALL_CARTPOLE = """
 [job]
@@ -166,9 +167,16 @@ def rlsup_command(*arguments: str) -> list[str]:
     return [sys.executable, "-m", "rlsup.cli", *map(str, arguments)]
 
 
-def run_rlsup(*arguments: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run(rlsup_command(*arguments), capture_output=True, text=True, timeout=timeout,
-                          env=os.environ.copy())
+def run_rlsup(*arguments: str, timeout: float = 240, cold: bool = False) -> subprocess.CompletedProcess:
+    """`rlsup ARGS` to its end; a torch command forked warm (warm_commands.py) unless cold: a test of start-up."""
+    process = start_rlsup(*arguments, cold=cold)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def built_once(tmp_path_factory, name: str, build: Callable[[Path], object]) -> Path:
@@ -223,15 +231,19 @@ def assert_one_line_error(result: subprocess.CompletedProcess, code: int, *fragm
         assert fragment in lines[0]
 
 
-def start_rlsup(*arguments: str) -> subprocess.Popen:
-    return subprocess.Popen(rlsup_command(*arguments), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=os.environ.copy())
+def start_rlsup(*arguments: str, cold: bool = False, new_session: bool = False) -> subprocess.Popen | WarmProcess:
+    """`rlsup ARGS` started, its output on pipes: a torch command forked from the tests' warm server when its
+    environment allows (warm_commands.py), else, or when cold, a fresh `python -m rlsup.cli` as a user runs it."""
+    words, environment = [str(argument) for argument in arguments], os.environ.copy()
+    if not cold and warm_enough(words, environment):
+        return WarmProcess(words, environment, new_session)
+    return subprocess.Popen(rlsup_command(*words), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=environment, start_new_session=new_session)
 
 
-def start_in_own_session(*arguments: str) -> subprocess.Popen:
+def start_in_own_session(*arguments: str, cold: bool = False) -> subprocess.Popen | WarmProcess:
     """`rlsup ARGS` as the leader of its own process group, so a test can Ctrl-C the whole group."""
-    return subprocess.Popen(rlsup_command(*arguments), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=os.environ.copy(), start_new_session=True)
+    return start_rlsup(*arguments, cold=cold, new_session=True)
 
 
 @contextlib.contextmanager
@@ -352,8 +364,7 @@ def train_seeds(job: Path, seeds: tuple[int, ...], directory: Path, timeout: flo
         job_copy = directory / f"seed-{seed}.toml"
         job_copy.write_text(re.sub(r"(?m)^seed\s*=.*$", f"seed = {seed}", job.read_text(), count=1))
         run_dirs.append(directory / f"run-{seed}")
-        processes.append(subprocess.Popen(rlsup_command("run", job_copy, "--run-dir", run_dirs[-1]),
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        processes.append(start_rlsup("run", job_copy, "--run-dir", run_dirs[-1]))
     for process in processes:
         _, stderr = process.communicate(timeout=timeout)
         assert process.returncode == 0, stderr

@@ -146,7 +146,7 @@ def test_ctrl_c_at_any_moment_of_start_up_prints_no_traceback(tmp_path: Path, de
     """One Ctrl-C, however early, is never lost: it pauses the run (rlsup holds it until the worker listens)."""
     run_dir = tmp_path / "run"
     with interrupts_at_their_default():
-        process = start_rlsup("run", cartpole_job(tmp_path, total_steps=1_000_000), "--run-dir", run_dir)
+        process = start_rlsup("run", cartpole_job(tmp_path, total_steps=1_000_000), "--run-dir", run_dir, cold=True)
     try:
         time.sleep(delay_s)
         process.send_signal(signal.SIGINT)
