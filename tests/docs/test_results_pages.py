@@ -1,6 +1,7 @@
-"""Results are data: every results/*.json holds to bench/results_format.py, the docs/results pages are a fresh
-render of them, and each example job file names its claim in one line pointing to its result, with no
-measurement table of its own."""
+"""Results are data: every results/*.json holds to bench/results_format.py and names a bench that exists, the
+docs/results pages are a fresh render of them, each example job file names its claim in one line pointing to its
+result, with no measurement table of its own, and no hand-written page states a bench's figure without linking
+the result it is rendered on."""
 from __future__ import annotations
 
 import re
@@ -25,6 +26,18 @@ MAX_FIGURE_LINES = 2
 # Where the measurement notes stood before they became results: the header the rule must refuse.
 NOTEBOOK = "54f84b3^:jobs/minatar-vtrace.toml"
 CLAIM_LINES = 5  # a claim line sits near the top: within the header's first lines
+# The hand-written pages, whose bench figures live on the results pages they link.
+PAGES = [*sorted((ROOT / "docs" / "guides").glob("*.md")), *(ROOT / "docs" / name for name in
+                                                           ("architecture.md", "index.md", "quickstart.md"))]
+# A figure of time, speed, a ratio or a share (0.5-0.9 s, 255 ms, 1,396 steps/s, 1.27x, 26%, 1.2 times)...
+FIGURE = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:[-–]\d[\d,]*(?:\.\d+)?)? ?"
+                    r"(?:x\b|×|%|ms\b|µs\b|s\b|steps/s|frames/s|MB\b|times\b)")
+# ...is a bench's where it is a measured ratio or its paragraph says it was measured; a setting (a lock's 10 s,
+# a slice of 50 ms) is neither.
+RATIO = re.compile(r"(?<![\w.])\d+\.\d+(?:x\b|×)")
+ATTRIBUTED = re.compile(r"measured (?:by|on|with)|bench/\w+\.py", re.IGNORECASE)
+# The pages before their figures moved to the results pages: the rule must refuse them.
+FIGURES_MOVED = "a8bd0ef^"
 
 
 def measurement_table(text: str) -> list[str]:
@@ -100,3 +113,57 @@ def test_the_rule_refuses_the_notebook_headers_it_replaced() -> None:
     if old.returncode != 0:
         pytest.skip(f"no git history here to read {NOTEBOOK} from")
     assert len(measurement_table(old.stdout)) == 2
+
+
+@pytest.mark.parametrize("name", sorted(RESULTS))
+def test_every_result_names_a_bench_that_exists(name: str) -> None:
+    bench = RESULTS[name]["run"]["bench"]
+    assert bench.startswith("bench/") and (ROOT / bench).is_file(), f"results/{name}.json: no {bench}"
+
+
+def test_a_changed_measurement_changes_its_page() -> None:
+    """A speed result's figure edited in the data shows on its page, and a row short of a value is refused."""
+    data = RESULTS["env-throughput-pong"]
+    first, *others = data["measurements"]
+    row = {**first["rows"][0], "values": [98765, *first["rows"][0]["values"][1:]]}
+    changed = {**data, "measurements": [{**first, "rows": [row, *first["rows"][1:]]}, *others]}
+    assert "| 98,765 |" in render_results.render_page("env-throughput-pong", changed, RESULTS, plotted=False)
+    assert "98,765" not in render_results.render_page("env-throughput-pong", data, RESULTS, plotted=False)
+    short = {**data, "measurements": [{**first, "rows": [{**row, "values": row["values"][:-1]}]}]}
+    assert results_format.problems(short) and not results_format.problems(data)
+
+
+def bench_figures(text: str) -> list[str]:
+    """The paragraphs of a page that state a bench's figure and link no result page (code left out; a list
+    belongs to the line that introduces it with a colon)."""
+    paragraphs: list[str] = []
+    for block in re.split(r"\n\s*\n", re.sub(r"```.*?```", "", text, flags=re.DOTALL)):
+        if paragraphs and paragraphs[-1].rstrip().endswith(":"):
+            paragraphs[-1] += "\n" + block
+        else:
+            paragraphs.append(block)
+    found = []
+    for paragraph in paragraphs:
+        prose = re.sub(r"`[^`]*`", "", paragraph)
+        if FIGURE.search(prose) and (RATIO.search(prose) or ATTRIBUTED.search(paragraph)) \
+                and not re.search(r"\]\([./]*results/", paragraph):
+            found.append(" ".join(paragraph.split())[:100])
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda path: path.stem)
+def test_no_page_states_a_bench_figure_without_its_result(page: Path) -> None:
+    """A bench's figure lives in results/ and on its rendered page; a guide keeps the finding and links it."""
+    assert bench_figures(page.read_text()) == []
+
+
+def test_the_figure_rule_refuses_the_pages_it_replaced() -> None:
+    flagged = []
+    for page in PAGES:
+        old = subprocess.run(["git", "-C", str(ROOT), "show", f"{FIGURES_MOVED}:{page.relative_to(ROOT)}"],
+                             capture_output=True, text=True)
+        if old.returncode != 0:
+            pytest.skip(f"no git history here to read {FIGURES_MOVED} from")
+        flagged += [page.stem for _ in bench_figures(old.stdout)]
+    assert sorted(set(flagged)) == ["algorithms", "clusters", "environments", "experiments", "gpu", "jobs",
+                                    "quickstart"]
