@@ -1,4 +1,9 @@
-"""Checkpoint write and load speed against a plain sequential write, with peak memory, on a replay-sized state."""
+"""Checkpoint write and load speed against a plain sequential write, with peak memory, on a replay-sized state.
+
+    python bench/checkpoint_write.py [--dir DIR] [--transitions 100000] [--rounds 5]
+
+The result (bench/results_format.py) goes to --out, by default results/checkpoint-write.json.
+"""
 from __future__ import annotations
 
 import argparse
@@ -13,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+import results_format  # bench/ beside this script
 from rlsup.checkpoint import store
 
 DEFAULT_ALGORITHM = store.CHECKSUM_ALGORITHM
@@ -120,12 +126,25 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="directory on the disk to measure (default: a temp dir in /tmp)")
     parser.add_argument("--transitions", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
+    results_format.add_out_argument(parser, "results/checkpoint-write.json")
     arguments = parser.parse_args()
+    started = results_format.started("bench/checkpoint_write.py")
     root = Path(tempfile.mkdtemp(prefix="rlsup-bench-", dir=arguments.dir))
     try:
-        run(root, arguments.transitions, arguments.rounds)
+        total, rows = run(root, arguments.transitions, arguments.rounds)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    column = results_format.column
+    table = results_format.measurement(
+        f"A replay of {arguments.transitions:,} transitions ({total / MIB:.0f} MiB)", "what",
+        [column("time", "s", 3), column("throughput", "MB/s", 0), column("plain / this", "x", 2),
+         column("peak extra memory", "MiB", 1)], rows,
+        f"Medians over {arguments.rounds} rounds, the writers' order rotating; peak extra memory is anonymous RSS "
+        "sampled every 2 ms.")
+    checkpoint = rows[f"write_checkpoint ({DEFAULT_ALGORITHM})"]
+    results_format.write_figures(arguments, started, "checkpoint-write", "Checkpoint write and load against a plain "
+                                 "sequential write", [table], f"A checkpoint wrote at {checkpoint[2]:.2f}x a plain "
+                                 f"write's speed, with {checkpoint[3]:.1f} MiB of extra memory at its peak.")
 
 
 def measure_writes(root: Path, arrays: dict, rounds: int) -> dict[str, list]:
@@ -144,7 +163,7 @@ def measure_writes(root: Path, arrays: dict, rounds: int) -> dict[str, list]:
     return results
 
 
-def run(root: Path, transitions: int, rounds: int) -> None:
+def run(root: Path, transitions: int, rounds: int) -> tuple[int, dict[str, list]]:
     arrays = replay_arrays(transitions)
     total = sum(array.nbytes for array in arrays.values())
     print(f"replay: {transitions} transitions, {total / MIB:.0f} MiB in {len(arrays)} arrays; directory {root}")
@@ -155,11 +174,13 @@ def run(root: Path, transitions: int, rounds: int) -> None:
     loads = [("load (verify) + copy", *load_and_copy(checkpoint_dir, destinations, verify=True)),
              ("load (no verify) + copy", *load_and_copy(checkpoint_dir, destinations, verify=False))]
     assert all(np.array_equal(destinations[name], arrays[name]) for name in arrays)
-    report(total, results, loads)
+    return total, report(total, results, loads)
 
 
-def report(total: int, results: dict, loads: list) -> None:
+def report(total: int, results: dict, loads: list) -> dict[str, list]:
+    """Print the table, and return it: seconds, MB per second, plain's seconds over these, peak extra MiB."""
     plain = statistics.median(seconds for seconds, _, _ in results["plain"])
+    table = {"plain write + fsync": [plain, total / plain / 1e6, 1.0, None]}
     print(f"{'':38}{'seconds':>9}{'MB/s':>9}{'ratio':>8}   peak extra memory")
     print(f"{'plain write + fsync':38}{plain:9.3f}{total / plain / 1e6:9.0f}{1:8.2f}")
     for kind, rows in results.items():
@@ -170,13 +191,16 @@ def report(total: int, results: dict, loads: list) -> None:
         label = f"write_checkpoint ({kind})" + ("" if kind == DEFAULT_ALGORITHM else " [not used]")
         print(f"{label:38}{seconds:9.3f}{written / seconds / 1e6:9.0f}{plain / seconds:8.2f}"
               f"   {extra / MIB:.1f} MiB ({extra / total:.1%} of replay)")
+        table[label] = [seconds, written / seconds / 1e6, plain / seconds, extra / MIB]
     for label, seconds, extra in loads:
         print(f"{label:38}{seconds:9.3f}{total / seconds / 1e6:9.0f}{'':8}   {extra / MIB:.1f} MiB")
+        table[label] = [seconds, total / seconds / 1e6, None, extra / MIB]
     for kind, rows in results.items():
         print(f"  {kind} seconds per round: " + ", ".join(f"{row[0]:.3f}" for row in rows))
     print("ratio = plain seconds / checkpoint seconds, medians over rounds; budget: ratio >= 0.80, "
           "peak extra memory < 10% of the replay (anonymous RSS, sampled every 2 ms)")
     print("loads read from the page cache (the checkpoint was just written) into preallocated arrays")
+    return table
 
 
 if __name__ == "__main__":

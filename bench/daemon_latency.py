@@ -1,6 +1,11 @@
 """Pause and resume latency of CartPole DQN under the daemon, the daemon's idle CPU with a full queue,
 (--warm-start) resumes with workers forked by the warm start beside fresh ones, and (--backends local,ray)
-submit-to-first-step and pause-to-checkpoint on this machine vs a loopback Ray head."""
+submit-to-first-step and pause-to-checkpoint on this machine vs a loopback Ray head.
+
+    python bench/daemon_latency.py [--rounds 3] [--warm-start | --backends local,ray]
+
+The result (bench/results_format.py) goes to --out, by default results/daemon-latency[-warm-start|-BACKENDS].json.
+"""
 from __future__ import annotations
 
 import argparse
@@ -13,6 +18,7 @@ from pathlib import Path
 
 import psutil
 
+import results_format  # bench/ beside this script
 from rlsup.run import files as runfiles
 from rlsup.run.exit import read_exit
 from rlsup.run.status import Phase, WorkerStatus, read_worker_status
@@ -82,7 +88,8 @@ def measure_resume(store: Store, job_id: int, paused_step: int) -> dict:
             "train_record_step": record["step"] - paused_step, "worker_cpu": worker_cpu}
 
 
-def latency(home: Path, directory: Path, rounds: int) -> None:
+def latency(home: Path, directory: Path, rounds: int) -> dict[str, list[float]]:
+    """Each pause's and resume's seconds from its intent, by what was reached."""
     with Store(home) as store:
         job = client.submit(long_example(directory, "latency"), home=home)
         run_dir = Path(job.run_dir)
@@ -96,16 +103,19 @@ def latency(home: Path, directory: Path, rounds: int) -> None:
                      timeout=300, interval=0.05)
         store.set_desired(job.id, Desired.KILLED)
         wait_for(lambda: store.job(job.id).state is State.KILLED)
-    show("pause: intent -> SIGINT sent by the daemon", [p["signal"] for p in pauses])
-    show("pause: intent -> worker exited with checkpoint", [p["exit"] for p in pauses])
-    show("pause: intent -> exit.json written", [p["exit_json"] for p in pauses])
-    show("pause: intent -> daemon records paused", [p["state"] for p in pauses])
-    show("resume: intent -> worker spawned", [r["spawn"] for r in resumes])
-    show("resume: intent -> training loop running (status.json)", [r["loop"] for r in resumes])
-    show("resume: the new worker's CPU until its loop runs", [r["worker_cpu"] for r in resumes])
-    show("resume: intent -> first train record after the pause", [r["train_record"] for r in resumes],
-         note=f"(records every 1000 steps; first came {statistics.median(r['train_record_step'] for r in resumes):.0f}"
-              " steps after the pause)")
+    figures = {"pause: intent -> SIGINT sent by the daemon": [p["signal"] for p in pauses],
+               "pause: intent -> worker exited with checkpoint": [p["exit"] for p in pauses],
+               "pause: intent -> exit.json written": [p["exit_json"] for p in pauses],
+               "pause: intent -> daemon records paused": [p["state"] for p in pauses],
+               "resume: intent -> worker spawned": [r["spawn"] for r in resumes],
+               "resume: intent -> training loop running (status.json)": [r["loop"] for r in resumes],
+               "resume: the new worker's CPU until its loop runs": [r["worker_cpu"] for r in resumes],
+               "resume: intent -> first train record after the pause": [r["train_record"] for r in resumes]}
+    for label, values in figures.items():
+        show(label, values, note="" if "first train record" not in label else
+             f"(records every 1000 steps; first came {statistics.median(r['train_record_step'] for r in resumes):.0f}"
+             " steps after the pause)")
+    return figures
 
 
 def show(label: str, values: list[float], note: str = "") -> None:
@@ -114,7 +124,7 @@ def show(label: str, values: list[float], note: str = "") -> None:
     print(f"{label:58} {text} {note}".rstrip())
 
 
-def idle_cpu(home: Path, directory: Path, seconds: float) -> None:
+def idle_cpu(home: Path, directory: Path, seconds: float) -> dict[str, list]:
     """3 paused and 50 queued jobs that cannot start (cpu_jobs = 0): what the daemon costs at rest."""
     client.stop_daemon(home)
     (home / "daemon.toml").write_text("cpu_jobs = 0\n")
@@ -136,6 +146,8 @@ def idle_cpu(home: Path, directory: Path, seconds: float) -> None:
     used = (after.user - before.user) + (after.system - before.system)
     print(f"idle daemon over {elapsed:.0f} s with {counts}: {used:.3f} CPU s = {100 * used / elapsed:.2f}% of one core"
           f" (user {after.user - before.user:.3f} s, system {after.system - before.system:.3f} s)")
+    return {f"the daemon with {', '.join(f'{count} {state}' for state, count in counts.items())} jobs":
+            [elapsed, used, 100 * used / elapsed]}
 
 
 def first_step_and_pause(home: Path, spec: Path, cluster: str | None) -> dict:
@@ -157,7 +169,7 @@ def first_step_and_pause(home: Path, spec: Path, cluster: str | None) -> dict:
             "paused": recorded - asked}
 
 
-def backends(scratch: Path, names: list[str], rounds: int) -> None:
+def backends(scratch: Path, names: list[str], rounds: int) -> dict[str, list[float]]:
     """The same job on each backend: a fresh job per round, so each start is a cold one."""
     sys.path.insert(0, str(ROOT / "tests"))
     from ray_head import RayHead
@@ -173,11 +185,15 @@ def backends(scratch: Path, names: list[str], rounds: int) -> None:
             settings += f'[[cluster]]\nname = "bench"\naddress = "{head.address}"\nrun_root = "{scratch / "ray-runs"}"\n'
         (home / "daemon.toml").write_text(settings)
         spec = long_example(scratch, "backend")
+        figures = {}
         for name in names:
             results = [first_step_and_pause(home, spec, "bench" if name == "ray" else None) for _ in range(rounds)]
-            show(f"{name}: submit -> first step in status.json", [r["first_step"] for r in results])
-            show(f"{name}: pause intent -> pause checkpoint + exit.json", [r["checkpoint"] for r in results])
-            show(f"{name}: pause intent -> daemon records paused", [r["paused"] for r in results])
+            figures |= {f"{name}: submit -> first step in status.json": [r["first_step"] for r in results],
+                        f"{name}: pause intent -> pause checkpoint + exit.json": [r["checkpoint"] for r in results],
+                        f"{name}: pause intent -> daemon records paused": [r["paused"] for r in results]}
+        for label, values in figures.items():
+            show(label, values)
+        return figures
     finally:
         stop_everything(home)
         if head is not None:
@@ -191,30 +207,69 @@ def main() -> int:
     parser.add_argument("--backends", metavar="NAMES", help="only compare backends, e.g. local,ray")
     parser.add_argument("--warm-start", action="store_true",
                         help="only the pause/resume rounds, with daemon.toml's warm_start false, then true")
+    results_format.add_out_argument(parser, "results/daemon-latency[-warm-start|-BACKENDS].json")
     args = parser.parse_args()
+    run = results_format.started("bench/daemon_latency.py")
     with tempfile.TemporaryDirectory(prefix="rlsup-bench-") as scratch:
         home, directory = Path(scratch) / "home", Path(scratch)
         home.mkdir(mode=0o700)
         os.environ["RLSUP_HOME"] = str(home)
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
         if args.backends:
-            backends(Path(scratch), args.backends.split(","), args.rounds)
+            names = args.backends.split(",")
+            write_result(args, run, f"daemon-latency-{'-'.join(names)}", [spread_table(
+                "Submit and pause on each backend, a fresh job a round", backends(Path(scratch), names, args.rounds))])
             return 0
         if args.warm_start:
+            sides = {}
             for warm in (False, True):
                 (home / "daemon.toml").write_text(f"warm_start = {str(warm).lower()}\n")
                 print(f"-- warm_start = {str(warm).lower()}")
                 try:
-                    latency(home, directory, args.rounds)
+                    sides[warm] = latency(home, directory, args.rounds)
                 finally:
                     stop_everything(home)
+            write_result(args, run, "daemon-latency-warm-start", [warm_table(sides, args.rounds)])
             return 0
         try:
-            latency(home, directory, args.rounds)
-            idle_cpu(home, directory, args.idle_seconds)
+            tables = [spread_table("Pause and resume", latency(home, directory, args.rounds))]
+            tables.append(results_format.measurement(
+                "The daemon at rest, cpu_jobs = 0", "home", [results_format.column("over", "s", 0),
+                                                             results_format.column("its CPU", "CPU s", 3),
+                                                             results_format.column("of one core", "%", 2)],
+                idle_cpu(home, directory, args.idle_seconds)))
         finally:
             stop_everything(home)
+        write_result(args, run, "daemon-latency", tables)
     return 0
+
+
+def spread_table(name: str, figures: dict[str, list[float]]) -> dict:
+    """Each figure's median, lowest and highest over the rounds, in ms."""
+    column = results_format.column
+    return results_format.measurement(
+        name, "from", [column("median", "ms", 1), column("lowest", "ms", 1), column("highest", "ms", 1)],
+        {label: [1000 * statistics.median(values), 1000 * min(values), 1000 * max(values)]
+         for label, values in figures.items()}, "CartPole DQN (jobs/cartpole-dqn.toml with a budget it cannot reach).")
+
+
+def warm_table(sides: dict[bool, dict[str, list[float]]], rounds: int) -> dict:
+    """Each figure's median with fresh workers beside the warm start's forked ones."""
+    column = results_format.column
+    return results_format.measurement(
+        f"Pause and resume, medians of {rounds} rounds", "from",
+        [column("fresh interpreter, warm_start = false", "ms", 0), column("forked, warm_start = true", "ms", 0)],
+        {label: [1000 * statistics.median(values), 1000 * statistics.median(sides[True][label])]
+         for label, values in sides[False].items()}, "CartPole DQN (jobs/cartpole-dqn.toml with a budget it cannot "
+        "reach).")
+
+
+def write_result(args: argparse.Namespace, run: dict, name: str, tables: list[dict]) -> None:
+    rows = tables[0]["rows"]
+    told = next((row for row in rows if "training loop running" in row["name"]), rows[0])  # what a user waits for
+    finding = f"{told['name']}: a median of {told['values'][0]:,.0f} ms" + (
+        f" for a fresh interpreter, {told['values'][1]:,.0f} ms forked." if name.endswith("warm-start") else ".")
+    results_format.write_figures(args, run, name, f"The daemon's latency: {tables[0]['name']}", tables, finding)
 
 
 def stop_everything(home: Path) -> None:

@@ -6,6 +6,8 @@ unit that never fires scores 0. The states are the ones the checkpoint's own pol
 from its logits, as the actors act), so each checkpoint is scored where it plays.
 
     python bench/dormant_units.py RUN_DIR [RUN_DIR ...] [--states 4000] [--tau 0.025]
+
+The result (bench/results_format.py) goes to --out, by default results/dormant-units.json.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+import results_format  # bench/ beside this script
 from rlsup.algos.envs.training import make_env, probe_env
 from rlsup.algos.nets import policy_value_network_of
 from rlsup.checkpoint.manifest import list_checkpoints
@@ -70,19 +73,33 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--states", type=int, default=4000)
     parser.add_argument("--tau", type=float, default=0.025)
+    results_format.add_out_argument(parser, "results/dormant-units.json")
     arguments = parser.parse_args()
+    run = results_format.started("bench/dormant_units.py")
     torch.set_num_threads(1)
+    tables = []
     for run_dir in arguments.runs:
         spec = runfiles.read_run_spec(run_dir)
         shape, _, actions, _ = probe_env(spec.env)
         print(f"{run_dir} ({spec.env.id}, activation {spec.vtrace.activation}): dormant share per hidden layer, "
               f"tau {arguments.tau}, {arguments.states} visited states")
+        rows = {}
         for entry in list_checkpoints(run_dir):
             network = policy_value_network_of(spec.vtrace, shape, actions)
             network.load_state_dict(load_checkpoint(entry.path, verify=True)[1]["trainer"]["learner"]["network"])
             network.eval()
             shares = dormant_shares(network, visited_states(network, spec.env, arguments.states), arguments.tau)
             print(f"  step {entry.step:>9,}: " + "  ".join(f"{share:6.1%}" for share in shares))
+            rows[f"{entry.step:,}"] = [100 * share for share in shares]
+        layers = max((len(shares) for shares in rows.values()), default=0)
+        if rows:
+            tables.append(results_format.measurement(
+                f"{run_dir.name} ({spec.env.id}, activation {spec.vtrace.activation})", "checkpoint step",
+                [results_format.column(f"hidden layer {layer + 1} dormant", "%", 1) for layer in range(layers)], rows,
+                f"tau {arguments.tau}, {arguments.states:,} states its own policy visits."))
+    if tables:
+        results_format.write_figures(arguments, run, "dormant-units", "Dormant units in V-trace runs' torsos, "
+                                     "checkpoint by checkpoint", tables)
 
 
 if __name__ == "__main__":

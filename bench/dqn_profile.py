@@ -6,6 +6,8 @@ steps (so that Adam's moments and the replay are as a long run has them), then p
 adds a few µs to every Python call it sees, so read the parts against each other, not as wall time.
 
     python bench/dqn_profile.py jobs/minatar-dqn.toml --steps 4000 [--set job.flush_denormals=true]
+
+The result (bench/results_format.py) goes to --out, by default results/dqn-profile-JOB[-CHANGES].json.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from rlsup.algos.device import configure_torch, select_device
 from rlsup.algos.dqn import DqnTrainer
 from rlsup.spec import loading
 
+import results_format  # bench/ beside this script
 from learning_seeds import changed_job
 
 # (label, file suffix, function name): the parts of a step, outermost first.
@@ -89,7 +92,9 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--set", action="append", default=[], metavar="TABLE.FIELD=VALUE",
                         help="change the job, as bench/learning_seeds.py --set does")
+    results_format.add_out_argument(parser, "results/dqn-profile-JOB[-CHANGES].json")
     arguments = parser.parse_args()
+    run = results_format.started("bench/dqn_profile.py", Path(arguments.job), arguments.set)
     with tempfile.TemporaryDirectory() as directory:
         spec = loading.load(changed_job(Path(arguments.job), None, arguments.set, Path(directory)))
     if spec.job.algo != "dqn":
@@ -101,7 +106,35 @@ def main() -> int:
           f"thread(s), overlap {spec.dqn.overlap}, flush_denormals {spec.job.flush_denormals}: {steps} env steps "
           f"profiled after {spec.dqn.learning_starts} + {arguments.warm_up}")
     print_report(statistics, steps, arguments.top)
+    write_result(arguments, run, spec, statistics, steps)
     return 0
+
+
+def write_result(arguments: argparse.Namespace, run: dict, spec, statistics: pstats.Stats, steps: int) -> None:
+    """The parts' table and the top functions', as printed."""
+    column = results_format.column
+    parts = {label: [1e6 * seconds / steps, calls / steps] if calls else [None, "not called"]
+             for label, suffix, name in PARTS for seconds, calls in [part_seconds(statistics, suffix, name)]}
+    top = sorted(statistics.stats.items(), key=lambda item: item[1][2], reverse=True)[:arguments.top]
+    functions = {f"{function} ({Path(file).name}:{line})" if line else f"{function} ({file})":
+                 [1e6 * own / steps, 1e6 * cumulative / steps] for (file, line, function), (_, _, own, cumulative, _)
+                 in top}
+    said = (f"{spec.env.num_envs} env(s), batch {spec.dqn.batch_size}, {spec.job.threads} torch thread(s), overlap "
+            f"{spec.dqn.overlap}, flush_denormals {spec.job.flush_denormals}: {steps:,} env steps profiled after "
+            f"{spec.dqn.learning_starts:,} + {arguments.warm_up:,}. cProfile adds a few µs to every Python call it "
+            "sees: read the parts against each other.")
+    tables = [results_format.measurement("By part", "part", [column("per env step", "µs", 0),
+                                                               column("calls per env step", None, 2)], parts, said),
+              results_format.measurement("The functions with the most time of their own", "function",
+                                         [column("own, per env step", "µs", 0), column("in all, per env step", "µs", 0)],
+                                         functions)]
+    whole, update = parts[PARTS[0][0]][0], parts["learner: gradient step (update)"][0]
+    finding = f"The gradient step took {100 * update / whole:.0f}% of a step's profiled time." if whole and update \
+        else None
+    job = Path(arguments.job)
+    name = results_format.default_out(f"dqn-profile-{job.stem}", arguments.set).stem
+    results_format.write_figures(arguments, run, name, f"Where a DQN step goes: {job.name} ({spec.env.id})", tables,
+                                 finding, job, [spec.job.seed])
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ Each side's count of gradient steps is printed too, to show both did the same wo
     python bench/dqn_throughput.py [--game ALE/Pong-v5] [--steps 8000] [--envs 1 8] [--threads 1]
     python bench/dqn_throughput.py --game MinAtar/Breakout-v1 --envs 1 --transitions-per-update 1
     python bench/dqn_throughput.py --variants plain flush     # only those rlsup sides (and SB3)
+
+The result (bench/results_format.py) goes to --out, by default results/dqn-throughput-GAME.json.
 """
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import NamedTuple
+
+import results_format  # bench/ beside this script
 
 RLSUP_JOB = """
 [job]
@@ -204,9 +208,11 @@ def main() -> int:
                         help="which rlsup sides to time (default: all)")
     parser.add_argument("--sb3-child", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--save-to", default="", help=argparse.SUPPRESS)
+    results_format.add_out_argument(parser, "results/dqn-throughput-GAME.json")
     arguments = parser.parse_args()
     if arguments.sb3_child:
         return sb3_child(arguments)
+    run = results_format.started("bench/dqn_throughput.py")
     try:
         import stable_baselines3  # noqa: F401
     except ImportError:
@@ -217,6 +223,7 @@ def main() -> int:
           f"{'rlsup SmallConvTorso' if is_minatar(arguments.game) else 'Nature CNN'}, device {arguments.device}, "
           f"{arguments.threads} torch thread(s); whole-process wall time, start-up and final save included")
     print(f"{'num_envs':>8}  {'side':<15}{'wall s':>8}{'cpu s':>8}{'updates':>9}{'x plain':>9}{'SB3/side':>10}")
+    rows = {}
     for num_envs in arguments.envs:
         with tempfile.TemporaryDirectory(prefix="rlsup-dqn-bench-") as directory:
             timings = {name: rlsup_timing(arguments, num_envs, Path(directory), **fields)
@@ -228,10 +235,30 @@ def main() -> int:
             speed_up = f"{plain.wall / timing.wall:>9.2f}" if plain else f"{'':>9}"
             print(f"{num_envs:>8}  {name:<15}{timing.wall:>8.1f}{timing.cpu:>8.1f}{timing.updates:>9}{speed_up}"
                   f"{theirs.wall / timing.wall:>10.2f}", flush=True)
+            rows[f"{num_envs}, {name}"] = [timing.wall, timing.cpu, timing.updates,
+                                           plain.wall / timing.wall if plain else None, theirs.wall / timing.wall]
     print("x plain: how many times faster than rlsup with both off (today's trajectory); SB3/side: how many times "
           "faster than stable-baselines3 on the same job (goal: >= 1.5 at each num_envs). cpu s is user + system, "
           "which overlap raises by running the learner beside the envs")
+    write_result(arguments, run, rows)
     return 0
+
+
+def write_result(arguments: argparse.Namespace, run: dict, rows: dict[str, list]) -> None:
+    """Each num_envs and side's whole process, as printed."""
+    column = results_format.column
+    columns = [column("wall", "s", 1), column("CPU (user + system)", "CPU s", 1), column("gradient steps", "count"),
+               column("plain rlsup / this side", "x", 2), column("stable-baselines3 / this side", "x", 2)]
+    said = (f"{arguments.steps:,} steps (learning from {arguments.learning_starts:,}), one gradient step of batch 32 per "
+            f"{arguments.transitions_per_update} transitions, device {arguments.device}, {arguments.threads} torch "
+            "thread(s); each side a whole process timed from spawn to exit, start-up and final save included.")
+    table = results_format.measurement(f"{arguments.game}, whole processes", "num_envs, side", columns, rows, said)
+    against = [f"{values[4]:.2f} times as long as plain rlsup's at num_envs = {name.split(',')[0]}"
+               for name, values in rows.items() if name.endswith(", plain")]
+    finding = f"stable-baselines3's whole process took {', and '.join(against)}." if against else None
+    results_format.write_figures(arguments, run, f"dqn-throughput-{results_format.game_word(arguments.game)}",
+                                 f"Whole DQN processes on {arguments.game}: rlsup against stable-baselines3", [table],
+                                 finding)
 
 
 if __name__ == "__main__":

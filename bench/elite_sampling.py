@@ -1,4 +1,9 @@
-"""Elite sampling cost per batch against uniform, for an Atari DQN replay and a V-trace unroll replay."""
+"""Elite sampling cost per batch against uniform, for an Atari DQN replay and a V-trace unroll replay.
+
+    python bench/elite_sampling.py [--rows 20000] [--unrolls 1000] [--repeats 30]
+
+The result (bench/results_format.py) goes to --out, by default results/elite-sampling.json.
+"""
 from __future__ import annotations
 
 import argparse
@@ -7,6 +12,7 @@ import time
 import numpy as np
 import torch
 
+import results_format  # bench/ beside this script
 from rlsup.algos.nets import build_q_network
 from rlsup.replay.samplers import SAMPLERS
 from rlsup.replay.storage import TransitionStorage
@@ -75,12 +81,15 @@ def microseconds_per_batch(storage, sampler, share: int, source, repeats: int, g
     return float(np.median(timings)) * 1e6
 
 
-def compare(title: str, storage, share: int, sources: dict, repeats: int) -> None:
+def compare(title: str, storage, share: int, sources: dict, repeats: int) -> dict:
+    """Print each sampler's µs per batch against uniform's; return them as a measurement table."""
     print(f"\n{title}: {storage.stored_count()} items, {share} per batch, λ = 6 (the start of annealing)")
+    rows = {}
     for gather in (False, True):
         what = "sample + gather" if gather else "sample only"
         uniform = microseconds_per_batch(storage, SAMPLERS["standard"](0), share, None, repeats, gather)
         print(f"  {what:16s} uniform {uniform:10.0f} µs")
+        rows[f"{what}, uniform"] = [uniform, 1.0]
         for name, source in sources.items():
             for strategy in (1, 4):
                 settings = ReplaySection(kind="elite", strategy=strategy, lambda_batch_multiplier=6.0,
@@ -88,6 +97,11 @@ def compare(title: str, storage, share: int, sources: dict, repeats: int) -> Non
                 cost = microseconds_per_batch(storage, SAMPLERS["elite"](0, settings), share, source, repeats,
                                               gather)
                 print(f"  {what:16s} elite s{strategy} {name:22s} {cost:10.0f} µs  ratio {cost / uniform:6.1f}")
+                rows[f"{what}, elite strategy {strategy} {name}"] = [cost, cost / uniform]
+    column = results_format.column
+    return results_format.measurement(title, "sampler", [column("per batch", "µs", 0), column("of uniform", "x", 1)],
+                                      rows, f"{storage.stored_count():,} items, {share} per batch, λ = 6 (the start of "
+                                      f"annealing), the median of {repeats}.")
 
 
 def main() -> None:
@@ -95,13 +109,17 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=20_000, help="transitions in the Atari replay")
     parser.add_argument("--unrolls", type=int, default=1_000, help="unrolls in the V-trace replay")
     parser.add_argument("--repeats", type=int, default=30)
+    results_format.add_out_argument(parser, "results/elite-sampling.json")
     arguments = parser.parse_args()
+    run = results_format.started("bench/elite_sampling.py")
     torch.set_num_threads(1)
-    compare("DQN Atari replay (4x84x84 stacks, 512 features)", atari_transitions(arguments.rows), 32,
-            {"(stored vectors only)": DriftedFeatures(), "(Nature CNN, 1 thread)": NatureFeatures(6)},
-            arguments.repeats)
-    compare("V-trace unroll replay (T = 20, 21 x 512 features)", cartpole_unrolls(arguments.unrolls, 20), 16,
-            {"(stored vectors only)": DriftedFeatures()}, arguments.repeats)
+    tables = [compare("DQN Atari replay (4x84x84 stacks, 512 features)", atari_transitions(arguments.rows), 32,
+                      {"(stored vectors only)": DriftedFeatures(), "(Nature CNN, 1 thread)": NatureFeatures(6)},
+                      arguments.repeats),
+              compare("V-trace unroll replay (T = 20, 21 x 512 features)", cartpole_unrolls(arguments.unrolls, 20), 16,
+                      {"(stored vectors only)": DriftedFeatures()}, arguments.repeats)]
+    results_format.write_figures(arguments, run, "elite-sampling", "Elite sampling cost per batch against uniform",
+                                 tables)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,9 @@
-"""Restore time of an env state on its longest episode: action replay against the dedicated capturers."""
+"""Restore time of an env state on its longest episode: action replay against the dedicated capturers.
+
+    python bench/env_restore.py [--repeats 5] [--episodes 10]
+
+The result (bench/results_format.py) goes to --out, by default results/env-restore.json.
+"""
 from __future__ import annotations
 
 import argparse
@@ -11,6 +16,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import TransformReward
 
+import results_format  # bench/ beside this script
 from rlsup.algos.envs.training import TrainingEnv, make_env
 from rlsup.spec import EnvSection
 
@@ -107,14 +113,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=5, help="restores timed per env (the median is shown)")
     parser.add_argument("--episodes", type=int, default=10, help="episodes played per env to find the longest")
+    results_format.add_out_argument(parser, "results/env-restore.json")
     arguments = parser.parse_args()
+    run = results_format.started("bench/env_restore.py")
     print(f"{'env, capture':38}  {'episode steps':>15}  {'restore ms':>10}  {'us per step':>11}")
+    rows = {}
     for name, make, policy, limit in cases():
         # The longest of a few episodes: the restore a resume pays at worst.
         state, steps = max((longest_episode_state(make(seed), policy, limit) for seed in range(arguments.episodes)),
                            key=lambda found: found[1])
         seconds = restore_seconds(make, state, arguments.repeats)
         print(f"{name:38}  {steps:>15,}  {seconds * 1e3:>10.2f}  {seconds * 1e6 / max(steps, 1):>11.1f}")
+        rows[name] = [steps, seconds * 1e3, seconds * 1e6 / max(steps, 1)]
+    column = results_format.column
+    table = results_format.measurement(
+        "Restore of the longest episode's state", "env, capture", [column("episode steps", "steps"),
+                                                                   column("restore", "ms", 2),
+                                                                   column("per episode step", "µs", 1)], rows,
+        f"The longest of {arguments.episodes} episodes per env (the restore a resume pays at worst); the median of "
+        f"{arguments.repeats} restores.")
+    slowest = max(rows.items(), key=lambda item: item[1][1])
+    results_format.write_figures(arguments, run, "env-restore", "Restore time of an env state on its longest episode",
+                                 [table], f"The slowest restore was {slowest[0]}'s: {slowest[1][1]:,.1f} ms.")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ its observation gets, on rlsup's two vectorisers and Gymnasium's (the ALE and En
 auto/ALE the headline ratio.
 
     python bench/env_throughput.py [--game ALE/Pong-v5] [--envs 1 4 8] [--seconds 5] [--repeats 3] [--threads 2]
+
+The result (bench/results_format.py) goes to --out, by default results/env-throughput-GAME.json.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 import torch
 
+import results_format  # bench/ beside this script
 from rlsup.algos.nets import build_q_network
 from rlsup.algos.envs.vectorise import env_seeds, make_vector_env
 from rlsup.spec import EnvSection
@@ -218,7 +221,9 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                         help="env threads of the ALE vector env and EnvPool")
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=list(BACKENDS))
+    results_format.add_out_argument(parser, "results/env-throughput-GAME.json")
     arguments = parser.parse_args()
+    run = results_format.started("bench/env_throughput.py")
     torch.set_num_threads(1)  # the forward of every backend alike: one thread, the envs get the rest
     probe = make_vector_env(env_settings(arguments.game), [SEED])
     policy = Policy(probe.observation_shape, probe.num_actions)
@@ -229,10 +234,11 @@ def main() -> int:
     header = f"{'N':>3}" + "".join(f"{name:>12}" for name in arguments.backends) + (
         f"{'auto/ALE':>10}{'rlsup/ALE':>11}{'subp/ALE':>10}{'subp/rlsup':>11}{'auto/rlsup':>11}")
     print(header)
-    efficiency = {}
+    rates, efficiency = {}, {}
     for count in arguments.envs:
         measured = medians(arguments, count, policy)
-        print(row(count, {name: found and found.rate for name, found in measured.items()}, 0), flush=True)
+        rates[count] = {name: found and found.rate for name, found in measured.items()}
+        print(row(count, rates[count], 0), flush=True)
         # Steps per CPU second of this process: steady under other load, and blind to work in child processes.
         efficiency[count] = {name: None if found is None or name in CHILD_PROCESSES else 1 / found.cpu_per_step
                              for name, found in measured.items()}
@@ -241,7 +247,48 @@ def main() -> int:
     print(header)
     for count, values in efficiency.items():
         print(row(count, values, 0))
+    write_result(arguments, run, rates, efficiency)
     return 0
+
+
+# The backends' names on the result's page, and the ratios the printed table ends with.
+SHOWN = {"rlsup auto": "rlsup auto", "rlsup": "rlsup serial", "rlsup subp": "rlsup subprocess"}
+RATIOS = (("rlsup auto", "ALE vector"), ("rlsup", "ALE vector"), ("rlsup subp", "ALE vector"), ("rlsup subp", "rlsup"),
+          ("rlsup auto", "rlsup"))
+
+
+def shown(name: str) -> str:
+    return SHOWN.get(name, name)
+
+
+def quotient(values: dict, numerator: str, denominator: str) -> float | None:
+    return values[numerator] / values[denominator] if values.get(numerator) and values.get(denominator) else None
+
+
+def write_result(arguments: argparse.Namespace, run: dict, rates: dict, efficiency: dict) -> None:
+    """Both printed tables as the result: agent steps/s with the ratios, and steps per CPU second."""
+    names = list(arguments.backends)
+    ratios = [(top, bottom) for top, bottom in RATIOS if top in names and bottom in names]
+    column = results_format.column
+    columns = [*(column(shown(name), "steps/s", 0) for name in names),
+               *(column(f"{shown(top).removeprefix('rlsup ')} / {shown(bottom).removeprefix('rlsup ')}", "x", 2)
+                 for top, bottom in ratios)]
+    said = (f"A Q-network forward per batch (1 torch thread); env threads or processes min(N, {arguments.threads}); "
+            f"{arguments.seconds:g} s a measurement, the median of {arguments.repeats}; {os.cpu_count()} CPUs.")
+    tables = [results_format.measurement("Agent steps/s", "envs (N)", columns, {
+        str(count): [*(values[name] for name in names), *(quotient(values, *ratio) for ratio in ratios)]
+        for count, values in rates.items()}, said)]
+    tables.append(results_format.measurement(
+        "Agent steps per CPU second of this process", "envs (N)", [column(shown(name), "steps/s", 0) for name in names],
+        {str(count): [values[name] for name in names] for count, values in efficiency.items()},
+        "Its threads included; blind to work in child processes, so backends with env processes show none."))
+    auto = [quotient(values, "rlsup auto", "ALE vector") for values in rates.values()]
+    known = [value for value in auto if value is not None]
+    finding = (f"rlsup auto (a job's default) made {results_format.span(known)} times the ALE vector env's agent "
+               f"steps/s at N = {', '.join(map(str, rates))}." if known else None)
+    results_format.write_figures(arguments, run, f"env-throughput-{results_format.game_word(arguments.game)}",
+                                 f"Agent steps/s on {arguments.game}: rlsup's vectorisers against the raw vector envs",
+                                 tables, finding)
 
 
 if __name__ == "__main__":

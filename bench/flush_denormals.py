@@ -6,6 +6,8 @@ each mode's steps/s over the last stretch. Flushing zeroes subnormal moments, wh
 far below its last bit, so the networks can stay equal for a long time; where they part, the run is another.
 
     python bench/flush_denormals.py jobs/minatar-dqn.toml --steps 100000 --every 10000 [--set dqn.lr=2.5e-4]
+
+The result (bench/results_format.py) goes to --out, by default results/flush-denormals-JOB[-CHANGES].json.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from rlsup.algos.device import configure_torch, select_device
 from rlsup.algos.dqn import DqnTrainer
 from rlsup.spec import loading
 
+import results_format  # bench/ beside this script
 from learning_seeds import changed_job
 
 
@@ -60,7 +63,9 @@ def main() -> int:
     parser.add_argument("--every", type=int, default=10_000)
     parser.add_argument("--set", action="append", default=[], metavar="TABLE.FIELD=VALUE",
                         help="change the job, as bench/learning_seeds.py --set does")
+    results_format.add_out_argument(parser, "results/flush-denormals-JOB[-CHANGES].json")
     arguments = parser.parse_args()
+    run = results_format.started("bench/flush_denormals.py", Path(arguments.job), arguments.set)
     with tempfile.TemporaryDirectory(prefix="rlsup-flush-") as directory:
         spec = loading.load(changed_job(Path(arguments.job), None, arguments.set, Path(directory)))
     if spec.job.algo != "dqn":
@@ -74,6 +79,7 @@ def main() -> int:
     print(f"{spec.env.id}, seed {spec.job.seed}, {spec.job.threads} thread(s): fingerprints without and with "
           "[job] flush_denormals")
     print(f"{'step':>9}{'equal':>7}{'subnormal':>11}{'steps/s':>9}{'flushed':>9}  fingerprints")
+    rows = {}
     for mark in range(arguments.every, arguments.steps + 1, arguments.every):
         rate = kept.train_to(mark)
         share = subnormal_share(kept.trainer)  # before the other side's mode, which reads subnormals as zero
@@ -81,9 +87,29 @@ def main() -> int:
         ours, theirs = kept.trainer.fingerprint(), flushed.trainer.fingerprint()
         print(f"{mark:>9}{str(ours == theirs).lower():>7}{share:>10.1%}{rate:>9.0f}"
               f"{flushed_rate:>9.0f}  {ours[:12]} {theirs[:12]}", flush=True)
+        rows[f"{mark:,}"] = ["yes" if ours == theirs else "no", 100 * share, rate, flushed_rate, flushed_rate / rate]
     print(f"in all: {kept.seconds:.0f} s without flushing, {flushed.seconds:.0f} s with it "
           f"({kept.seconds / flushed.seconds:.2f}x)")
+    write_result(arguments, run, spec, rows, kept.seconds / flushed.seconds)
     return 0
+
+
+def write_result(arguments: argparse.Namespace, run: dict, spec, rows: dict[str, list], ratio: float) -> None:
+    column = results_format.column
+    columns = [column("fingerprints equal"), column("Adam's moments subnormal, not flushed", "%", 1),
+               column("steps/s, not flushed", "steps/s", 0), column("steps/s, flushed", "steps/s", 0),
+               column("flushed / not", "x", 2)]
+    table = results_format.measurement(
+        "Both modes side by side, stretch by stretch", "step", columns, rows,
+        f"{spec.env.id}, seed {spec.job.seed}; each mode trains the job in this process from the same seed, and each "
+        "stretch's steps/s is its own.")
+    equal = all(values[0] == "yes" for values in rows.values())
+    finding = (f"Flushing trained {ratio:.2f}x as fast over {arguments.steps:,} steps, with the networks' "
+               f"fingerprints {'equal at every mark' if equal else 'parting at some mark: another run'}.")
+    job = Path(arguments.job)
+    name = results_format.default_out(f"flush-denormals-{job.stem}", arguments.set).stem
+    results_format.write_figures(arguments, run, name, f"DQN with [job] flush_denormals against without: {job.name}",
+                                 [table], finding, job, [spec.job.seed])
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ run/exit.py's end_process) and through the same run_command() in a process that 
 program does, tearing torch's modules down. Both do the same work; only their end differs.
 
     python bench/process_exit.py [--rounds 5]
+
+The result (bench/results_format.py) goes to --out, by default results/process-exit.json.
 """
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import results_format  # bench/ beside this script
 
 JOB = """
 [job]
@@ -48,7 +52,9 @@ def timed(command: list[str], environment: dict[str, str]) -> tuple[float, float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    rounds = parser.parse_args().rounds
+    results_format.add_out_argument(parser, "results/process-exit.json")
+    arguments = parser.parse_args()
+    rounds, run, rows = arguments.rounds, results_format.started("bench/process_exit.py"), {}
     with tempfile.TemporaryDirectory() as directory:
         home = Path(directory)
         environment = {**os.environ, "RLSUP_HOME": str(home / "home")}
@@ -69,6 +75,23 @@ def main() -> None:
             cpu = {kind: statistics.median(used for _, used in runs) for kind, runs in timings.items()}
             print(f"{name:8} {wall['teardown']:16.2f} {wall['program']:19.2f} {wall['teardown'] / wall['program']:6.2f} "
                   f"{cpu['teardown']:15.2f} {cpu['program']:18.2f}")
+            rows[f"rlsup {name}"] = [wall["teardown"], wall["program"], wall["teardown"] / wall["program"],
+                                     cpu["teardown"], cpu["program"]]
+    write_result(arguments, run, rows)
+
+
+def write_result(arguments: argparse.Namespace, run: dict, rows: dict[str, list]) -> None:
+    column = results_format.column
+    columns = [column("with the teardown", "s", 2), column("without it, by end_process", "s", 2),
+               column("with / without", "x", 2), column("CPU with the teardown", "CPU s", 2),
+               column("CPU without it", "CPU s", 2)]
+    table = results_format.measurement(
+        "Whole processes, medians", "command", columns, rows,
+        f"{arguments.rounds} rounds, the two ends alternating; enjoy plays one CartPole episode of a 300-step run.")
+    finding = "Leaving without torch's teardown ended " + ", ".join(
+        f"{name} {values[2]:.2f}x sooner" for name, values in rows.items()) + "."
+    results_format.write_figures(arguments, run, "process-exit", "What leaving without torch's teardown saves "
+                                 "`rlsup enjoy` and `rlsup export`", [table], finding)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import platform
 import re
 import statistics
 import subprocess
+import sys
 import tomllib
 from datetime import date
 from pathlib import Path
@@ -90,7 +91,7 @@ _TABLE = {
     },
 }
 # A measurement's units: a column holds numbers in one of these, or words (unit None: a variant's name, a range).
-UNITS = ("s", "ms", "µs", "CPU s", "steps/s", "frames/s", "updates/s", "steps", "frames", "x", "%", "MB", "MiB",
+UNITS = ("s", "ms", "µs", "CPU s", "steps/s", "frames/s", "updates/s", "steps", "frames", "x", "%", "MB", "MB/s", "MiB",
          "return", "count")
 _COLUMN = {"type": "object", "additionalProperties": False, "required": ["name", "unit"],
            "properties": {"name": {"type": "string", "minLength": 1}, "unit": {"enum": [*UNITS, None]},
@@ -310,6 +311,32 @@ def measurement(name: str, rows_are: str, columns: list[dict], rows: dict[str, l
             **({"settings": settings} if settings else {}), "columns": columns,
             "rows": [{"name": row, "values": [cell(value) for value in values],
                       **({"note": (notes or {})[row]} if row in (notes or {}) else {})} for row, values in rows.items()]}
+
+
+def started(bench: str, job: Path | None = None, overrides: list[str] = ()) -> dict:
+    """The result's "run" as a bench starts: its command line and the commit it runs."""
+    return run_section(bench, ["python", *sys.argv], job, list(overrides))
+
+
+def write_figures(arguments, run: dict, name: str, title: str, measurements: list[dict], finding: str | None = None,
+                  job: Path | None = None, seeds: list[int] = ()) -> Path:
+    """Write a speed, latency or scheduler bench's result to its --out, or to results/NAME.json, and say where."""
+    out = arguments.out or RESULTS / f"{name}.json"
+    write(out, measured_figures(title, run, measurements, finding, job=job, seeds=seeds, note=arguments.note))
+    print(f"result: {out}")
+    return out
+
+
+def span(values: list[float], digits: int = 2) -> str:
+    """The range of figures as a sentence says it: '0.97-1.08', or '1.08' where they agree."""
+    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return low if low == high else f"{low}-{high}"
+
+
+def game_word(game: str) -> str:
+    """A game's words in a result's name: ALE/Pong-v5 -> pong, MinAtar/Breakout-v1 -> minatar-breakout."""
+    name = re.sub(r"-v\d+$", "", game.removeprefix("ALE/"))
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 def add_out_argument(parser, default: str) -> None:

@@ -5,13 +5,15 @@ another so that each has the machine to itself: every member to the end (the ful
 ninth and a third of the budget, the top third promoted); and PBT (every fifth of the budget the bottom quarter
 forks the top with lr x 0.8 or 1.25; its forks train the steps the members they replace would have).
 
-    python bench/scheduler_budget.py [--steps 50000] [--cpu-jobs 2] [--json FILE]
+    python bench/scheduler_budget.py [--steps 50000] [--cpu-jobs 2] [--json FILE] [--out RESULT.json]
         [--ways asha,pbt --grid-from EARLIER.json] [--rungs 5000,15000]
 
 The figure compared is the final evaluation at the budget ([eval]: 10 greedy episodes): for the grid,
 a variant's mean over its 2 seeds, the best variant's is the grid's best; for ASHA, the variant its best
 finished member has, judged both by what ASHA trained and by the grid's mean for it (is it a good variant?);
 for PBT, its best finished member's (a PBT member is a lineage, not a variant).
+The result (bench/results_format.py) goes to --out, by default results/scheduler-budget.json, or
+results/scheduler-budget-WAYS.json for fewer ways; --json keeps every figure in this bench's own form.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import results_format  # bench/ beside this script
 from rlsup import client, paths
 from rlsup.jobs.state import State
 from rlsup.jobs.store import Store
@@ -37,6 +40,7 @@ JOB = Path(__file__).parents[1] / "jobs" / "cartpole-dqn.toml"
 LEARNING_RATES = (1e-4, 2e-4, 4e-4, 7e-4, 1e-3, 1.5e-3, 2.3e-3, 4e-3, 7e-3)
 SEEDS = "1-2"
 WAYS = ("grid", "asha", "pbt")
+WAY_TITLES = {"grid": "the full grid", "asha": "ASHA", "pbt": "PBT"}
 
 
 def scheduler_table(way: str, steps: int, rungs: tuple[int, ...], metric: str = "eval_return") -> str:
@@ -118,7 +122,9 @@ def main() -> int:
     parser.add_argument("--grid-from", metavar="FILE", type=Path, help="take the grid's figures from an earlier --json")
     parser.add_argument("--rungs", help="ASHA's rungs in steps, comma-separated (default: a ninth and a third)")
     parser.add_argument("--metric", default="eval_return", help="ASHA's: eval_return (default) or return")
+    results_format.add_out_argument(parser, "results/scheduler-budget[-WAYS].json")
     args = parser.parse_args()
+    run = results_format.started("bench/scheduler_budget.py")
     rungs = (tuple(int(rung) for rung in args.rungs.split(",")) if args.rungs
              else (args.steps // 9, args.steps // 3))
     home = Path(tempfile.mkdtemp(prefix="rlsup-scheduler-bench-"))
@@ -145,7 +151,55 @@ def main() -> int:
     print_verdicts(results)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
+    write_result(args, run, results, rungs)
     return 0
+
+
+def way_name(way: str, steps: int, rungs: tuple[int, ...], metric: str) -> str:
+    if way == "asha":
+        return f"ASHA, {metric}, rungs {' / '.join(f'{rung:,}' for rung in rungs)}"
+    return f"PBT, every {steps // 5:,} steps, bottom 25% forks the top, lr x 0.8 or 1.25" if way == "pbt" else "full grid"
+
+
+def write_result(args: argparse.Namespace, run: dict, results: dict, rungs: tuple[int, ...]) -> None:
+    """Each way's steps, wall time and best finished member, judged by the grid's mean for its lr."""
+    grid = {float(lr): value for lr, value in results["grid"]["variants"].items()} if "grid" in results else {}
+    best = max(grid.values(), default=None)
+    rows, notes = {}, {}
+    for way in (way for way in WAYS if way in results):
+        result = results[way]
+        found = grid.get(result["best_member_lr"]) if way != "pbt" else None
+        name = way_name(way, args.steps, rungs, args.metric)
+        rows[name] = [result["steps"], 100 * result["steps"] / result["grid_steps"], result.get("wall_s"),
+                      result["best_member"], None if way == "pbt" else f"{result['best_member_lr']:g}", found,
+                      100 * found / best if found is not None and best else None]
+        if way == "grid" and args.grid_from:
+            notes[name] = f"from --grid-from {args.grid_from}, not this run"
+    columns = [results_format.column("steps", "steps"), results_format.column("of the grid's steps", "%", 0),
+               results_format.column("wall", "s", 1),
+               results_format.column("best finished member's final evaluation", "return", 1),
+               results_format.column("its lr"), results_format.column("that lr's mean in the grid", "return", 1),
+               results_format.column("of the grid's best variant", "%", 0)]
+    settings = {"based on": "jobs/cartpole-dqn.toml", "job.total_steps": args.steps, "sweep dqn.lr":
+                ", ".join(f"{lr:g}" for lr in LEARNING_RATES), "seeds": SEEDS, "cpu_jobs": args.cpu_jobs}
+    table = results_format.measurement(
+        "Each way", "way", columns, rows, "The figure is the final evaluation ([eval]: 10 greedy episodes at the "
+        "budget); a variant's is the mean of its two seeds. Each way had the machine to itself.", settings, notes)
+    ways = [way for way in WAYS if way in args.ways.split(",")]
+    name = "scheduler-budget" + ("" if ways == list(WAYS) else "-" + "-".join(ways))
+    words = [WAY_TITLES[way] for way in ways]
+    title = (", ".join(words[:-1]) + " and " if len(words) > 1 else "") + words[-1] \
+        + f" on CartPole DQN, {len(LEARNING_RATES)} learning rates x 2 seeds"
+    title = title[0].upper() + title[1:]
+    results_format.write_figures(args, run, name, title, [table], finding(rows), seeds=[1, 2])
+
+
+def finding(rows: dict[str, list]) -> str:
+    """Each deciding way's share of the grid's steps and how good a variant it found."""
+    said = [f"{name.split(',')[0]} spent {values[1]:.0f}% of the grid's steps and found "
+            + (f"a variant at {values[6]:.0f}% of the grid's best" if values[6] is not None
+               else f"a best member at {values[3]:.1f}") for name, values in rows.items() if name != "full grid"]
+    return "; ".join(said) + "." if said else "The full grid alone: the figures the deciding ways are judged by."
 
 
 def print_way(way: str, result: dict) -> None:

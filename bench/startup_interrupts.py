@@ -6,6 +6,8 @@ Each round starts a foreground CartPole run, sends one SIGINT after a random del
 Ctrl-C must always end the run with one sentence and a documented code: a lost signal (the run trains on
 until a second one), a traceback, or a crash (a negative code, `Fatal Python error`) is a fault; their
 stderr is kept under the printed directory, with faulthandler's C-level stacks where a signal killed it.
+
+The result (bench/results_format.py) goes to --out, by default results/startup-interrupts.json.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import results_format  # bench/ beside this script
 
 JOB = """
 [job]
@@ -85,7 +89,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1_000_000, help="or after this many rounds")
     parser.add_argument("--max-delay", type=float, default=1.5, help="delays are uniform in [0, this] seconds")
     parser.add_argument("--seed", type=int, default=0)
+    results_format.add_out_argument(parser, "results/startup-interrupts.json")
     arguments = parser.parse_args()
+    run = results_format.started("bench/startup_interrupts.py")
     # Children start with SIGINT at its default, as a terminal's foreground job does, even when this bench
     # runs as a script's background job (which ignores SIGINT, as its children then would, until their first line).
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -108,6 +114,13 @@ def main() -> int:
     print(f"{round_number} runs, {faults} faults; kept in {directory}")
     for outcome, count in counts.most_common():
         print(f"  {count:5d}  {outcome}")
+    table = results_format.measurement(
+        "How each run ended", "outcome", [results_format.column("runs", "count"), results_format.column("a fault")],
+        {outcome: [count, "yes" if outcome in FAULTS else "no"] for outcome, count in counts.most_common()},
+        f"One SIGINT at a delay uniform in [0, {arguments.max_delay:g}] s of a foreground CartPole run's start, "
+        f"{round_number} rounds (seed {arguments.seed}).")
+    results_format.write_figures(arguments, run, "startup-interrupts", "Ctrl-C at random moments of `rlsup run`'s "
+                                 "start-up", [table], f"{faults} faults in {round_number} runs.")
     return 1 if faults else 0
 
 

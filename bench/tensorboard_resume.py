@@ -1,4 +1,9 @@
-"""What a resume pays to bring a run's TensorBoard event file back to its checkpoint, by how it does it."""
+"""What a resume pays to bring a run's TensorBoard event file back to its checkpoint, by how it does it.
+
+    python bench/tensorboard_resume.py [--records 100000]
+
+The result (bench/results_format.py) goes to --out, by default results/tensorboard-resume.json.
+"""
 from __future__ import annotations
 
 import argparse
@@ -7,6 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import results_format  # bench/ beside this script
 from rlsup import paths
 from rlsup.run import files as runfiles
 from rlsup.worker.tensorboard import TensorBoardLog
@@ -52,7 +58,9 @@ def resume_seconds(run_dir: Path, metrics_bytes: int, point: dict | None, record
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=100_000)
+    results_format.add_out_argument(parser, "results/tensorboard-resume.json")
     arguments = parser.parse_args()
+    run = results_format.started("bench/tensorboard_resume.py")
     with tempfile.TemporaryDirectory() as scratch:
         original = Path(scratch) / "original"
         original.mkdir()
@@ -73,6 +81,16 @@ def main() -> None:
     print(f"{arguments.records:,} records of 3 numbers")
     for name, seconds in timings.items():
         print(f"  {name:<50} {seconds * 1000:10.1f} ms   {rebuild / seconds:8.0f}x faster than a rebuild")
+    column = results_format.column
+    table = results_format.measurement(
+        f"{arguments.records:,} records of 3 numbers", "how", [column("time", "ms", 1), column("rebuild / this", "x", 0)],
+        {name: [1000 * seconds, rebuild / seconds] for name, seconds in timings.items()},
+        "From a resume's cut of metrics.jsonl to its first record in TensorBoard.")
+    fastest = min(timings.values())
+    results_format.write_figures(arguments, run, "tensorboard-resume", "What a resume pays to bring a run's "
+                                 "TensorBoard event file back to its checkpoint", [table],
+                                 f"Resuming from the length a checkpoint recorded was {rebuild / fastest:.0f}x faster "
+                                 "than a rebuild from metrics.jsonl.")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,9 @@
-"""V-trace actor throughput on an Atari or MinAtar game: raw actor loops vs the actor/learner pipeline, and learner updates/s."""
+"""V-trace actor throughput on an Atari or MinAtar game: raw actor loops vs the actor/learner pipeline, and learner updates/s.
+
+    python bench/vtrace_throughput.py [--game ALE/Pong-v5] [--actors 2] [--envs-per-actor 4] [--also-groups 2]
+
+The result (bench/results_format.py) goes to --out, by default results/vtrace-throughput-GAME.json.
+"""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +14,7 @@ import time
 
 import torch
 
+import results_format  # bench/ beside this script
 from rlsup import spec as specs
 from rlsup.algos import actor_processes
 from rlsup.algos.actors import Actor, actor_seed
@@ -166,7 +172,9 @@ def main() -> int:
     parser.add_argument("--also-groups", type=int, action="append", default=[], metavar="N",
                         help="also run the whole pipeline with N unroll groups per actor instead of rlsup's rule "
                              "(2 was the rule before the learner could take a whole batch's rounds)")
+    results_format.add_out_argument(parser, "results/vtrace-throughput-GAME.json")
     arguments = parser.parse_args()
+    run = results_format.started("bench/vtrace_throughput.py")
     if not arguments.game.startswith(("ALE/", "MinAtar/")):
         parser.error(f"--game {arguments.game}: this bench runs Atari (ALE/...) and MinAtar (MinAtar/...) games")
     torch.set_num_threads(arguments.threads)
@@ -194,14 +202,43 @@ def main() -> int:
         print(f"{label}: the learner waited for the actors {1000 * rates.waited:.1f} ms per update, of "
               f"{1000 / rates.updates_per_second:.1f} ms ({100 * rates.waited * rates.updates_per_second:.0f}% "
               f"idle); drawing each batch from the replay took {1000 * rates.assembly:.1f} ms")
-    if arguments.device == "cpu":
-        bound = cpu_bound(spec, raw, full.learner_cpu, cores)
+    bound = cpu_bound(spec, raw, full.learner_cpu, cores) if arguments.device == "cpu" else None
+    if bound:
         print(f"the update took {1000 * full.learner_cpu:.0f} ms of CPU, which leaves the actors at most {bound:.0f} "
               f"agent steps/s on {cores} cores ({bound / raw:.2f}x raw): the pipeline made "
               f"{full.steps_per_second / bound:.0%} of that bound")
     print("budget: pipeline / raw >= 0.80 (an agent step is 4 emulator frames); with a CPU learner the "
           "V-trace rows also measure the learner taking cores from the actors")
+    write_result(arguments, run, raw, rows, (bound, full.learner_cpu), cores)
     return 0
+
+
+def write_result(arguments: argparse.Namespace, run: dict, raw: float, rows: list, bound: tuple, cores: int) -> None:
+    """The printed rows, with the learner's wait per update, and the bound a CPU learner leaves the actors."""
+    column = results_format.column
+    columns = [column("agent steps/s", "steps/s", 0), column("of raw", "x", 2), column("updates/s", "updates/s", 2),
+               column("the learner waited for the actors, an update", "ms", 1),
+               column("the learner idle", "%", 0)]
+    figures = {"raw actor loops (no learner)": [raw, 1.0, None, None, None]}
+    figures |= {label: [rates.steps_per_second, rates.steps_per_second / raw, rates.updates_per_second,
+                        *([1000 * rates.waited, 100 * rates.waited * rates.updates_per_second]
+                          if rates.updates_per_second and label != rows[0][0] else [None, None])]
+                for label, rates in rows}
+    said = (f"{arguments.actors} actors x {arguments.envs_per_actor} envs, unroll {arguments.unroll}, batch "
+            f"{arguments.batch}, learner on {arguments.device} with {arguments.threads} thread(s), {cores} cores, "
+            f"{arguments.seconds:g} s a measurement.")
+    tables = [results_format.measurement(arguments.game, "loop", columns, figures, said)]
+    most, learner_cpu = bound
+    if most:
+        tables.append(results_format.measurement(
+            "The most a CPU learner leaves the actors", "what", [column("figure", None, 2)],
+            {"the update's CPU (s)": [learner_cpu], "agent steps/s the actors can deliver at most": [most],
+             "that, of raw": [most / raw]}))
+    label, rates = rows[1]
+    finding = f"{label}: the pipeline delivered {rates.steps_per_second / raw:.2f}x the raw actors' agent steps/s."
+    results_format.write_figures(arguments, run, f"vtrace-throughput-{results_format.game_word(arguments.game)}",
+                                 f"V-trace on {arguments.game}: raw actor loops against the actor/learner pipeline",
+                                 tables, finding)
 
 
 if __name__ == "__main__":
