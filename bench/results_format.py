@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -314,8 +315,13 @@ def measurement(name: str, rows_are: str, columns: list[dict], rows: dict[str, l
 
 
 def started(bench: str, job: Path | None = None, overrides: list[str] = ()) -> dict:
-    """The result's "run" as a bench starts: its command line and the commit it runs."""
-    return run_section(bench, ["python", *sys.argv], job, list(overrides))
+    """The result's "run" as a bench starts: its command line (less its --note, which the provenance says) and the
+    commit it runs."""
+    arguments = list(sys.argv)
+    if "--note" in arguments[:-1]:
+        del arguments[arguments.index("--note"):arguments.index("--note") + 2]
+    return run_section(bench, ["python", *(argument if argument.startswith("-") else shlex.quote(argument)
+                                           for argument in arguments)], job, list(overrides))
 
 
 def write_figures(arguments, run: dict, name: str, title: str, measurements: list[dict], finding: str | None = None,
