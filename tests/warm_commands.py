@@ -14,6 +14,7 @@ Run as a script, this file is the server: `python warm_commands.py`, its channel
 from __future__ import annotations
 
 import atexit
+import contextlib
 import io
 import locale
 import os
@@ -29,8 +30,9 @@ from rlsup.run import fork_protocol as protocol
 
 # The commands worth a warm start: those that import torch.
 WARM_COMMANDS = frozenset({"run", "enjoy", "export"})
-# What a command may set differently from the server's environment: read at run time, never at import.
-RUN_TIME_VARIABLES = frozenset({"RLSUP_HOME"})
+# What a command may set differently from the server's environment: read at run time, never at import (pytest
+# names the current test in PYTEST_CURRENT_TEST; PYTHONUNBUFFERED the forked command applies itself).
+RUN_TIME_VARIABLES = frozenset({"RLSUP_HOME", "PYTEST_CURRENT_TEST", "PYTHONUNBUFFERED"})
 READY_WAIT_S = 180.0
 # RLSUP_TESTS_COLD=1 starts every command cold, as before the server: to compare, or to rule the server out.
 ALL_COLD = os.environ.get("RLSUP_TESTS_COLD") == "1"
@@ -99,7 +101,8 @@ def become_command(message: dict, descriptors: list[int]) -> None:
     os.environ.clear()
     os.environ.update(message["environment"])
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=False, write_through=False)
+    unbuffered = bool(message["environment"].get("PYTHONUNBUFFERED"))
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=False, write_through=unbuffered)
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True, errors="backslashreplace")
     sys.argv = [message["argv0"], *message["arguments"]]
     sys.path[0] = message["cwd"]  # as `python -m` puts the current directory first
@@ -267,8 +270,12 @@ class WarmProcess:
         return texts[0], texts[1]
 
     def send_signal(self, number: int) -> None:
+        """As Popen's: nothing once the command has ended. The server reaps its commands at once, so one that
+        ended since the poll is gone, not a zombie (its pid could be another's only after the kernel went round
+        its whole pid space)."""
         if self.poll() is None:
-            os.kill(self.pid, number)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, number)
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
