@@ -6,8 +6,8 @@ asked) imports what a worker imports, the way the daemon's own fork server does 
 and forks each command: a real process with its own pid, its output on pipes, its signals and exit status its
 own, running `python -m rlsup.cli`'s code from its first line. Only its interpreter's start-up is skipped, so a
 test of what happens during start-up (a Ctrl-C as Python starts) starts its command cold (rlsup_testing.py),
-as does any command whose environment differs from the server's in more than RLSUP_HOME (PYTHONPATH and the
-like act at import, which the server did once).
+as does any command whose environment differs from the server's in more than what is read at run time
+(RUN_TIME_VARIABLES: PYTHONPATH and the like act at import, which the server did once).
 
 Run as a script, this file is the server: `python warm_commands.py`, its channel as stdin.
 """
@@ -30,12 +30,19 @@ from rlsup.run import fork_protocol as protocol
 
 # The commands worth a warm start: those that import torch.
 WARM_COMMANDS = frozenset({"run", "enjoy", "export"})
-# What a command may set differently from the server's environment: read at run time, never at import (pytest
-# names the current test in PYTEST_CURRENT_TEST; PYTHONUNBUFFERED the forked command applies itself).
-RUN_TIME_VARIABLES = frozenset({"RLSUP_HOME", "PYTEST_CURRENT_TEST", "PYTHONUNBUFFERED"})
+# What a command may set differently from the server's environment: read at run time, never at import. pytest
+# names the current test in PYTEST_CURRENT_TEST, pytest-textual-snapshot its folder once the session starts, and
+# PYTHONUNBUFFERED the forked command applies itself; COLUMNS and LINES a terminal's size, read as it is drawn.
+# Any other difference sends a command cold, and
+# tests/integration/test_warm_commands.py fails when a plain run under pytest is not forked warm.
+RUN_TIME_VARIABLES = frozenset({"RLSUP_HOME", "PYTEST_CURRENT_TEST", "TEXTUAL_SNAPSHOT_TEMPDIR", "PYTHONUNBUFFERED",
+                                "COLUMNS", "LINES"})
 READY_WAIT_S = 180.0
 # RLSUP_TESTS_COLD=1 starts every command cold, as before the server: to compare, or to rule the server out.
 ALL_COLD = os.environ.get("RLSUP_TESTS_COLD") == "1"
+# The environment the server imports in: pytest's as this module is imported, at collection, before any test has
+# set a variable of its own (a server started inside such a test would have sent every later command cold).
+BASELINE = os.environ.copy()
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -51,10 +58,14 @@ def serve() -> int:
     # them held, as a fresh command has them past its first line.
     sys.argv = ["-m"]
     from rlsup.worker.fork_server import PRELOADED, drain_wake_ups, open_server
+    before = os.environ.copy()
     for name in (*PRELOADED, "rlsup.cli", "rlsup.enjoy"):
         __import__(name)
+    # What the imports set in the environment (gymnasium hides pygame's greeting so): a fresh command sets it
+    # as it imports, so each forked one gets it on top of the environment it was asked for.
+    set_by_imports = {key: value for key, value in os.environ.items() if before.get(key) != value}
     server = open_server(channel)  # the daemon's fork server's channel, selector and SIGCHLD wake-ups
-    protocol.send(channel, protocol.READY, pid=os.getpid())
+    protocol.send(channel, protocol.READY, pid=os.getpid(), set_by_imports=sorted(set_by_imports))
     requests: dict[int, int] = {}  # pid: the number of the request it was forked for
     while True:
         for key, _events in server.selector.select(timeout=1.0):
@@ -67,7 +78,7 @@ def serve() -> int:
             pid = os.fork()
             if pid == 0:
                 server.close_in_child()
-                become_command(message, descriptors)
+                become_command(message, descriptors, set_by_imports)
             for descriptor in descriptors:
                 os.close(descriptor)
             requests[pid] = message["request"]
@@ -87,7 +98,7 @@ def report_exits(channel: socket.socket, requests: dict[int, int]) -> None:
         protocol.send(channel, protocol.EXITED, request=requests.pop(pid), returncode=os.waitstatus_to_exitcode(status))
 
 
-def become_command(message: dict, descriptors: list[int]) -> None:
+def become_command(message: dict, descriptors: list[int], set_by_imports: dict[str, str]) -> None:
     """In the forked child: the command's streams, session, signals, directory and environment, then its code.
     Never returns."""
     if message["new_session"]:
@@ -100,6 +111,7 @@ def become_command(message: dict, descriptors: list[int]) -> None:
     os.chdir(message["cwd"])
     os.environ.clear()
     os.environ.update(message["environment"])
+    os.environ.update(set_by_imports)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
     unbuffered = bool(message["environment"].get("PYTHONUNBUFFERED"))
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=False, write_through=unbuffered)
@@ -140,9 +152,8 @@ class Server:
 
     def __init__(self):
         self.channel, server_end = protocol.channel_pair()
-        self.environment = os.environ.copy()
         self.process = subprocess.Popen([sys.executable, __file__], stdin=server_end, stdout=subprocess.DEVNULL,
-                                        env=self.environment, close_fds=True)
+                                        env=BASELINE, close_fds=True)
         server_end.close()
         self.requests = 0
         self.replies: dict[int, int] = {}
@@ -150,6 +161,8 @@ class Server:
         message = self.next_message(READY_WAIT_S)
         if message is None or message["kind"] != protocol.READY:
             raise RuntimeError(f"the tests' fork server did not start: {message}")
+        # Variables the imports set: set in a test's process too once it imported the same (gymnasium's).
+        self.set_by_imports = frozenset(message["set_by_imports"])
 
     def next_message(self, timeout: float | None) -> dict | None:
         """The next message within timeout; None past it, or once the server has gone."""
@@ -203,9 +216,16 @@ def warm_enough(arguments: list[str], environment: dict[str, str]) -> bool:
     """Whether this command may be forked: a torch command whose environment the server's imports fit."""
     if ALL_COLD or not arguments or arguments[0] not in WARM_COMMANDS:
         return False
-    server_environment = _server.environment if _server is not None else os.environ
-    keys = set(environment) | set(server_environment)
-    return all(environment.get(key) == server_environment.get(key) for key in keys - RUN_TIME_VARIABLES)
+    differing = {key for key in set(environment) | set(BASELINE) if environment.get(key) != BASELINE.get(key)}
+    return not differing - RUN_TIME_VARIABLES - warm_server().set_by_imports
+
+
+def warm_server() -> Server:
+    """The server of this pytest process, started when first asked for."""
+    global _server
+    if _server is None:
+        _server = Server()
+    return _server
 
 
 class WarmProcess:
@@ -213,16 +233,14 @@ class WarmProcess:
     wait, communicate, send_signal, kill."""
 
     def __init__(self, arguments: list[str], environment: dict[str, str], new_session: bool):
-        global _server
-        if _server is None:
-            _server = Server()
         self.args = arguments
         self.returncode: int | None = None
         out_read, out_write = os.pipe2(os.O_CLOEXEC)
         error_read, error_write = os.pipe2(os.O_CLOEXEC)
         null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            self.number, self.pid = _server.fork(arguments, environment, new_session, (null, out_write, error_write))
+            streams = (null, out_write, error_write)
+            self.number, self.pid = warm_server().fork(arguments, environment, new_session, streams)
         finally:
             for descriptor in (null, out_write, error_write):
                 os.close(descriptor)
@@ -233,12 +251,12 @@ class WarmProcess:
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            self.returncode = _server.collect(self.number, 0)
+            self.returncode = warm_server().collect(self.number, 0)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
-            self.returncode = _server.collect(self.number, timeout)
+            self.returncode = warm_server().collect(self.number, timeout)
         if self.returncode is None:
             raise subprocess.TimeoutExpired(self.args, timeout)
         return self.returncode

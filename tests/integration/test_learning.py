@@ -11,12 +11,11 @@ to CartPole-v0's (195), since on other rounding some finals fall back from a sol
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from rlsup_testing import rlsup_command, train_seeds_until
+from rlsup_testing import run_rlsup, train_seeds_until
 
 JOBS = Path(__file__).parents[2] / "jobs"
 SOLVED = 475   # gymnasium's reward_threshold of CartPole-v1
@@ -27,9 +26,8 @@ ENJOY_SEED = 1_000_000
 
 
 def greedy_mean(run_dir: Path, checkpoint: str) -> float:
-    played = subprocess.run(rlsup_command("enjoy", run_dir, "--checkpoint", checkpoint, "--episodes", EPISODES,
-                                          "--seed", ENJOY_SEED, "--json"), capture_output=True, text=True,
-                            timeout=300)
+    played = run_rlsup("enjoy", run_dir, "--checkpoint", checkpoint, "--episodes", EPISODES, "--seed", ENJOY_SEED,
+                       "--json", timeout=300)
     assert played.returncode == 0, played.stderr
     return json.loads(played.stdout)["mean"]
 
