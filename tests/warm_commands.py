@@ -6,8 +6,8 @@ asked) imports what a worker imports, the way the daemon's own fork server does 
 and forks each command: a real process with its own pid, its output on pipes, its signals and exit status its
 own, running `python -m rlsup.cli`'s code from its first line. Only its interpreter's start-up is skipped, so a
 test of what happens during start-up (a Ctrl-C as Python starts) starts its command cold (rlsup_testing.py),
-as does any command whose environment differs from the server's in more than what is read at run time
-(RUN_TIME_VARIABLES: PYTHONPATH and the like act at import, which the server did once).
+as does any command whose environment differs from the server's in a variable that acts as a process starts
+(IMPORT_TIME_PREFIXES: PYTHONPATH and the like act at import, which the server did once).
 
 Run as a script, this file is the server: `python warm_commands.py`, its channel as stdin.
 """
@@ -30,13 +30,15 @@ from rlsup.run import fork_protocol as protocol
 
 # The commands worth a warm start: those that import torch.
 WARM_COMMANDS = frozenset({"run", "enjoy", "export"})
-# What a command may set differently from the server's environment: read at run time, never at import. pytest
-# names the current test in PYTEST_CURRENT_TEST, pytest-textual-snapshot its folder once the session starts, and
-# PYTHONUNBUFFERED the forked command applies itself; COLUMNS and LINES a terminal's size, read as it is drawn.
-# Any other difference sends a command cold, and
-# tests/integration/test_warm_commands.py fails when a plain run under pytest is not forked warm.
-RUN_TIME_VARIABLES = frozenset({"RLSUP_HOME", "PYTEST_CURRENT_TEST", "TEXTUAL_SNAPSHOT_TEMPDIR", "PYTHONUNBUFFERED",
-                                "COLUMNS", "LINES"})
+# What would make a forked command differ from a fresh one: a variable the interpreter or the libraries the server
+# imported read as they start (search paths, thread pools, CUDA, torch's own switches), or one of rlsup's but
+# RLSUP_HOME. A command whose environment differs from the server's in one of these starts cold. Any other
+# variable (pytest's, a plugin's, one a library imported by a test set, COLUMNS) is read at run time, from the
+# environment the fork is given. tests/integration/test_warm_commands.py fails when a plain run under pytest is
+# not forked warm, which happened twice while this list was an allowance instead.
+IMPORT_TIME_PREFIXES = ("PYTHON", "LD_", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "NUMEXPR_", "NPY_",
+                        "NUMPY_", "CUDA_", "NVIDIA_", "TORCH", "PYTORCH_", "TRITON_", "RLSUP_")
+RUN_TIME_EXCEPTIONS = frozenset({"PYTHONUNBUFFERED", "RLSUP_HOME"})  # applied by the fork itself / read at run time
 READY_WAIT_S = 180.0
 # RLSUP_TESTS_COLD=1 starts every command cold, as before the server: to compare, or to rule the server out.
 ALL_COLD = os.environ.get("RLSUP_TESTS_COLD") == "1"
@@ -65,7 +67,7 @@ def serve() -> int:
     # as it imports, so each forked one gets it on top of the environment it was asked for.
     set_by_imports = {key: value for key, value in os.environ.items() if before.get(key) != value}
     server = open_server(channel)  # the daemon's fork server's channel, selector and SIGCHLD wake-ups
-    protocol.send(channel, protocol.READY, pid=os.getpid(), set_by_imports=sorted(set_by_imports))
+    protocol.send(channel, protocol.READY, pid=os.getpid())
     requests: dict[int, int] = {}  # pid: the number of the request it was forked for
     while True:
         for key, _events in server.selector.select(timeout=1.0):
@@ -161,8 +163,6 @@ class Server:
         message = self.next_message(READY_WAIT_S)
         if message is None or message["kind"] != protocol.READY:
             raise RuntimeError(f"the tests' fork server did not start: {message}")
-        # Variables the imports set: set in a test's process too once it imported the same (gymnasium's).
-        self.set_by_imports = frozenset(message["set_by_imports"])
 
     def next_message(self, timeout: float | None) -> dict | None:
         """The next message within timeout; None past it, or once the server has gone."""
@@ -216,8 +216,14 @@ def warm_enough(arguments: list[str], environment: dict[str, str]) -> bool:
     """Whether this command may be forked: a torch command whose environment the server's imports fit."""
     if ALL_COLD or not arguments or arguments[0] not in WARM_COMMANDS:
         return False
-    differing = {key for key in set(environment) | set(BASELINE) if environment.get(key) != BASELINE.get(key)}
-    return not differing - RUN_TIME_VARIABLES - warm_server().set_by_imports
+    return not import_time_differences(environment)
+
+
+def import_time_differences(environment: dict[str, str]) -> set[str]:
+    """The variables, acting at start-up, in which environment differs from the one the server imported in."""
+    return {key for key in set(environment) | set(BASELINE)
+            if key.startswith(IMPORT_TIME_PREFIXES) and key not in RUN_TIME_EXCEPTIONS
+            and environment.get(key) != BASELINE.get(key)}
 
 
 def warm_server() -> Server:

@@ -1,6 +1,7 @@
 """The tests' warm server (tests/warm_commands.py) is used where it may be, and a forked command is the command."""
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
@@ -25,6 +26,7 @@ def test_a_variable_a_test_sets_sends_its_command_cold(tmp_path: Path, monkeypat
 def test_a_run_under_pytest_is_forked_warm_and_trains_the_run_a_cold_one_does(tmp_path: Path) -> None:
     """Twice the suite sent nearly every command cold without a word (pytest's PYTEST_CURRENT_TEST, then a
     variable a test had set when the server started): a plain run under pytest must be forked."""
+    assert warm_commands.import_time_differences(dict(os.environ)) == set()
     job = cartpole_job(tmp_path, total_steps=600)
     warm = start_rlsup("run", job, "--run-dir", tmp_path / "warm")
     cold = start_rlsup("run", job, "--run-dir", tmp_path / "cold", cold=True)
@@ -41,10 +43,15 @@ def test_a_forked_run_pauses_on_ctrl_c_with_a_checkpoint(tmp_path: Path) -> None
     with interrupts_at_their_default():
         process = start_rlsup("run", cartpole_job(tmp_path, total_steps=1_000_000, checkpoint_every=300),
                               "--run-dir", run_dir)
-    assert isinstance(process, warm_commands.WarmProcess)
-    wait_for(lambda: list_checkpoints(run_dir) or process.poll() is not None, what="a checkpoint")
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=120)
+    try:
+        assert isinstance(process, warm_commands.WarmProcess)
+        wait_for(lambda: list_checkpoints(run_dir) or process.poll() is not None, what="a checkpoint")
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:  # a failed test leaves no million-step training behind for the others
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
     assert process.returncode == EXIT_PAUSED, stderr
     assert "Traceback" not in stderr
     assert checkpoint_reasons(run_dir)[-1][1] == "pause"
