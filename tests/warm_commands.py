@@ -32,7 +32,9 @@ from rlsup.run import fork_protocol as protocol
 WARM_COMMANDS = frozenset({"run", "enjoy", "export"})
 # What would make a forked command differ from a fresh one: a variable the interpreter or the libraries the server
 # imported read as they start (search paths, thread pools, CUDA, torch's own switches), or one of rlsup's but
-# RLSUP_HOME. A command whose environment differs from the server's in one of these starts cold. Any other
+# RLSUP_HOME. A command whose environment differs from the server's in one of these starts cold, but for a
+# PYTHONPATH that only adds directories of modules the server has not imported (a user's env package): the fork
+# gets those on sys.path where a fresh interpreter puts them (python_path_fits, command_sys_path). Any other
 # variable (pytest's, a plugin's, one a library imported by a test set, COLUMNS) is read at run time, from the
 # environment the fork is given. tests/integration/test_warm_commands.py fails when a plain run under pytest is
 # not forked warm, which happened twice while this list was an allowance instead.
@@ -42,6 +44,11 @@ RUN_TIME_EXCEPTIONS = frozenset({"PYTHONUNBUFFERED", "RLSUP_HOME"})  # applied b
 READY_WAIT_S = 180.0
 # RLSUP_TESTS_COLD=1 starts every command cold, as before the server: to compare, or to rule the server out.
 ALL_COLD = os.environ.get("RLSUP_TESTS_COLD") == "1"
+# Libraries that change the process's environment as they are imported, imported before the baseline is taken:
+# cv2 (rlsup.enjoy's, and the video tests') prepends its lib64 to LD_LIBRARY_PATH, so the first test to import it
+# sent every later command of its pytest process cold. gymnasium's and ray's variables are read at run time.
+import cv2  # noqa: E402,F401  (a dependency of rlsup: tests/integration/test_warm_commands.py holds this)
+
 # The environment the server imports in: pytest's as this module is imported, at collection, before any test has
 # set a variable of its own (a server started inside such a test would have sent every later command cold).
 BASELINE = os.environ.copy()
@@ -66,8 +73,13 @@ def serve() -> int:
     # What the imports set in the environment (gymnasium hides pygame's greeting so): a fresh command sets it
     # as it imports, so each forked one gets it on top of the environment it was asked for.
     set_by_imports = {key: value for key, value in os.environ.items() if before.get(key) != value}
+    # sys.path as an interpreter builds it but for the script's directory and PYTHONPATH's entries: a fork puts
+    # its own in front (command_sys_path).
+    own_entries = python_path_entries(BASELINE.get("PYTHONPATH"), os.getcwd())
+    standard_path = [entry for entry in sys.path[1:] if entry not in own_entries]
     server = open_server(channel)  # the daemon's fork server's channel, selector and SIGCHLD wake-ups
-    protocol.send(channel, protocol.READY, pid=os.getpid())
+    protocol.send(channel, protocol.READY, pid=os.getpid(), standard_path=standard_path,
+                  imported=sorted({name.partition(".")[0] for name in sys.modules}))
     requests: dict[int, int] = {}  # pid: the number of the request it was forked for
     while True:
         for key, _events in server.selector.select(timeout=1.0):
@@ -80,7 +92,7 @@ def serve() -> int:
             pid = os.fork()
             if pid == 0:
                 server.close_in_child()
-                become_command(message, descriptors, set_by_imports)
+                become_command(message, descriptors, set_by_imports, standard_path)
             for descriptor in descriptors:
                 os.close(descriptor)
             requests[pid] = message["request"]
@@ -100,7 +112,8 @@ def report_exits(channel: socket.socket, requests: dict[int, int]) -> None:
         protocol.send(channel, protocol.EXITED, request=requests.pop(pid), returncode=os.waitstatus_to_exitcode(status))
 
 
-def become_command(message: dict, descriptors: list[int], set_by_imports: dict[str, str]) -> None:
+def become_command(message: dict, descriptors: list[int], set_by_imports: dict[str, str],
+                   standard_path: list[str]) -> None:
     """In the forked child: the command's streams, session, signals, directory and environment, then its code.
     Never returns."""
     if message["new_session"]:
@@ -119,7 +132,7 @@ def become_command(message: dict, descriptors: list[int], set_by_imports: dict[s
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=False, write_through=unbuffered)
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True, errors="backslashreplace")
     sys.argv = [message["argv0"], *message["arguments"]]
-    sys.path[0] = message["cwd"]  # as `python -m` puts the current directory first
+    sys.path[:] = command_sys_path(message["environment"].get("PYTHONPATH"), message["cwd"], standard_path)
     code = 0
     try:
         runpy.run_module("rlsup.cli", run_name="__main__", alter_sys=True)
@@ -163,6 +176,8 @@ class Server:
         message = self.next_message(READY_WAIT_S)
         if message is None or message["kind"] != protocol.READY:
             raise RuntimeError(f"the tests' fork server did not start: {message}")
+        self.imported = frozenset(message["imported"])  # top-level names, as a PYTHONPATH would shadow them
+        self.standard_path: list[str] = message["standard_path"]
 
     def next_message(self, timeout: float | None) -> dict | None:
         """The next message within timeout; None past it, or once the server has gone."""
@@ -216,7 +231,40 @@ def warm_enough(arguments: list[str], environment: dict[str, str]) -> bool:
     """Whether this command may be forked: a torch command whose environment the server's imports fit."""
     if ALL_COLD or not arguments or arguments[0] not in WARM_COMMANDS:
         return False
-    return not import_time_differences(environment)
+    differences = import_time_differences(environment)
+    if differences == {"PYTHONPATH"}:
+        return python_path_fits(environment["PYTHONPATH"], os.getcwd())
+    return not differences
+
+
+# Modules Python imports from sys.path as it starts, before any command's code: a fork would never run them.
+START_UP_MODULES = frozenset({"sitecustomize", "usercustomize"})
+
+
+def python_path_fits(value: str, cwd: str) -> bool:
+    """Whether a fork can take this PYTHONPATH on sys.path alone: each entry the server did not start with is
+    a directory (or nothing yet) whose modules the server has not imported and that holds no start-up module.
+    A hidden package (rlsup_testing.path_hiding) of one the server imported sends its command cold."""
+    known = set(python_path_entries(BASELINE.get("PYTHONPATH"), cwd))
+    taken = warm_server().imported | START_UP_MODULES
+    for entry in python_path_entries(value, cwd):
+        if entry in known or not os.path.exists(entry):
+            continue
+        if not os.path.isdir(entry) or {name.partition(".")[0] for name in os.listdir(entry)} & taken:
+            return False
+    return True
+
+
+def python_path_entries(value: str | None, cwd: str) -> list[str]:
+    """PYTHONPATH's entries as sys.path holds them: absolute from cwd, an empty one as cwd itself."""
+    return [os.path.abspath(os.path.join(cwd, entry)) for entry in value.split(os.pathsep)] if value else []
+
+
+def command_sys_path(value: str | None, cwd: str, standard_path: list[str]) -> list[str]:
+    """sys.path of `python -m` run in cwd with this PYTHONPATH: cwd, then PYTHONPATH's entries and the standard
+    ones with repeats dropped (site.removeduppaths)."""
+    unique = list(dict.fromkeys([*python_path_entries(value, cwd), *standard_path]))
+    return [cwd, *unique]
 
 
 def import_time_differences(environment: dict[str, str]) -> set[str]:
