@@ -5,6 +5,7 @@ import contextlib
 import logging
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -81,6 +82,8 @@ class Hooks:
                     if key and getattr(settings, key) and event.job_id is not None:
                         self.start(event, key, settings)
             self.reap()
+        except sqlite3.DatabaseError:
+            raise  # the store's: the daemon's loop hands a damaged file to its store watch, which names it once
         except Exception:
             log.exception("hooks: an unexpected error; the daemon carries on")
 

@@ -79,8 +79,9 @@ class Daemon(EditHandling):
                     self.tick()
                 except StoreBusy as error:  # another process holds the write lock: what was not recorded waits
                     log.warning("%s; the daemon tries again", error.why)
-                except sqlite3.DatabaseError as error:
-                    self.store_watch.unreadable(error)
+                except sqlite3.DatabaseError as error:  # named once: by the watch when it is the file's fault
+                    if not (self.store_watch.check() or self.store_watch.unreadable(error)):
+                        log.exception("the daemon's round failed on its store; it tries again")
                 self.wake.wait(self.settings.tick_s)
                 self.wake.clear()
         finally:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 
 from rlsup.daemon import hooks as hooks_module
 from rlsup.daemon.hooks import Hooks
@@ -84,3 +85,22 @@ def test_a_hook_that_cannot_start_is_logged_and_the_next_one_runs(tmp_path, capl
             hooks.follow(Settings())
     assert f"job {refused.id}: on_failed hook could not start: [Errno 7] Argument list too long" in caplog.text
     assert record.exists() and "unexpected error" not in caplog.text
+
+
+def test_a_store_cut_under_the_hooks_is_left_to_the_daemons_store_watch(tmp_path, caplog) -> None:
+    """CI found this: a store truncated under a running daemon was reported twice, once by the store watch
+    (the one line the daemon stops with) and once by the hooks as "an unexpected error; the daemon carries on".
+    A damaged file is the store watch's to name: the hooks raise it to the daemon's loop, which hands it there."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    with Store(home) as store:
+        hooks = Hooks(store)
+        store.connection.close()  # any error of the store's: SQLite itself notices a cut file only at random
+        with caplog.at_level(logging.INFO, logger="rlsup.daemon"):
+            try:
+                hooks.follow(Settings())
+            except sqlite3.DatabaseError:
+                pass
+            else:
+                raise AssertionError("the hooks swallowed the damaged store")
+    assert "unexpected" not in caplog.text
