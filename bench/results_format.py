@@ -382,8 +382,19 @@ def write(path: Path, data: dict) -> None:
     errors += problems(data)
     if errors:
         raise SystemExit(f"{path}: not a valid result: " + "; ".join(errors))
+    other = bench_of(path)
+    if other not in (None, data["run"]["bench"]):  # two benches' default names meet at results/JOB.json
+        raise SystemExit(f"{path} holds a result of {other}, not of {data['run']['bench']}: give --out another file")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def bench_of(path: Path) -> str | None:
+    """The bench that wrote the result at path; None where there is none, or nothing readable to keep."""
+    try:
+        return json.loads(path.read_text())["run"]["bench"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def load_all(directory: Path = RESULTS) -> dict[str, dict]:

@@ -167,3 +167,17 @@ def test_the_figure_rule_refuses_the_pages_it_replaced() -> None:
         flagged += [page.stem for _ in bench_figures(old.stdout)]
     assert sorted(set(flagged)) == ["algorithms", "clusters", "environments", "experiments", "gpu", "jobs",
                                     "quickstart"]
+
+
+def test_a_bench_does_not_replace_another_benchs_result_of_the_same_job(tmp_path: Path) -> None:
+    """learning_seeds.py and minatar_learning.py both name a job's result results/JOB.json by default: the second
+    to run on one job would have replaced the first's figures with its own."""
+    import json
+    first = json.loads((ROOT / "results" / "minatar-breakout-dqn.json").read_text())
+    path = tmp_path / "minatar-breakout-dqn.json"
+    results_format.write(path, first)
+    results_format.write(path, first)  # the same bench again: a new measurement replaces its last
+    other = {**first, "run": {**first["run"], "bench": "bench/another_bench.py"}}
+    with pytest.raises(SystemExit, match=r"holds a result of bench/.*: give --out"):
+        results_format.write(path, other)
+    assert json.loads(path.read_text()) == first
