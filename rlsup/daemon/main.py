@@ -81,7 +81,7 @@ class Daemon(EditHandling):
                     log.warning("%s; the daemon tries again", error.why)
                 except sqlite3.DatabaseError as error:  # named once: by the watch when it is the file's fault
                     if not (self.store_watch.check() or self.store_watch.unreadable(error)):
-                        log.exception("the daemon's round failed on its store; it tries again")
+                        self.store_watch.trouble(error)
                 self.wake.wait(self.settings.tick_s)
                 self.wake.clear()
         finally:

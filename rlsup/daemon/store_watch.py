@@ -24,6 +24,7 @@ class StoreWatch:
         self.guard = FileGuard(self.path)
         self.stop = stop
         self.lost = False
+        self.last_trouble = ""
 
     def check(self) -> bool:
         """Stop when the file at the store's path is not the one opened; True when the daemon stops."""
@@ -39,6 +40,13 @@ class StoreWatch:
             return False
         self.stop_for(f"cannot be read ({error})")
         return True
+
+    def trouble(self, error: sqlite3.DatabaseError) -> None:
+        """An error of the store that is not its file's (a full disk, a constraint), which the loop retries each
+        round: said once while it repeats, since a line each round would fill the log, and a full disk with it."""
+        if str(error) != self.last_trouble:
+            log.warning("the store failed (%s: %s); the daemon tries again each round", type(error).__name__, error)
+        self.last_trouble = str(error)
 
     def stop_for(self, what: str) -> None:
         if not self.lost:

@@ -7,6 +7,7 @@ import sqlite3
 from rlsup.daemon import hooks as hooks_module
 from rlsup.daemon.hooks import Hooks
 from rlsup.daemon.scheduler import Settings
+from rlsup.daemon.store_watch import StoreWatch
 from rlsup.jobs.state import State
 from rlsup.jobs.store import Store
 
@@ -104,3 +105,20 @@ def test_a_store_cut_under_the_hooks_is_left_to_the_daemons_store_watch(tmp_path
             else:
                 raise AssertionError("the hooks swallowed the damaged store")
     assert "unexpected" not in caplog.text
+
+
+def test_a_store_error_that_repeats_each_round_is_logged_once(tmp_path, caplog) -> None:
+    """What the loop hands the watch and is not the file's fault (a full disk, a constraint) is retried each round:
+    a traceback each time, as the loop first logged it, would fill the log, and on a full disk the disk."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    Store(home).close()
+    watch = StoreWatch(home / "rlsup.db", stop=lambda: None)
+    full = sqlite3.OperationalError("database or disk is full")
+    with caplog.at_level(logging.INFO, logger="rlsup.daemon"):
+        assert not watch.unreadable(full)
+        for _round in range(3):
+            watch.trouble(full)
+        watch.trouble(sqlite3.IntegrityError("UNIQUE constraint failed: jobs.name"))
+    assert caplog.text.count("database or disk is full") == 1 and caplog.text.count("UNIQUE constraint") == 1
+    assert "Traceback" not in caplog.text and not watch.lost
