@@ -14,8 +14,8 @@ from rlsup.jobs.record import (Event, EventKind, Job, JobChanges, Process, SentS
                                event_from_row, job_from_row)
 from rlsup.jobs.state import ACTIVE, Desired, State
 from rlsup.spec import numbered_name
-from rlsup.jobs.store_file import StoreBusy, StoreError, StoreLost, Transaction, create_private, mark_made, refuse_if_lost, \
-    translated
+from rlsup.jobs.store_file import (StoreBusy, StoreError, StoreLost, Transaction, create_private, mark_made,
+                                   refuse_if_lost, translated, turn_to_wal)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -163,7 +163,7 @@ class Store:
         version = self.schema_version()
         if version == 0:
             refuse_if_lost(self.path, self.schema_version)  # emptied or replaced (checked again under the lock)
-        self.connection.execute("PRAGMA journal_mode = WAL")  # already WAL: a read, no lock taken
+        turn_to_wal(self.connection, self.timeout_s)
         self.connection.execute("PRAGMA synchronous = NORMAL")
         self.connection.execute("PRAGMA foreign_keys = ON")
         if version != SCHEMA_VERSION:

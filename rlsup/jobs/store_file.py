@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -133,6 +134,23 @@ def create_private(path: Path) -> None:
         raise StoreError(f"{path} is not a file: it should be rlsup's store; move it aside")
     if path.stat().st_mode & 0o077:
         path.chmod(0o600)
+
+
+def turn_to_wal(connection: sqlite3.Connection, timeout_s: float) -> None:
+    """Put the file in WAL mode (a read where it already is), waiting up to timeout_s for other connections.
+
+    SQLite answers a switch that meets another connection's lock with SQLITE_BUSY at once, without calling the
+    busy handler, so clients making one fresh store together would fail in milliseconds: the wait is ours.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 class Transaction:
