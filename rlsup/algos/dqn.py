@@ -7,17 +7,15 @@ from torch import nn
 
 from rlsup.algos.contract import LearnerTrainer, Policy
 from rlsup.algos.dqn_learner import DqnLearner
-from rlsup.algos.envs.capture import EnvRestart
 from rlsup.algos.envs.training import probe_env
 from rlsup.algos.episodes import EpisodeReturns
 from rlsup.algos.loss_sums import LossSums
 from rlsup.algos.nets import greedy_actions_module, numpy_policy, q_network_of
 from rlsup.algos.overlap import learner_rounds
 from rlsup.algos.schedules import LinearSchedule, crossed
-from rlsup.algos.envs.vector import VectorEnv, VectorStep
+from rlsup.algos.transition_loop import TransitionLoop
+from rlsup.algos.envs.vector import VectorEnv
 from rlsup.algos.envs.vectorise import env_seeds, make_vector_env
-from rlsup.checkpoint.rng import generator_state, restore_generator
-from rlsup.run.metrics import EPISODE, EPISODE_LENGTH, EPISODE_RETURN, KIND, STEP
 from rlsup.replay.mixer import ReplayMixer, replay_from_settings
 from rlsup.replay.storage import TransitionBatch, TransitionStorage
 from rlsup.spec import JobSpec, ReplaySection
@@ -53,17 +51,18 @@ def scoring_sizes(settings: ReplaySection, feature_size: int, num_actions: int) 
 
 
 def build_replays(spec: JobSpec, env: VectorEnv, seeds: list[np.random.SeedSequence],
-                  feature_size: int = 0) -> ReplayMixer:
-    """One storage and sampler per [[replay]] table, each sampler with its own random stream."""
+                  feature_size: int = 0, action_size: int = 0) -> ReplayMixer:
+    """One transition storage and sampler per [[replay]] table, each sampler with its own random stream;
+    action_size: the length of a continuous action (sac), 0 for discrete ones."""
     replays = [replay_from_settings(settings, generator=np.random.Generator(np.random.PCG64(seed)),
                                     num_envs=spec.env.num_envs, frame_shape=env.frame_shape,
                                     frame_dtype=env.observation_dtype, stack_size=env.stack_size,
-                                    **scoring_sizes(settings, feature_size, env.num_actions))
+                                    action_size=action_size, **scoring_sizes(settings, feature_size, env.num_actions))
                for settings, seed in zip(spec.replay, seeds)]
-    return ReplayMixer(replays, spec.dqn.batch_size)
+    return ReplayMixer(replays, spec.batch_size)
 
 
-class DqnTrainer(LearnerTrainer):
+class DqnTrainer(TransitionLoop, LearnerTrainer):
     """Steps the envs as one batch with epsilon-greedy actions, stores transitions, and trains on the schedule.
 
     Every random stream is its own: env seeds, exploration and each replay's sampler are spawned
@@ -163,7 +162,7 @@ class DqnTrainer(LearnerTrainer):
         actions = self._choose_actions()
         result = self.envs.step(actions)
         records = [record for index, action in enumerate(actions)
-                   if (record := self._store(index, int(action), result))]
+                   if (record := self._store(index, int(action), result, *self._scores(index)))]
         self.observations = result.observations
         return records
 
@@ -182,22 +181,9 @@ class DqnTrainer(LearnerTrainer):
             actions = np.where(explore, actions, greedy)
         return actions
 
-    def _store(self, index: int, action: int, result: VectorStep) -> dict | None:
-        """One env's transition into the replays (in env order, as the samplers' streams expect)."""
-        features = self.step_features[index] if self.scored else None
-        values = self.step_values[index] if self.scored else None
-        self.replays.add_step(index, self.envs.newest_frame(self.observations[index]), action,
-                              float(result.rewards[index]), bool(result.terminals[index]), self.first[index],
-                              features, values)
-        self.first[index] = False
-        episode = result.episodes.get(index)
-        if episode is None:
-            return None
-        self.replays.add_final(index, self.envs.newest_frame(result.final_observations[index]))
-        self.first[index] = True
-        self.returns.add(episode.raw_return)
-        return {KIND: EPISODE, STEP: self.step + index + 1, EPISODE_RETURN: episode.raw_return,
-                EPISODE_LENGTH: episode.length}
+    def _scores(self, index: int) -> tuple:
+        """One env's row of the step's features and Q-values, which a scored replay stores (else none)."""
+        return (self.step_features[index], self.step_values[index]) if self.scored else (None, None)
 
     def _gradient_steps_due(self, previous_step: int, step: int) -> int:
         """Gradient steps of the round that ends the step from previous_step to step (0 if none is due)."""
@@ -232,51 +218,27 @@ class DqnTrainer(LearnerTrainer):
         self._wait_round()
         state = {
             "learner": self.learner.state_dict(),
-            "exploration": generator_state(self.exploration),
-            "counters": {"step": self.step},
-            "episodes": self.returns.state_dict(),
             "metrics": {SAVED_NAMES[name]: total for name, total in self.loss_sums.totals().items()}
             | {"loss_count": self.loss_sums.count},
-            "envs": self.envs.state_dict(),
-            "observations": self.observations.copy(),
-            "first": list(self.first),
+            **self._loop_state(include_replay),
         }
         if self.learner.acting is not None:
             # Mid-round the envs still act with the network from before it, and its losses count later.
             state["overlap"] = {"acting": self.learner.acting.module.state_dict(),
                                 "round_losses": [{name: float(value) for name, value in losses.items()}
                                                  for losses in self.round_losses]}
-        if include_replay:
-            state["replay"] = self.replays.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
         self.learner.load_state_dict(state["learner"])
-        self.exploration = restore_generator(state["exploration"])
-        self.step = int(state["counters"]["step"])
-        self.returns.load_state_dict(state["episodes"])
         metrics = state["metrics"]
         self.loss_sums.load({name: metrics[saved] for name, saved in SAVED_NAMES.items()}, metrics["loss_count"])
-        restarts = self.envs.load_state_dict(state["envs"])
-        self.observations = np.array(state["observations"], dtype=self.envs.observation_dtype)
-        self.first = [bool(flag) for flag in state["first"]]
-        if "replay" in state:
-            self.replays.load_state_dict(state["replay"])
+        restarts = self._load_loop_state(state)
         if self.learner.acting is not None and "overlap" in state:
             self.learner.acting.module.load_state_dict(state["overlap"]["acting"])
             self.round_losses = [{name: torch.tensor(value, dtype=torch.float32, device=self.device)
                                   for name, value in losses.items()} for losses in state["overlap"]["round_losses"]]
         self._start_fresh_episodes(restarts, replay_loaded="replay" in state)
-
-    def _start_fresh_episodes(self, restarts: list[EnvRestart], *, replay_loaded: bool) -> None:
-        """Envs whose saved episode could not be replayed: it ends at its saved observation, cut as a time
-        limit would cut it (bootstrapped, not terminal), and the env acts on its fresh episode."""
-        for restart in restarts:
-            if replay_loaded and not self.first[restart.index]:
-                self.replays.add_final(restart.index, self.envs.newest_frame(self.observations[restart.index]))
-            self.observations[restart.index] = restart.observation
-            self.first[restart.index] = True
-        self.env_restarts = tuple(restart.reason for restart in restarts)
 
     def close(self) -> None:
         self.learner_rounds.close()

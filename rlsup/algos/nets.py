@@ -205,7 +205,8 @@ def fingerprint(module: nn.Module) -> str:
     for name, tensor in module.state_dict().items():
         tensor = tensor.detach().to("cpu").contiguous()
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
-        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+        # reshape: a 0-d tensor (a learned scalar) cannot be viewed as bytes; the bytes are the same either way.
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
     return digest.hexdigest()
 
 

@@ -18,7 +18,7 @@ class TransitionBatch:
     """Sampled n-step transitions: the learner's target is returns + discounts · Q_target(next)."""
 
     observations: np.ndarray       # [B, S, *frame] when stack_size > 1 else [B, *frame]
-    actions: np.ndarray            # int64 [B]
+    actions: np.ndarray            # int64 [B], or float32 [B, action size] for continuous actions
     returns: np.ndarray            # float32 [B] n-step discounted reward sums
     next_observations: np.ndarray  # same shape as observations
     discounts: np.ndarray          # float32 [B]: gamma**k, or 0 after a terminal
@@ -31,7 +31,8 @@ class TransitionStorage(FrameRings, ReplayStorage):
     item = "transitions"
 
     def __init__(self, capacity: int, num_envs: int, frame_shape: tuple, frame_dtype: Any,
-                 stack_size: int, feature_size: int | None = None, num_actions: int | None = None) -> None:
+                 stack_size: int, feature_size: int | None = None, num_actions: int | None = None,
+                 action_size: int = 0) -> None:
         if capacity < 1 or num_envs < 1 or stack_size < 1:
             raise ValueError(f"capacity ({capacity}), num_envs ({num_envs}) and stack_size ({stack_size}) "
                              "must all be at least 1")
@@ -46,7 +47,10 @@ class TransitionStorage(FrameRings, ReplayStorage):
         # contiguous prefix, which a checkpoint writes straight to disk without a copy.
         # np.zeros maps untouched pages lazily, so a large empty buffer costs no memory yet.
         self.frames = np.zeros(rows + self.frame_shape, self.frame_dtype)
-        self.actions = np.zeros(rows, np.int32)
+        # action_size 0: one discrete action a row; above 0: a continuous action vector of that length.
+        self.action_size = int(action_size)
+        self.actions = (np.zeros(rows + (self.action_size,), np.float32) if self.action_size
+                        else np.zeros(rows, np.int32))
         self.rewards = np.zeros(rows, np.float32)
         self.terminals = np.zeros(rows, np.bool_)
         self.firsts = np.zeros(rows, np.bool_)
@@ -189,7 +193,7 @@ class TransitionStorage(FrameRings, ReplayStorage):
         count = len(indices)
         return TransitionBatch(
             observations=frames[:count],
-            actions=self.flat["actions"][plan.starts].astype(np.int64),
+            actions=self.flat["actions"][plan.starts].astype(np.float32 if self.action_size else np.int64, copy=False),
             returns=plan.returns.astype(np.float32),
             next_observations=frames[count:],
             discounts=plan.discounts.astype(np.float32),

@@ -9,7 +9,7 @@ from rlsup.spec.changes import (Change, Judgement, diff, identity_message, judge
                                 refusal_message, refused, settle, without_identity)
 from rlsup.spec.fields import (ARRAY_TABLES, EDIT_CLASSES, IDENTITY, LIVE, RESUME, TABLES, CheckpointSection,
                                DqnSection, EnvSection, EvalSection, JobSection, JobSpec, LogSection, ReplaySection,
-                               VtraceSection, env_state_fields, former_names, setting)
+                               SacSection, VtraceSection, env_state_fields, former_names, setting)
 from rlsup.spec.loading import (SpecDeprecation, field_problem, load, loads, numbered_name, sanitize_name,
                                 scheduler_of, sweep_of)
 from rlsup.spec.locating import Located, Problem, SpecError, dotted, field_path, line_of, locate_keys
@@ -23,7 +23,7 @@ from rlsup.spec.sweep import SWEEP_TABLE, Sweep
 __all__ = [
     "ARRAY_TABLES", "AshaSettings", "EDIT_CLASSES", "Located", "PbtSettings", "SCHEDULER_TABLE", "SchedulerSettings", "IDENTITY", "LIVE", "RESUME", "TABLES", "Change", "Judgement",
     "CheckpointSection", "DqnSection", "EnvSection", "EvalSection", "JobSection", "JobSpec", "LogSection",
-    "Problem", "ReplaySection", "SpecDeprecation", "SpecError", "Violation", "VtraceSection", "apply_overrides",
+    "Problem", "ReplaySection", "SacSection", "SpecDeprecation", "SpecError", "Violation", "VtraceSection", "apply_overrides",
     "diff", "dotted", "env_state_fields", "field_path", "field_problem", "file_digest", "former_names",
     "identity_message", "item_violations", "judge", "job_violations", "json_schema", "line_of", "load", "loads",
     "locate_keys", "make_overrides", "merge_live", "only_live", "pin_overrides", "refusal_message", "refused",

@@ -258,6 +258,48 @@ class VtraceSection:
                                 IDENTITY, minimum=1, maximum=COUNT_MAX)
     serial: bool = setting(False, "Run actors and learner in one process (debugging; bit-exact resume).",
                            RESUME)
+    log_std_init: float = setting(0.0, "Continuous actions: the Gaussian policy's initial log standard deviation, "
+                                       "in units of half the action bounds' range.", IDENTITY, minimum=-20.0,
+                                  maximum=2.0)
+    squash: Literal["clip", "tanh"] = setting("clip", "Continuous actions: how a Gaussian sample becomes an action "
+                                                      "within the bounds: clipped to them, or squashed by tanh.",
+                                              IDENTITY)
+
+
+@dataclass(frozen=True)
+class SacSection:
+    """[sac]: soft actor-critic for continuous actions (twin Q, target by Polyak averaging, tuned temperature)."""
+
+    lr_actor: float = setting(3e-4, "Adam learning rate of the policy.", IDENTITY, minimum=0.0,
+                              exclusive_minimum=True)
+    lr_critic: float = setting(1e-3, "Adam learning rate of the twin Q-networks.", IDENTITY, minimum=0.0,
+                               exclusive_minimum=True)
+    lr_temperature: float = setting(1e-3, "Adam learning rate of the entropy temperature's logarithm.", IDENTITY,
+                                    minimum=0.0, exclusive_minimum=True)
+    gamma: float = discount_factor()
+    batch_size: int = setting(256, "Transitions per gradient step.", IDENTITY, minimum=1, maximum=COUNT_MAX)
+    learning_starts: int = setting(5000, "Steps of uniformly random actions before the first gradient step.",
+                                   IDENTITY, minimum=0, maximum=STEPS_MAX)
+    train_every: int = setting(1, "Environment steps between rounds of gradient steps.", IDENTITY, minimum=1,
+                               maximum=STEPS_MAX)
+    gradient_steps: int = setting(1, "Gradient steps per round.", IDENTITY, minimum=1, maximum=COUNT_MAX)
+    policy_every: int = setting(2, "Critic steps between policy updates; each update then takes that many policy "
+                                   "steps (delayed, as TD3 and CleanRL's SAC).", IDENTITY, minimum=1,
+                                maximum=COUNT_MAX)
+    tau: float = setting(0.005, "Polyak weight of each target-network update.", IDENTITY, minimum=0.0, maximum=1.0,
+                         exclusive_minimum=True)
+    n_step: int = setting(1, "Steps of reward summed into each target.", IDENTITY, minimum=1, maximum=100_000)
+    temperature: float = setting(0.2, "Entropy temperature (alpha) at step 0, kept when autotune is off.",
+                                 IDENTITY, minimum=0.0, exclusive_minimum=True)
+    autotune: bool = setting(True, "Tune the temperature so the policy's entropy nears the target entropy.",
+                             IDENTITY)
+    target_entropy_scale: float = setting(1.0, "Target entropy = -scale x the action vector's length.", IDENTITY)
+    hidden_sizes: list[int] = setting([256, 256], "Widths of the policy's and each Q-network's hidden layers.",
+                                      IDENTITY, minimum=1, maximum=COUNT_MAX)
+    network: Network = setting("auto", NETWORK_DOC, IDENTITY, resolved=True)
+    activation: Activation = setting("relu", ACTIVATION_DOC, IDENTITY)
+    max_grad_norm: float = setting(0.0, "Clip each network's gradient norm to this (0: no clipping).", IDENTITY,
+                                   minimum=0.0)
 
 
 @dataclass(frozen=True)
@@ -299,6 +341,7 @@ class JobSpec:
     env: EnvSection = field(default_factory=EnvSection)
     dqn: DqnSection = field(default_factory=DqnSection)
     vtrace: VtraceSection = field(default_factory=VtraceSection)
+    sac: SacSection = field(default_factory=SacSection)
     replay: tuple[ReplaySection, ...] = field(default_factory=lambda: (ReplaySection(),))
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
     log: LogSection = field(default_factory=LogSection)
@@ -312,8 +355,8 @@ class JobSpec:
 
     @property
     def batch_size(self) -> int:
-        """Items per learner batch: transitions for dqn, unrolls for vtrace."""
-        return self.vtrace.batch_size if self.job.algo == "vtrace" else self.dqn.batch_size
+        """Items per learner batch: transitions for dqn and sac, unrolls for vtrace (a plugin's: dqn's)."""
+        return {"vtrace": self.vtrace, "sac": self.sac}.get(self.job.algo, self.dqn).batch_size
 
     def sha256(self) -> str:
         return hashlib.sha256(self.to_toml().encode()).hexdigest()

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from rlsup.spec.fields import JobSpec
 
 ENTRY_POINT_GROUP = "rlsup.algorithms"
+# An env's actions: Discrete(n) from 0, or a Box vector with finite bounds (algos/envs/actions.py tells them apart).
+ACTION_KINDS = ("discrete", "continuous")
 
 log = logging.getLogger("rlsup.spec.registry")
 
@@ -46,6 +48,8 @@ class Algorithm:
     # "module:attribute" of (spec, trainer state) -> a torch module from a batch of observations to greedy
     # actions, which `rlsup export` writes; "" for an algorithm that cannot be exported.
     greedy_network: str = ""
+    # The action spaces it trains (ACTION_KINDS): an env of another kind is refused when its job is checked.
+    action_kinds: tuple[str, ...] = ("discrete",)
 
     def build_trainer(self, spec: JobSpec, device: torch.device) -> Any:
         return load_attribute(self.trainer)(spec, device)
@@ -67,6 +71,9 @@ BUILT_IN = (
     Algorithm("vtrace", "rlsup.algos.impala:VtraceTrainer", "rlsup.algos.impala:policy_from_checkpoint", "total_loss",
               "actor/learner V-trace (IMPALA)", replay_item="unrolls",
               greedy_network="rlsup.algos.impala:greedy_network"),
+    Algorithm("sac", "rlsup.algos.sac:SacTrainer", "rlsup.algos.sac:policy_from_checkpoint", "q_loss",
+              "soft actor-critic (twin Q, tuned temperature)", greedy_network="rlsup.algos.sac:greedy_network",
+              action_kinds=("continuous",)),
 )
 
 _algorithms: dict[str, Algorithm] = {algorithm.name: algorithm for algorithm in BUILT_IN}

@@ -50,6 +50,10 @@ def job_violations(spec: JobSpec) -> list[Violation]:
     else:
         for index, replay in enumerate(spec.replay):
             violations.extend(item_violations(index, replay, item))
+    violations.extend(Violation(("replay", index, "distance"), "kl_div compares the policies of discrete actions; "
+                                "sac's actions are continuous: use ln_norm or cos_dist", index)
+                      for index, replay in enumerate(spec.replay)
+                      if spec.job.algo == "sac" and replay.kind in ("elite", "attentive") and replay.distance == "kl_div")
     if spec.dqn.epsilon_end > spec.dqn.epsilon_start:
         violations.append(Violation(("dqn", "epsilon_end"), "must not exceed epsilon_start"))
     if spec.env.preset == "atari" and not spec.env.id.startswith("ALE/"):
