@@ -27,6 +27,8 @@ def shrink(spec: specs.JobSpec) -> specs.JobSpec:
                         epsilon_end_step=min(spec.dqn.epsilon_end_step, 200))
     spec = spec.replace("vtrace", actors=min(spec.vtrace.actors, 2), envs_per_actor=min(spec.vtrace.envs_per_actor, 2),
                         unroll_length=min(spec.vtrace.unroll_length, 10))
+    spec = spec.replace("sac", learning_starts=min(spec.sac.learning_starts, 64),
+                        batch_size=min(spec.sac.batch_size, 32))
     spec = spec.replace("checkpoint", every_steps=200).replace("log", every_steps=100)
     return spec.replace("eval", every_steps=0)
 
