@@ -18,9 +18,19 @@ class RenderUnavailable(RuntimeError):
 
 
 def require_renderer(env) -> None:
-    """Say before any checkpoint loads that frames cannot be drawn: the ALE draws its own, the
-    classic-control envs (CartPole…) need pygame, which no required dependency brings."""
+    """Say before any checkpoint loads that frames cannot be drawn: the ALE draws its own, MuJoCo's envs need
+    an OpenGL backend that draws off screen, the classic-control envs (CartPole…) need pygame, which no
+    required dependency brings."""
     if env.preset == "atari":
+        return
+    from rlsup.algos.envs.mujoco_render import is_mujoco_env, offscreen_problem
+    from rlsup.algos.envs.sources import registered_spec
+
+    registered_spec(env)  # the env's own modules imported, so that its id is known
+    if is_mujoco_env(env.id):
+        problem = offscreen_problem(env.id)
+        if problem is not None:
+            raise RenderUnavailable(problem)
         return
     # Frames are drawn off screen (render_mode "rgb_array"): without a display SDL's default video
     # driver prints "XDG_RUNTIME_DIR is invalid" to the user's terminal, the dummy driver does not.
@@ -102,7 +112,11 @@ def frame_rate(env_id: str) -> float:
     import gymnasium
     from gymnasium.envs.registration import load_env_creator
 
+    from rlsup.algos.envs.mujoco_render import is_mujoco_env, mujoco_frame_rate
+
     try:
+        if is_mujoco_env(env_id):
+            return mujoco_frame_rate(env_id)
         creator = load_env_creator(gymnasium.spec(env_id).entry_point)
         return float(getattr(creator, "metadata", {}).get("render_fps") or DEFAULT_FPS)
     except Exception:  # any env the registry cannot describe still plays, at the usual rate

@@ -1,4 +1,5 @@
-"""Greedy evaluation on environments and random streams of its own."""
+"""Greedy evaluation on environments and random streams of its own: the best discrete action, or the policy's
+mean continuous action."""
 from __future__ import annotations
 
 from typing import Callable
@@ -6,6 +7,7 @@ from typing import Callable
 import numpy as np
 
 from rlsup.algos.contract import Policy
+from rlsup.algos.envs.actions import ActionSpace
 from rlsup.algos.envs.training import make_env
 from rlsup.spec import EnvSection
 
@@ -19,7 +21,12 @@ def play_episodes(policy: Policy, env_settings: EnvSection, *, seed: int, episod
                   epsilon: float = 0.0, on_episode: Callable[[int, float, int], None] | None = None,
                   on_frame: Callable[[np.ndarray], None] | None = None,
                   started: Callable[[], None] | None = None) -> list[float]:
-    """Play whole games (every life) and return their unclipped scores; started: called once the env is made."""
+    """Play whole games (every life) and return their unclipped scores; started: called once the env is made.
+
+    The policy's action is played as it is: a discrete one's number, or a continuous one's vector (the
+    deterministic mean, which the env clips to its bounds). With probability epsilon a random action is
+    played instead, drawn from the evaluation's own stream: uniform among the discrete ones, or uniform
+    within a continuous one's bounds."""
     env = make_env(env_settings, seed=seed, render_mode="rgb_array" if on_frame else None)
     random = np.random.default_rng(seed)
     returns: list[float] = []
@@ -31,7 +38,7 @@ def play_episodes(policy: Policy, env_settings: EnvSection, *, seed: int, episod
             if on_frame:
                 on_frame(env.render())
             explore = random.random() < epsilon
-            action = int(random.integers(env.num_actions)) if explore else int(policy(observation[None])[0])
+            action = random_action(env.actions, random) if explore else policy(observation[None])[0]
             result = env.step(action)
             observation = result.observation
             if result.done:
@@ -42,3 +49,11 @@ def play_episodes(policy: Policy, env_settings: EnvSection, *, seed: int, episod
     finally:
         env.close()
     return returns
+
+
+def random_action(actions: ActionSpace, random: np.random.Generator) -> int | np.ndarray:
+    """One action drawn uniformly: a discrete one's number, or a vector within a continuous one's bounds."""
+    if not actions.continuous:
+        return int(random.integers(actions.count))
+    low, high = actions.bounds()
+    return random.uniform(low, high).astype(np.float32)

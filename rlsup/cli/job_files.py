@@ -40,7 +40,7 @@ def command_validate(args: argparse.Namespace) -> int:
     network = f", network {checked.network}" if checked.network else ""
     variants = check_variants(judged, path)
     print(f"{args.job}: ok ({spec.job.algo} on {spec.env.id}: {checked.observation} observations, "
-          f"{checked.num_actions} actions{network}; {spec.job.total_steps:,} steps)"
+          f"{checked.actions.describe()}{network}; {spec.job.total_steps:,} steps)"
           + (f"; [sweep]: {variants} variants checked" if variants > 1 else ""))
     for line in unused(spec, args.job):  # valid, but a field set in vain: said, not refused
         print(f"warning: {line}", file=sys.stderr)

@@ -8,6 +8,8 @@ from typing import Any, Protocol
 import gymnasium as gym
 import numpy as np
 
+from rlsup.algos.envs.actions import EnvActions
+from rlsup.algos.envs.sources import EnvError
 from rlsup.checkpoint.rng import generator_state, restore_generator
 
 # Reset seeds are drawn below 2**31: some envs hand the seed to C code that takes a signed 32-bit int.
@@ -45,17 +47,20 @@ class ActionReplay:
 
     Every reset is seeded, from a generator of the env's own, so that replaying them reaches the same
     state in a deterministic env; the digest of the last observation and info tells when it does not.
-    A game that keeps state across its resets names it in a ResetCarry, saved with the seed.
+    A game that keeps state across its resets names it in a ResetCarry, saved with the seed. Actions are
+    kept as the env was handed them (EnvActions): ints, or vectors in the Box's own dtype, every bit.
     """
 
     kind = "replay"
 
-    def __init__(self, stack: gym.Env, env_id: str, seed: int, carry: ResetCarry | None = None):
+    def __init__(self, stack: gym.Env, env_id: str, seed: int, carry: ResetCarry | None = None,
+                 actions: EnvActions | None = None):
         self._stack = stack
         self._env_id = env_id
+        self._format = actions or EnvActions(env_id, stack.action_space)
         self._seeds = np.random.Generator(np.random.PCG64(seed))
         self._reset_seed: int | None = None
-        self._actions: list[int] = []
+        self._actions: list[int | np.ndarray] = []
         self._carry = carry
         self._carried: dict | None = None  # the carry as the last reset left it
         # The last observation, info and whether it ended the episode, digested only when a checkpoint asks.
@@ -69,20 +74,22 @@ class ActionReplay:
         self._reset_seed, self._actions, self._last = seed, [], (observation, info, False)
         self._carried = self._carry.capture() if self._carry is not None else None
 
-    def record_step(self, action: int, observation: Any, info: Any, ended: bool) -> None:
+    def record_step(self, action: int | np.ndarray, observation: Any, info: Any, ended: bool) -> None:
         self._actions.append(action)
         self._last = (observation, info, ended)
 
     def capture(self) -> dict:
         return {"seeds": generator_state(self._seeds), "reset_seed": self._reset_seed,
-                "actions": np.array(self._actions, dtype=np.int64), "digest": self._digest(),
+                "actions": self._format.saved(self._actions), "digest": self._digest(),
                 "carried": self._carried}
 
     def restore(self, state: dict) -> ReplayMismatch | None:
         """Reset with the saved seed and replay the saved actions; None when it reached the saved state."""
         self._seeds = restore_generator(state["seeds"])
         reset_seed = state["reset_seed"]
-        actions = [int(action) for action in np.asarray(state["actions"], dtype=np.int64)]
+        actions = self._format.loaded(state["actions"])
+        if isinstance(actions, str):
+            raise EnvError(f"{self._env_id}: the saved action replay {actions}")
         if reset_seed is None:  # never reset: there is no episode to rebuild
             self._reset_seed, self._actions, self._last = None, [], (None, None, False)
             return None

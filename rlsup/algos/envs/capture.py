@@ -10,13 +10,16 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 from ale_py.env import AtariEnv
-from gymnasium.envs.classic_control import AcrobotEnv, CartPoleEnv, MountainCarEnv
+from gymnasium.envs.classic_control import (AcrobotEnv, CartPoleEnv, Continuous_MountainCarEnv, MountainCarEnv,
+                                            PendulumEnv)
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, OrderEnforcing, TimeLimit
 
 from rlsup.algos.envs.action_replay import ActionReplay, ReplayMismatch
+from rlsup.algos.envs.actions import EnvActions
 from rlsup.algos.envs.sources import EnvError
 from rlsup.algos.envs.fire_reset import FireReset
 from rlsup.algos.envs.minatar_seeding import reset_carry
+from rlsup.algos.envs.mujoco_capture import capture_physics, is_captured, restore_physics
 from rlsup.checkpoint.rng import generator_state, restore_generator
 from rlsup.spec import EnvSection, env_state_fields
 
@@ -36,7 +39,7 @@ class StateCapture(Protocol):
 
     def record_reset(self, seed: int | None, observation: Any, info: Any) -> None: ...
 
-    def record_step(self, action: int, observation: Any, info: Any, ended: bool) -> None: ...
+    def record_step(self, action: int | np.ndarray, observation: Any, info: Any, ended: bool) -> None: ...
 
     def capture(self) -> dict: ...
 
@@ -62,15 +65,21 @@ class EnvRestart:
     reason: str               # one sentence naming the env, for worker.log, the checkpoints and the TUI
 
 
-def choose_capture(stack: gym.Env, env_id: str, seed: int) -> StateCapture:
+def choose_capture(stack: gym.Env, env_id: str, seed: int, actions: EnvActions | None = None) -> StateCapture:
     """Each layer's own capturer where every layer of the stack has one (faster, and the state format of
-    checkpoints from before action replay); otherwise seeded action replay."""
+    checkpoints from before action replay); otherwise seeded action replay, recording actions as actions
+    hands them to the env."""
     layers = stack_layers(stack)
     names = [type(layer).__name__ for layer in layers]
     # Exact types only: a subclass may hold state the base class's capturer would miss.
-    if len(set(names)) == len(names) and all(type(layer) in CAPTURERS for layer in layers):
+    if len(set(names)) == len(names) and all(capturer_of(layer) is not None for layer in layers):
         return LayerCapture(layers)
-    return ActionReplay(stack, env_id, seed, reset_carry(stack))
+    return ActionReplay(stack, env_id, seed, reset_carry(stack), actions)
+
+
+def capturer_of(layer: gym.Env) -> Capturer | None:
+    """The capturer of the layer's exact type: rlsup's own table, then MuJoCo's envs (mujoco_capture.py)."""
+    return CAPTURERS.get(type(layer)) or (MUJOCO_CAPTURER if is_captured(type(layer)) else None)
 
 
 def capture_state(capture: StateCapture, stack: gym.Env, settings: EnvSection) -> dict:
@@ -138,7 +147,7 @@ class LayerCapture:
     kind = "layers"
 
     def __init__(self, layers: list[gym.Env]):
-        self._parts = [(type(layer).__name__, layer, CAPTURERS[type(layer)]) for layer in layers]
+        self._parts = [(type(layer).__name__, layer, capturer_of(layer)) for layer in layers]
 
     def reset_seed(self, pending_seed: int | None) -> int | None:
         # Only the first reset is seeded, later ones continue the env's RNG: the trajectories of jobs
@@ -148,7 +157,7 @@ class LayerCapture:
     def record_reset(self, seed: int | None, observation: Any, info: Any) -> None:
         """Nothing to record: the layers hold their own state."""
 
-    def record_step(self, action: int, observation: Any, info: Any, ended: bool) -> None:
+    def record_step(self, action: int | np.ndarray, observation: Any, info: Any, ended: bool) -> None:
         """Nothing to record: the layers hold their own state."""
 
     def capture(self) -> dict:
@@ -296,4 +305,21 @@ CAPTURERS: dict[type, Capturer] = {
     CartPoleEnv: _classic_capturer("state", "steps_beyond_terminated"),
     MountainCarEnv: _classic_capturer("state"),
     AcrobotEnv: _classic_capturer("state"),
+    # last_u, the torque of the last step, is drawn by render only; saved so that a resumed frame is the same.
+    PendulumEnv: _classic_capturer("state", "last_u"),
+    Continuous_MountainCarEnv: _classic_capturer("state"),
 }
+
+
+def _capture_mujoco(game: gym.Env) -> dict:
+    return {**capture_physics(game), **_capture_np_random(game)}
+
+
+def _restore_mujoco(game: gym.Env, state: dict) -> None:
+    restore_physics(game, state)
+    _restore_np_random(game, state)
+
+
+# Gymnasium's MuJoCo envs (mujoco_capture.CAPTURED_CLASSES), matched by name: importing their classes here
+# would import mujoco into every process.
+MUJOCO_CAPTURER = Capturer(_capture_mujoco, _restore_mujoco)

@@ -10,9 +10,14 @@ import site
 import sys
 import sysconfig
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlsup import spec as specs
+from rlsup.spec import registry
 from rlsup.spec.locating import Located
+
+if TYPE_CHECKING:
+    from rlsup.algos.envs.actions import ActionSpace
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,16 +26,21 @@ class CheckedEnv:
 
     spec: specs.JobSpec
     observation: str
-    num_actions: int
+    actions: ActionSpace
     network: str | None  # None: the algorithm has no [<algo>] network field
+
+    @property
+    def num_actions(self) -> int:
+        return self.actions.count
 
 
 def check_env(spec: specs.JobSpec, file: str, text: str) -> CheckedEnv:
     """Make the env, reset it and take one step, as a worker would; raise SpecError naming file, line and
     field when it cannot train.
 
-    Refused: ids nothing registers, modules of [env] imports that fail, continuous or composite action
-    spaces, observation spaces other than a Box of a vector or an image, a network that does not fit the
+    Refused: ids nothing registers, modules of [env] imports that fail, composite action spaces or Boxes
+    rlsup cannot squash into (actions.py), actions of a kind [job] algo does not train (continuous ones for
+    dqn), observation spaces other than a Box of a vector or an image, a network that does not fit the
     observation, and an env whose reset or first step raises (the old Gym API) or returns what a worker
     would refuse (algos/env_faults.py). Imports gymnasium (and the env's own packages)."""
     from rlsup.algos.envs.faults import TRACEBACK_NOTE
@@ -44,6 +54,7 @@ def check_env(spec: specs.JobSpec, file: str, text: str) -> CheckedEnv:
     except EnvError as error:
         path = ("env", "imports") if isinstance(error, EnvImportError) else ("env", "id")
         raise specs.SpecError([located.problem(path, str(error).removesuffix(TRACEBACK_NOTE))]) from None
+    _check_action_kind(spec, description.actions, located)
     observation = description.observation
     section = getattr(spec, spec.job.algo, None) if spec.job.algo in specs.TABLES else None
     network = None
@@ -54,7 +65,20 @@ def check_env(spec: specs.JobSpec, file: str, text: str) -> CheckedEnv:
             raise specs.SpecError([located.problem((spec.job.algo, "network"), str(error))]) from None
         spec = spec.replace(spec.job.algo, network=network)
     shape = "x".join(str(side) for side in observation.shape)
-    return CheckedEnv(spec, f"{observation.kind} {shape} {observation.dtype}", description.num_actions, network)
+    return CheckedEnv(spec, f"{observation.kind} {shape} {observation.dtype}", description.actions, network)
+
+
+def _check_action_kind(spec: specs.JobSpec, actions: ActionSpace, located: Located) -> None:
+    """SpecError at [job] algo when it does not train this env's kind of actions, naming those that do."""
+    kinds = registry.get(spec.job.algo).action_kinds
+    if actions.kind in kinds:
+        return
+    fitting = " or ".join(f'"{name}"' for name in registry.algorithm_names()
+                          if actions.kind in registry.get(name).action_kinds)
+    advice = f"use algo = {fitting}" if fitting else f"no algorithm installed trains {actions.kind} actions"
+    message = (f"env id {spec.env.id!r} has {actions.kind} actions ({actions.describe()}); algo "
+               f"{spec.job.algo!r} trains {' and '.join(kinds)} ones: {advice}")
+    raise specs.SpecError([located.problem(("job", "algo"), message)])
 
 
 def check_env_file(spec: specs.JobSpec, path: str | Path) -> CheckedEnv:

@@ -96,7 +96,7 @@ def _answer(connection: Connection, work: Callable[[], Any]) -> Any:
 
 
 def _reply_value(value: Any) -> Any:
-    """What the parent needs of a made slice is its observation layout and action count, not the slice."""
+    """What the parent needs of a made slice is its observation layout and actions, not the slice."""
     if isinstance(value, SerialVectorEnv):
-        return value.envs[0].layout, value.num_actions
+        return value.envs[0].layout, value.actions
     return value

@@ -13,11 +13,13 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 from ale_py.env import AtariEnv
-from gymnasium.spaces import Box, Discrete
+from gymnasium.spaces import Box
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
+from rlsup.algos.envs.actions import ActionSpace, ActionSpaceError, action_space_of
 from rlsup.algos.envs.fire_reset import FireReset, needs_fire
 from rlsup.algos.envs.minatar_seeding import ReseedInPlace, is_minatar
+from rlsup.algos.envs.mujoco_warnings import route_mujoco_warnings
 from rlsup.algos.envs.render_imports import defer_render_imports
 from rlsup.algos.envs.observations import NetworkError, ObservationLayout, layout_of
 from rlsup.formatting import Sentence, one_line
@@ -41,7 +43,7 @@ PLUGIN_GROUP = "gymnasium.envs"
 # Namespaces an rlsup extra installs: what to tell a user whose id names one that is missing.
 NAMESPACE_EXTRAS = {"MinAtar": "minatar"}
 # Gymnasium's own envs that need an optional dependency: entry-point module prefix -> rlsup extra.
-GYMNASIUM_EXTRAS = {"gymnasium.envs.box2d": "box2d"}
+GYMNASIUM_EXTRAS = {"gymnasium.envs.box2d": "box2d", "gymnasium.envs.mujoco": "mujoco"}
 
 
 class EnvError(Sentence, ValueError):
@@ -57,13 +59,19 @@ class EnvDescription:
     """What the learner needs to know of an env before making one per actor: its observations and actions."""
 
     observation: ObservationLayout
-    num_actions: int
+    actions: ActionSpace
+
+    @property
+    def num_actions(self) -> int:
+        """Discrete(n)'s n, or the length of a continuous action vector."""
+        return self.actions.count
 
 
 def make_stack(env: EnvSection, render_mode: str | None = None) -> gym.Env:
     """The gym stack an [env] section describes, its spaces checked; the Atari preset adds DeepMind's chain."""
     spec = registered_spec(env)
     _check_preset(env, spec)
+    route_mujoco_warnings(spec.entry_point)
     try:
         stack = _make_atari(env, render_mode) if env.preset == "atari" else _make_as_registered(env, render_mode)
     except gym.error.DependencyNotInstalled as error:
@@ -72,6 +80,7 @@ def make_stack(env: EnvSection, render_mode: str | None = None) -> gym.Env:
         raise EnvError(f"cannot make env {env.id!r}: {error}") from error
     except Exception as error:  # a user's env may fail in any way; its own words are what helps
         raise EnvError(f"cannot make env {env.id!r}: {type(error).__name__}: {_first_words(error)}") from error
+    route_mujoco_warnings(spec.entry_point)  # a user's env that runs on MuJoCo has imported it by now
     try:
         _check_spaces(env, stack)
     except EnvError:
@@ -81,7 +90,7 @@ def make_stack(env: EnvSection, render_mode: str | None = None) -> gym.Env:
 
 
 def describe_env(env: EnvSection) -> EnvDescription:
-    """Observation layout and number of actions, from one env made and closed at once: once per process for
+    """Observation layout and actions, from one env made and closed at once: once per process for
     each [env] section, so that `rlsup run`'s check and its worker's sizing of replays and networks share it."""
     return _describe(_hashable(env))
 
@@ -91,7 +100,7 @@ def _describe(frozen: tuple) -> EnvDescription:
     env = EnvSection(**{name: list(value) if isinstance(value, tuple) else value for name, value in frozen})
     stack = make_stack(env)
     try:
-        return EnvDescription(observation_layout(stack, env), int(stack.action_space.n))
+        return EnvDescription(observation_layout(stack, env), action_space_of(env.id, stack.action_space))
     finally:
         stack.close()
 
@@ -219,11 +228,12 @@ def _render_option(render_mode: str | None) -> dict:
 
 
 def _check_spaces(env: EnvSection, stack: gym.Env) -> None:
-    """Discrete actions from 0 and a Box observation of a vector or an image; the message names the space."""
-    actions = stack.action_space
-    if not isinstance(actions, Discrete) or int(actions.start) != 0:
-        raise EnvError(f"env id {env.id!r} has the action space {actions}; rlsup trains Discrete(n) actions "
-                       f"numbered from 0, not continuous or composite ones")
+    """Discrete actions from 0 or a Box vector with finite bounds (actions.py), and a Box observation of a vector
+    or an image; the message names the space."""
+    try:
+        action_space_of(env.id, stack.action_space)
+    except ActionSpaceError as error:
+        raise EnvError(str(error)) from None
     observations = stack.observation_space
     if not isinstance(observations, Box):
         raise EnvError(f"env id {env.id!r} has the observation space {observations}; rlsup trains on a Box "

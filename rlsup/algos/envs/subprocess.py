@@ -143,7 +143,7 @@ class SubprocessVectorEnv:
             for other_first, other_end in others:
                 self.slices.append(EnvProcess(env, seeds[other_first:other_end], other_first, self.num_envs))
             self.slices.insert(0, LocalSlice(env, seeds[first:end], first, self.num_envs))
-            self.layout, self.num_actions = [part.receive("make") for part in self.slices][0]
+            self.layout, self.actions = [part.receive("make") for part in self.slices][0]
         except BaseException:
             self.close()
             raise
@@ -153,6 +153,7 @@ class SubprocessVectorEnv:
         self.observation_dtype = self.layout.dtype
         self.frame_shape: tuple = self.layout.frame_shape
         self.stack_size = self.layout.stack_size
+        self.num_actions = self.actions.count
 
     @property
     def pids(self) -> list[int]:

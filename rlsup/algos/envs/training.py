@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
+from rlsup.algos.envs.actions import ActionSpace, EnvActions
 from rlsup.algos.envs.capture import capture_state, choose_capture, restore_state
 from rlsup.algos.envs.faults import EnvChecks
 from rlsup.algos.envs.action_replay import ReplayMismatch
@@ -43,15 +44,15 @@ def make_env(env: EnvSection, *, seed: int, render_mode: str | None = None) -> T
 
 
 def take_first_step(env: EnvSection) -> EnvDescription:
-    """Make the env, reset it and take one step of action 0, as a worker's first moments do, and close it:
-    an env written for the old Gym API (a reset without seed, a step of four values), or one that returns
-    what EnvChecks refuses from the start, is refused before a job is queued, not by its worker. Returns
-    what describe_env would, from the same env: a check makes it once."""
+    """Make the env, reset it and take one step (action 0, or the middle of a Box's bounds), as a worker's
+    first moments do, and close it: an env written for the old Gym API (a reset without seed, a step of four
+    values), or one that returns what EnvChecks refuses from the start, is refused before a job is queued,
+    not by its worker. Returns what describe_env would, from the same env: a check makes it once."""
     training_env = make_env(env, seed=0)
     try:
         training_env.reset()
-        training_env.step(0)
-        return EnvDescription(training_env.layout, training_env.num_actions)
+        training_env.step(training_env.neutral_action())
+        return EnvDescription(training_env.layout, training_env.actions)
     finally:
         training_env.close()
 
@@ -77,15 +78,17 @@ class TrainingEnv:
         self._raw_return = 0.0
         self._length = 0
         self._lives = 0
-        self._capture = choose_capture(stack, env.id, int(seed))
+        self._actions = EnvActions(env.id, stack.action_space)
+        self._capture = choose_capture(stack, env.id, int(seed), self._actions)
         # Every observation leaves in one layout: (stack, 84, 84) for Atari, float32 vectors, CHW images.
         self._layout = observation_layout(stack, env)
-        self._checks = EnvChecks(env.id, stack.observation_space, self._layout)
+        self._checks = EnvChecks(env.id, stack.observation_space, self._layout, self._actions)
         self.observation_shape: tuple = self._layout.shape
         self.observation_dtype = self._layout.dtype
         self.stack_size = self._layout.stack_size
         self.frame_shape: tuple = self._layout.frame_shape
-        self.num_actions = int(stack.action_space.n)
+        self.actions: ActionSpace = self._actions.space
+        self.num_actions = self.actions.count  # Discrete(n)'s n, or the length of a continuous action
 
     def reset(self) -> np.ndarray:
         """Start a new episode, seeded as the env's state capture needs (see StateCapture.reset_seed)."""
@@ -101,19 +104,21 @@ class TrainingEnv:
         self._lives = self._game_lives()
         return converted
 
-    def step(self, action: int) -> EnvStep:
-        """One agent step (frame_skip emulator frames for Atari)."""
+    def step(self, action: int | np.ndarray) -> EnvStep:
+        """One agent step (frame_skip emulator frames for Atari): a discrete action's number, or a continuous
+        action's vector, handed to the env in its Box's dtype within its bounds (ActionFault if not finite)."""
         if self._needs_reset:
             raise RuntimeError(f"{self._settings.id}: call reset() first (the episode is over or never began)")
+        sent = self._checks.action(action, self._length)
         try:
-            observation, raw_reward, terminated, truncated, info = self._stack.step(int(action))
+            observation, raw_reward, terminated, truncated, info = self._stack.step(sent)
             raw_reward = float(raw_reward)
         except Exception as error:
             raise self._checks.raised("step", error) from error
         self._length += 1
         converted = self._checks.observation(observation, self._length)
         self._checks.reward(raw_reward, self._length)
-        self._capture.record_step(int(action), observation, info, bool(terminated or truncated))
+        self._capture.record_step(sent, observation, info, bool(terminated or truncated))
         self._raw_return += raw_reward
         lives = self._game_lives()
         life_lost, self._lives = lives < self._lives, lives
@@ -126,6 +131,10 @@ class TrainingEnv:
         terminal = bool(terminated) or (self._settings.episodic_life and life_lost)
         return EnvStep(observation=converted, reward=reward, raw_reward=raw_reward,
                        terminal=terminal, done=done, truncated=bool(truncated), episode=episode)
+
+    def neutral_action(self) -> int | np.ndarray:
+        """An action this env takes whatever its state: 0, or the middle of its Box's bounds."""
+        return self._actions.neutral()
 
     @property
     def layout(self) -> ObservationLayout:

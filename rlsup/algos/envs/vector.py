@@ -6,6 +6,7 @@ from typing import Protocol
 
 import numpy as np
 
+from rlsup.algos.envs.actions import ActionSpace
 from rlsup.algos.envs.capture import EnvRestart, load_env_states
 from rlsup.algos.envs.training import EpisodeResult, TrainingEnv
 
@@ -36,13 +37,15 @@ class VectorEnv(Protocol):
     observation_dtype: np.dtype
     frame_shape: tuple
     stack_size: int
-    num_actions: int
+    actions: ActionSpace  # every env's: Discrete(n), or a Box vector with finite bounds
+    num_actions: int      # actions.count
 
     def reset(self) -> np.ndarray:
         """Start every env's first episode; the [N, *obs] observations."""
         ...
 
     def step(self, actions: np.ndarray) -> VectorStep:
+        """actions: [N] ints for discrete actions, [N, actions.count] floats for continuous ones."""
         ...
 
     def newest_frame(self, observation: np.ndarray) -> np.ndarray:
@@ -87,6 +90,7 @@ class SerialVectorEnv:
         self.observation_dtype = first.observation_dtype
         self.frame_shape = first.frame_shape
         self.stack_size = first.stack_size
+        self.actions = first.actions
         self.num_actions = first.num_actions
 
     def reset(self) -> np.ndarray:
@@ -99,7 +103,7 @@ class SerialVectorEnv:
         terminals, dones, truncated = (np.zeros(count, bool) for _ in range(3))
         final_observations, episodes = {}, {}
         for index, (env, action) in enumerate(zip(self.envs, actions)):
-            result = env.step(int(action))
+            result = env.step(action)
             rewards[index], terminals[index] = result.reward, result.terminal
             dones[index], truncated[index] = result.done, result.truncated
             if result.done:
