@@ -34,6 +34,7 @@ def test_action_spaces_rlsup_cannot_train_are_refused_in_one_sentence(env_id: st
     ("LunarLanderContinuous-v3", ActionSpace(2, (-1.0,) * 2, (1.0,) * 2), "a 2-vector in [-1, 1]"),
     ("Hopper-v5", ActionSpace(3, (-1.0,) * 3, (1.0,) * 3), "a 3-vector in [-1, 1]"),
     ("CartPole-v1", ActionSpace(2), "2 actions"),
+    ("Ant-v5", ActionSpace(8, (-1.0,) * 8, (1.0,) * 8), "an 8-vector in [-1, 1]"),
 ])
 def test_envs_describe_their_actions(env_id: str, actions: ActionSpace, words: str) -> None:
     description = describe_env(EnvSection(id=env_id))

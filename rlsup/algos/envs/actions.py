@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from rlsup.formatting import Sentence
+from rlsup.formatting import Sentence, counted
 
 DISCRETE, CONTINUOUS = "discrete", "continuous"  # registry.ACTION_KINDS, in its order
 
@@ -40,11 +40,13 @@ class ActionSpace:
     def describe(self) -> str:
         """"6 actions", or "a 3-vector in [-1, 1]" for one line of `rlsup validate`."""
         if not self.continuous:
-            return f"{self.count} actions"
+            return counted(self.count, "action")
         low, high = sorted(set(self.low)), sorted(set(self.high))
+        # "an 8-vector", "an 11-vector", as they are said.
+        article = "an" if str(self.count).startswith("8") or self.count in (11, 18) else "a"
         if len(low) == len(high) == 1:
-            return f"a {self.count}-vector in [{low[0]:g}, {high[0]:g}]"
-        return f"a {self.count}-vector in per-entry bounds"
+            return f"{article} {self.count}-vector in [{low[0]:g}, {high[0]:g}]"
+        return f"{article} {self.count}-vector in per-entry bounds"
 
 
 def action_space_of(env_id: str, space: spaces.Space) -> ActionSpace:
