@@ -72,14 +72,27 @@ def user_envs(tmp_path, monkeypatch):
     return directory
 
 
-@pytest.mark.parametrize("env_id, space", [("Pendulum-v1", "action space Box(-2.0, 2.0, (1,), float32)"),
-                                           (DICT_ID, "observation space Dict('position': Box(")])
-def test_validate_and_submit_refuse_a_space_rlsup_cannot_train(env_id, space, user_envs, tmp_path, rlsup_home):
+def test_validate_and_submit_refuse_a_space_rlsup_cannot_train(user_envs, tmp_path, rlsup_home):
+    env_id, space = DICT_ID, "observation space Dict('position': Box("
     path = job_file(tmp_path, env_id)
     assert_one_line_error(run_rlsup("validate", path), 2, f"{path}:{id_line(path)}: env.id:", f"'{env_id}'", space)
     assert_one_line_error(run_rlsup("submit", path), 2, f"{path}:{id_line(path)}: env.id:", space)
     with pytest.raises(specs.SpecError, match=space.replace("(", r"\(").replace(")", r"\)")):
         client.submit(path, home=rlsup_home, start_daemon=False)
+    with Store(rlsup_home) as store:
+        assert store.jobs() == []
+
+
+def test_validate_and_submit_refuse_an_algorithm_that_does_not_train_the_envs_actions(user_envs, tmp_path,
+                                                                                       rlsup_home):
+    """Pendulum's Box actions train with sac (and continuous V-trace); this job file's dqn is refused at the
+    line that names it, or at its [job] table where the algorithm is the default, with the algorithms that fit."""
+    path = job_file(tmp_path, "Pendulum-v1")
+    table = path.read_text().splitlines().index("[job]") + 1
+    for command in ("validate", "submit"):
+        assert_one_line_error(run_rlsup(command, path), 2, f"{path}:{table}: job.algo:",
+                              "'Pendulum-v1' has continuous actions",
+                              "algo 'dqn' trains discrete ones", '"sac"')
     with Store(rlsup_home) as store:
         assert store.jobs() == []
 

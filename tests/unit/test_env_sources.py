@@ -180,7 +180,6 @@ def test_an_import_that_fails_is_named():
 
 
 @pytest.mark.parametrize("settings, message", [
-    (EnvSection(id="MountainCarContinuous-v0"), "'MountainCarContinuous-v0' has the action space Box"),
     (EnvSection(id=DICT_ID, imports=[PACKAGE]), f"'{DICT_ID}' has the observation space Dict"),
     (EnvSection(id="FrozenLake-v1"), "'FrozenLake-v1' has the observation space Discrete"),
     (EnvSection(id="UserEnvs/Nothing-v0"), "unknown env id 'UserEnvs/Nothing-v0'"),
