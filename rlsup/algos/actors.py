@@ -7,7 +7,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlsup.algos.envs.actions import ActionSpace
+from rlsup.algos.gaussian import ActionMap
+from rlsup.algos.loss_sums import Diverged
 from rlsup.algos.nets import PolicyValueNetwork, policy_value_network_of
+from rlsup.algos.reward_scale import RewardScale
 from rlsup.algos.shared_memory import UnrollArrays, UnrollGroups, UnrollLayout, WeightsBuffer
 from rlsup.algos.envs.vector import VectorStep
 from rlsup.algos.envs.vectorise import env_seeds, make_vector_env
@@ -32,11 +36,12 @@ def actor_seed(job_seed: int, actor: int, generation: int = 0) -> np.random.Seed
     return np.random.SeedSequence(job_seed, spawn_key=(ACTOR_SEED_KEY, actor, generation))
 
 
-def build_actor_network(spec: JobSpec, observation_shape: tuple, num_actions: int) -> PolicyValueNetwork:
+def build_actor_network(spec: JobSpec, observation_shape: tuple, actions: ActionSpace) -> PolicyValueNetwork:
     # Its initial weights are overwritten by the first load; fork_rng keeps building it from using up
     # the process's global torch stream, which in serial mode is the learner's.
     with torch.random.fork_rng(devices=[]):
-        network = policy_value_network_of(spec.vtrace, observation_shape, num_actions)
+        network = policy_value_network_of(spec.vtrace, observation_shape, actions.count,
+                                          continuous=actions.continuous)
     return network.requires_grad_(False).eval()
 
 
@@ -57,34 +62,38 @@ class Actor:
         self.discount = settings.gamma
         # Actor processes share the machine: each vector may use its share of the CPUs (see choose_vectoriser).
         self.envs = make_vector_env(spec.env, seeds, sharers=1 if settings.serial else settings.actors)
-        self.network = build_actor_network(spec, self.envs.observation_shape, self.envs.num_actions)
+        actions = self.envs.actions
+        self.network = build_actor_network(spec, self.envs.observation_shape, actions)
+        self.action_map = ActionMap(actions, settings.squash) if actions.continuous else None
         self.sampling = np.random.Generator(np.random.PCG64(sampling_seed))
         self.weights_version = -1
         self.observations = self.envs.reset()
-        self.cached_output: tuple[np.ndarray, np.ndarray] | None = None
+        # Each actor keeps its own statistics: in a parallel run they need no traffic with the learner.
+        self.reward_scale = RewardScale(settings.envs_per_actor, settings.gamma) if settings.normalize_rewards else None
+        self.cached_output: tuple | None = None  # (the policy's outputs, features) of self.observations
 
     def unroll(self, weights: WeightsBuffer, arrays: UnrollArrays) -> list[dict]:
         """One round: unroll_length steps of every env, written into arrays; returns the finished episodes."""
         self._refresh_weights(weights)
-        logits, features = self.cached_output or self._forward(self.observations)
+        policy, features = self.cached_output or self._forward(self.observations)
         episodes = []
         for time_step in range(self.unroll_length):
             arrays.observations[:, time_step] = self.observations
             arrays.features[:, time_step] = features
-            arrays.behaviour_logits[:, time_step] = logits
-            actions = self._sample(logits)
+            actions, behaviour, env_actions = self._act(policy)
+            arrays.behaviour_logits[:, time_step] = behaviour
             arrays.actions[:, time_step] = actions
-            result = self.envs.step(actions)
+            result = self.envs.step(env_actions)
             self._store(result, arrays, time_step)
             episodes.extend({records.KIND: records.EPISODE, records.EPISODE_RETURN: episode.raw_return,
                              records.EPISODE_LENGTH: episode.length}
                             for _, episode in sorted(result.episodes.items()))
             self.observations = result.observations
-            logits, features = self._forward(self.observations)
+            policy, features = self._forward(self.observations)
         arrays.observations[:, self.unroll_length] = self.observations
         arrays.features[:, self.unroll_length] = features
         # The next round acts first on these same observations: reuse this pass unless the weights change.
-        self.cached_output = (logits, features)
+        self.cached_output = (policy, features)
         return episodes
 
     def _refresh_weights(self, weights: WeightsBuffer) -> None:
@@ -94,6 +103,8 @@ class Actor:
 
     def _store(self, result: VectorStep, arrays: UnrollArrays, time_step: int) -> None:
         rewards = result.rewards.copy()
+        if self.reward_scale is not None:  # before the bootstrap below, which is already in the value's units
+            rewards = self.reward_scale(rewards, result.dones)
         for env_index, final_observation in result.final_observations.items():
             if result.truncated[env_index] and not result.terminals[env_index]:
                 # A time limit is not the end of the task, but the next state stored is the new episode's:
@@ -109,9 +120,32 @@ class Actor:
         return float(self.network(torch.from_numpy(observation[None])).values[0])
 
     @torch.no_grad()
-    def _forward(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _forward(self, observations: np.ndarray) -> tuple:
+        """(the policy's outputs: logits, or a Gaussian's means and log standard deviations), features."""
         output = self.network(torch.from_numpy(observations))
-        return output.logits.numpy(), output.features.numpy()
+        if self.action_map is None:
+            return output.logits.numpy(), output.features.numpy()
+        return (output.means.numpy(), output.log_stds.numpy()), output.features.numpy()
+
+    def _act(self, policy) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the actions stored, the behaviour stored with them, what the envs are given) for one step."""
+        if self.action_map is None:
+            actions = self._sample(policy)
+            return actions, policy, actions
+        samples, log_probabilities = self._sample_gaussian(*policy)
+        return samples, log_probabilities, self.action_map.env_actions(samples)
+
+    @torch.no_grad()
+    def _sample_gaussian(self, means: np.ndarray, log_stds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """u = μ + σ ε per env, ε from the actor's own stream, and log μ(a|x) of the action u becomes."""
+        noise = self.sampling.standard_normal(means.shape)
+        samples = (means + np.exp(log_stds) * noise).astype(np.float32)
+        if not np.isfinite(samples).all():
+            raise Diverged("training diverged: the policy's actions reached NaN or infinity, and the weights with "
+                           "it; fork the newest checkpoint with a lower lr or a max_grad_norm (rlsup fork RUN NEW.toml)")
+        log_probabilities = self.action_map.log_probabilities(torch.from_numpy(means), torch.from_numpy(log_stds),
+                                                              torch.from_numpy(samples))
+        return samples, log_probabilities.numpy()
 
     def _sample(self, logits: np.ndarray) -> np.ndarray:
         """One action per env from softmax(logits), by inverse CDF on one uniform draw each."""
@@ -124,8 +158,11 @@ class Actor:
 
     def state_dict(self) -> dict:
         """Envs mid-episode, their observations and the sampling stream; the weights come from the learner."""
-        return {"envs": self.envs.state_dict(),
-                "observations": self.observations.copy(), "sampling": generator_state(self.sampling)}
+        state = {"envs": self.envs.state_dict(),
+                 "observations": self.observations.copy(), "sampling": generator_state(self.sampling)}
+        if self.reward_scale is not None:
+            state["reward_scale"] = self.reward_scale.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> list[str]:
         """Continue from state_dict(); returns a sentence per env that had to start a fresh episode."""
@@ -134,6 +171,8 @@ class Actor:
         for restart in restarts:  # the next unroll starts on the fresh episode: no step joins the two
             self.observations[restart.index] = restart.observation
         self.sampling = restore_generator(state["sampling"])
+        if self.reward_scale is not None and "reward_scale" in state:
+            self.reward_scale.load_state_dict(state["reward_scale"])
         self.weights_version, self.cached_output = -1, None
         return [f"actor {self.index}, {restart.reason}" for restart in restarts]
 

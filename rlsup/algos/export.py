@@ -15,6 +15,7 @@ import torch
 import rlsup
 from rlsup import atomic
 from rlsup.spec import registry
+from rlsup.algos.envs.actions import ActionSpace, action_space_of
 from rlsup.algos.envs.sources import ATARI_SCREEN_SIZE, make_stack, observation_layout
 from rlsup.algos.envs.observations import INTENSITY_MAX, ObservationLayout
 from rlsup.spec import EnvSection
@@ -51,7 +52,7 @@ def export_policy(run_dir: Path, load: Callable[[], tuple], *, format: str, out:
         module = registry.get(spec.job.algo).greedy_network_from_checkpoint(spec, trainer_state)
     except registry.UnknownAlgorithm as error:
         raise ExportUnavailable(str(error)) from None
-    layout, action_count, action_meanings = describe_observations(spec.env)
+    layout, actions, action_meanings = describe_observations(spec.env)
     example = torch.as_tensor(np.zeros((1, *layout.shape), dtype=layout.dtype))
     started()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -67,11 +68,10 @@ def export_policy(run_dir: Path, load: Callable[[], tuple], *, format: str, out:
     atomic.write_json(target, mode=0o666, value={
         "format": format, "model": out.name, "rlsup_version": rlsup.__version__,
         "input": {"name": INPUT_NAME, "shape": [None, *layout.shape], "dtype": layout.dtype.name},
-        "output": {"name": OUTPUT_NAME, "shape": [None], "dtype": "int64",
-                   "meaning": "the greedy action of each observation"},
+        "output": output_json(actions),
         "inside_model": inside_model(layout), "outside_model": outside_model(spec.env, layout),
         "observation": observation_json(layout), "preprocessing": preprocessing_json(spec.env),
-        "actions": {"count": action_count, "meanings": action_meanings},
+        "actions": actions_json(actions, action_meanings),
         "source": {"run_dir": str(run_dir), "job_name": spec.job.name, "algo": spec.job.algo,
                    "checkpoint": entry.path.name, "step": entry.step, "reason": entry.reason,
                    "fingerprint": entry.fingerprint}})
@@ -113,15 +113,36 @@ def write_onnx(module: torch.nn.Module, example: torch.Tensor, out: Path) -> Non
     program.save(str(out))
 
 
-def describe_observations(env: EnvSection) -> tuple[ObservationLayout, int, list[str] | None]:
-    """The env's observation layout, its number of actions and their names where it has them (ALE games do)."""
+def describe_observations(env: EnvSection) -> tuple[ObservationLayout, ActionSpace, list[str] | None]:
+    """The env's observation layout, its actions and their names where it has them (ALE games do)."""
     stack = make_stack(env)
     try:
         names = getattr(stack.unwrapped, "get_action_meanings", None)
-        return (observation_layout(stack, env), int(stack.action_space.n),
+        return (observation_layout(stack, env), action_space_of(env.id, stack.action_space),
                 list(names()) if callable(names) else None)
     finally:
         stack.close()
+
+
+def output_json(actions: ActionSpace) -> dict:
+    """What the model returns: an action number per observation, or an action vector within the bounds."""
+    if not actions.continuous:
+        return {"name": OUTPUT_NAME, "shape": [None], "dtype": "int64",
+                "meaning": "the greedy action of each observation"}
+    return {"name": OUTPUT_NAME, "shape": [None, actions.count], "dtype": "float32",
+            "meaning": "the deterministic action of each observation (the policy's mean), within the bounds"}
+
+
+def actions_json(actions: ActionSpace, meanings: list[str] | None) -> dict:
+    """The sidecar's "actions": their count and names, or for a continuous vector its length and bounds."""
+    if not actions.continuous:
+        return {"count": actions.count, "meanings": meanings}
+    return {"count": actions.count, **action_bounds_json(actions)}
+
+
+def action_bounds_json(actions: ActionSpace) -> dict:
+    """A continuous action's bounds as the sidecar carries them: low and high, one number per entry."""
+    return {"kind": actions.kind, "low": list(actions.low), "high": list(actions.high)}
 
 
 def inside_model(layout: ObservationLayout) -> str:

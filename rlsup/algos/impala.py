@@ -12,7 +12,11 @@ from rlsup.algos import vtrace
 from rlsup.algos.actor_processes import ActorProcesses
 from rlsup.algos.actors import Actors, Delivery, SerialActors
 from rlsup.algos.contract import LearnerTrainer, Policy
+from rlsup.algos.device import UsageError
+from rlsup.algos.envs.actions import ActionSpace
+from rlsup.algos.envs.sources import describe_env
 from rlsup.algos.envs.training import probe_env
+from rlsup.algos.gaussian import ActionMap, MeanActions
 from rlsup.algos.episodes import EpisodeReturns
 from rlsup.algos.loss_sums import LossSums
 from rlsup.algos.nets import (PolicyValueNetwork, fingerprint, gradient_step, greedy_actions_module, numpy_policy,
@@ -21,7 +25,7 @@ from rlsup.algos.optimizers import RMSprop
 from rlsup.algos.schedules import LinearSchedule
 from rlsup.algos.shared_memory import UnrollLayout
 from rlsup.replay.mixer import ReplayMixer, replay_from_settings
-from rlsup.replay.unrolls import UnrollBatch
+from rlsup.replay.unrolls import KL_DIV_NEEDS_LOGITS, UnrollBatch
 from rlsup.spec import JobSpec, VtraceSection
 
 # How long iterate() waits for actors when there is nothing to train on: short, so a pause is prompt.
@@ -35,9 +39,12 @@ LOSS_NAMES = ("total_loss", "pg_loss", "baseline_loss", "entropy_loss", "entropy
 class VtraceLearner:
     """The policy/value network on the job's device, RMSProp, and the V-trace update of one batch."""
 
-    def __init__(self, settings: VtraceSection, network: PolicyValueNetwork, device: torch.device):
+    def __init__(self, settings: VtraceSection, network: PolicyValueNetwork, device: torch.device,
+                 actions: ActionSpace | None = None):
         self.settings = settings
         self.device = device
+        # Continuous actions: the map from the Gaussian's samples to the env's actions, and their densities.
+        self.action_map = ActionMap(actions, settings.squash) if actions is not None and actions.continuous else None
         self.network = network.to(device)
         self.optimizer = RMSprop(self.network.parameters(), lr=settings.lr, alpha=settings.rmsprop_alpha,
                                  eps=settings.rmsprop_eps, momentum=settings.rmsprop_momentum)
@@ -48,6 +55,8 @@ class VtraceLearner:
     def update(self, batch: UnrollBatch, step: int) -> dict[str, torch.Tensor]:
         """One gradient step on a time-major batch, at the learning rate of absolute step `step`; its losses and
         statistics as scalars on the device (read by LossSums, once per metrics line)."""
+        if self.action_map is not None:
+            return self._update_continuous(batch, step)
         settings = self.settings
         length, size = batch.actions.shape
         output = self.network(self.as_tensor(batch.observations).flatten(0, 1))
@@ -63,6 +72,32 @@ class VtraceLearner:
         losses = {"pg_loss": vtrace.policy_gradient_loss(logits, actions, returns.pg_advantages),
                   "baseline_loss": settings.baseline_cost * vtrace.baseline_loss(returns.vs - values[:-1]),
                   "entropy_loss": settings.entropy_cost * vtrace.entropy_loss(logits)}
+        return self._step(losses, step, lambda: -vtrace.entropy_loss(logits) / (length * size), values, log_rhos)
+
+    def _update_continuous(self, batch: UnrollBatch, step: int) -> dict[str, torch.Tensor]:
+        """update() for a Gaussian policy: the ratio from the stored log μ(a|x), the Gaussian's entropy."""
+        settings, action_map = self.settings, self.action_map
+        length, size = batch.actions.shape[:2]
+        output = self.network(self.as_tensor(batch.observations).flatten(0, 1))
+        means = output.means.view(length + 1, size, -1)[:-1]  # the last state only bootstraps
+        log_stds = output.log_stds.view(length + 1, size, -1)[:-1]
+        values = output.values.view(length + 1, size)
+        log_probabilities = action_map.log_probabilities(means, log_stds, self.as_tensor(batch.actions))
+        log_rhos = log_probabilities.detach() - self.as_tensor(batch.behaviour_log_probs)
+        discounts = (~self.as_tensor(batch.dones)).float() * settings.gamma
+        returns = vtrace.from_importance_weights(log_rhos, discounts, self.as_tensor(batch.rewards),
+                                                 values[:-1].detach(), values[-1].detach(), settings.rho_clip,
+                                                 settings.pg_rho_clip, settings.c_clip)
+        entropies = action_map.entropies(log_stds)
+        losses = {"pg_loss": -torch.sum(log_probabilities * returns.pg_advantages),
+                  "baseline_loss": settings.baseline_cost * vtrace.baseline_loss(returns.vs - values[:-1]),
+                  "entropy_loss": -settings.entropy_cost * torch.sum(entropies)}
+        return self._step(losses, step, lambda: entropies.mean(), values, log_rhos)
+
+    def _step(self, losses: dict[str, torch.Tensor], step: int, entropy: Callable[[], torch.Tensor],
+              values: torch.Tensor, log_rhos: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The gradient step on the losses' sum, and the update's statistics (entropy: the policy's mean)."""
+        settings = self.settings
         total_loss = sum(losses.values())
         # The norm before clipping, and the share of updates clipped: a clip that binds on every update (sums
         # over the batch of unclipped rewards) turns the step into a normalised one, which the metrics show.
@@ -71,16 +106,19 @@ class VtraceLearner:
                              measure_norm=True)
         self.updates += 1
         with torch.no_grad():
-            entropy = -vtrace.entropy_loss(logits) / (length * size)
             # On the norm's device, as every scalar here: LossSums stacks them without a copy.
             clipped = (norm > settings.max_grad_norm).float() if settings.max_grad_norm > 0 else torch.zeros_like(norm)
             return {"total_loss": total_loss.detach(), **{name: loss.detach() for name, loss in losses.items()},
-                    "entropy": entropy, "mean_value": values.mean(), "mean_rho": log_rhos.exp().mean(),
+                    "entropy": entropy().detach(), "mean_value": values.mean(), "mean_rho": log_rhos.exp().mean(),
                     "grad_norm": norm, "clipped": clipped}
 
     @torch.no_grad()
     def greedy_actions(self, observations: np.ndarray) -> np.ndarray:
-        return self.network(self.as_tensor(observations)).logits.argmax(dim=1).cpu().numpy()
+        """The argmax of the logits, or for continuous actions the Gaussian's mean as the env's action."""
+        output = self.network(self.as_tensor(observations))
+        if self.action_map is None:
+            return output.logits.argmax(dim=1).cpu().numpy()
+        return self.action_map.env_actions_tensor(output.means).cpu().numpy()
 
     def as_tensor(self, array: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(array).to(self.device, non_blocking=True)
@@ -129,9 +167,18 @@ def build_unroll_replays(spec: JobSpec, layout: UnrollLayout) -> ReplayMixer:
     replays = [replay_from_settings(settings, generator=np.random.Generator(np.random.PCG64(seed)), item="unrolls",
                                     unroll_length=layout.unroll_length, observation_shape=layout.observation_shape,
                                     observation_dtype=layout.observation_dtype, num_actions=layout.num_actions,
-                                    feature_size=layout.feature_size)
+                                    feature_size=layout.feature_size, continuous=layout.continuous)
                for settings, seed in zip(spec.replay, seeds)]
     return ReplayMixer(replays, spec.vtrace.batch_size)
+
+
+def refuse_logits_distance(spec: JobSpec, actions: ActionSpace) -> None:
+    """Elite and attentive replay's kl_div needs stored logits, which a Gaussian policy does not have: refused in
+    one sentence, as the spec's rules refuse it for sac, once the env says its actions are continuous."""
+    for index, replay in enumerate(spec.replay):
+        if actions.continuous and replay.kind in ("elite", "attentive") and replay.distance == "kl_div":
+            raise UsageError(f"[[replay]] {index + 1} distance: {KL_DIV_NEEDS_LOGITS} ({spec.env.id} has "
+                             f"{actions.describe()})")
 
 
 class VtraceTrainer(LearnerTrainer):
@@ -145,11 +192,14 @@ class VtraceTrainer(LearnerTrainer):
         self.spec = spec
         settings = spec.vtrace
         observation_shape, observation_dtype, num_actions, _ = probe_env(spec.env)
+        actions = describe_env(spec.env).actions
+        refuse_logits_distance(spec, actions)
         self.layout = UnrollLayout(settings.envs_per_actor, settings.unroll_length, tuple(observation_shape),
-                                   np.dtype(observation_dtype), num_actions, settings.feature_size)
+                                   np.dtype(observation_dtype), num_actions, settings.feature_size,
+                                   actions.continuous)
         torch.manual_seed(spec.job.seed)
-        network = policy_value_network_of(settings, observation_shape, num_actions)
-        self.learner = VtraceLearner(settings, network, device)
+        network = policy_value_network_of(settings, observation_shape, num_actions, continuous=actions.continuous)
+        self.learner = VtraceLearner(settings, network, device, actions)
         self.feature_source = LearnerFeatures(self.learner)
         self.replays = build_unroll_replays(spec, self.layout)
         self.step = 0
@@ -276,10 +326,15 @@ class VtraceTrainer(LearnerTrainer):
 
 
 def greedy_network(spec: JobSpec, trainer_state: dict) -> torch.nn.Module:
-    """The greedy CPU policy of a checkpoint as a module: the argmax of the policy logits (what export writes)."""
+    """The greedy CPU policy of a checkpoint as a module (what export writes): the argmax of the policy logits, or
+    for continuous actions the Gaussian's mean mapped into the action bounds."""
     observation_shape, _, num_actions, _ = probe_env(spec.env)
-    network = policy_value_network_of(spec.vtrace, observation_shape, num_actions)
-    return greedy_actions_module(network, trainer_state["learner"]["network"], logits=True)
+    actions = describe_env(spec.env).actions
+    network = policy_value_network_of(spec.vtrace, observation_shape, num_actions, continuous=actions.continuous)
+    if not actions.continuous:
+        return greedy_actions_module(network, trainer_state["learner"]["network"], logits=True)
+    network.load_state_dict(trainer_state["learner"]["network"])
+    return MeanActions(network, ActionMap(actions, spec.vtrace.squash)).eval().requires_grad_(False)
 
 
 def policy_from_checkpoint(spec: JobSpec, trainer_state: dict) -> Policy:

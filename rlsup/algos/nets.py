@@ -158,6 +158,36 @@ class PolicyValueNetwork(nn.Module):
         return PolicyValueOutput(self.policy_head(features), self.value_head(features).squeeze(-1), features)
 
 
+class GaussianPolicyValueOutput(NamedTuple):
+    """One forward pass of a Gaussian policy: means and log standard deviations [N, A] of the sample u (in [-1, 1]
+    units, see gaussian.ActionMap), state values [N] and feature vectors [N, F]."""
+
+    means: torch.Tensor
+    log_stds: torch.Tensor
+    values: torch.Tensor
+    features: torch.Tensor
+
+
+class GaussianPolicyValueNetwork(PolicyValueNetwork):
+    """PolicyValueNetwork whose policy head gives a diagonal Gaussian's means, with one learned log standard
+    deviation per action entry, the same in every state (as PPO's and IMPALA's continuous agents start)."""
+
+    def __init__(self, torso: nn.Module, action_size: int, feature_size: int, log_std_init: float):
+        super().__init__(torso, action_size, feature_size)
+        # Means near 0 at first, so that the first actions explore around the middle of the bounds rather than
+        # wherever random weights point (as stable-baselines3 scales its action head by 0.01).
+        with torch.no_grad():
+            self.policy_head.weight.mul_(0.01)
+            self.policy_head.bias.zero_()
+        self.log_std = nn.Parameter(torch.full((action_size,), float(log_std_init)))
+
+    def forward(self, observations: torch.Tensor) -> GaussianPolicyValueOutput:
+        features = self.features(observations)
+        means = self.policy_head(features)
+        return GaussianPolicyValueOutput(means, self.log_std.expand_as(means), self.value_head(features).squeeze(-1),
+                                         features)
+
+
 def build_torso(observation_shape: tuple, hidden_sizes: list[int], network: str = "auto",
                 activation: str = "relu") -> nn.Module:
     """The torso named by network ([dqn]/[vtrace] network), "auto" resolved by observations.network_for, with
@@ -193,10 +223,15 @@ def q_network_of(settings, observation_shape: tuple, num_actions: int) -> QNetwo
                            settings.activation)
 
 
-def policy_value_network_of(settings, observation_shape: tuple, num_actions: int) -> PolicyValueNetwork:
-    """The policy/value network a [vtrace] section describes (hidden_sizes, feature_size, network, activation)."""
-    return build_policy_value_network(observation_shape, num_actions, settings.hidden_sizes, settings.feature_size,
-                                      settings.network, settings.activation)
+def policy_value_network_of(settings, observation_shape: tuple, num_actions: int, *,
+                            continuous: bool = False) -> PolicyValueNetwork:
+    """The policy/value network a [vtrace] section describes (hidden_sizes, feature_size, network, activation):
+    softmax logits over num_actions, or with continuous a Gaussian over a vector of num_actions (log_std_init)."""
+    if not continuous:
+        return build_policy_value_network(observation_shape, num_actions, settings.hidden_sizes,
+                                          settings.feature_size, settings.network, settings.activation)
+    torso = build_torso(observation_shape, settings.hidden_sizes, settings.network, settings.activation)
+    return GaussianPolicyValueNetwork(torso, num_actions, settings.feature_size, settings.log_std_init)
 
 
 def fingerprint(module: nn.Module) -> str:

@@ -21,8 +21,9 @@ class UnrollLayout:
     unroll_length: int
     observation_shape: tuple
     observation_dtype: np.dtype
-    num_actions: int
+    num_actions: int               # discrete: how many; continuous: the action vector's length
     feature_size: int
+    continuous: bool = False       # Box actions: float vectors, and the behaviour's log-probabilities, not logits
 
 
 @dataclass(frozen=True)
@@ -30,14 +31,15 @@ class UnrollArrays:
     """One round's unrolls, env-major: index [env, time]. Views into the slot memory, written in place."""
 
     observations: np.ndarray       # [E, T+1, *obs]
-    actions: np.ndarray            # [E, T] int64
+    actions: np.ndarray            # [E, T] int64; continuous: [E, T, A] float32, the Gaussian's sample u
     rewards: np.ndarray            # [E, T] float32
     dones: np.ndarray              # [E, T] bool: the step ended the episode or a life (no bootstrap through it)
-    behaviour_logits: np.ndarray   # [E, T, A] float32
+    behaviour_logits: np.ndarray   # [E, T, A] float32; continuous: [E, T] float32 log μ(a_t | x_t)
     features: np.ndarray           # [E, T+1, F] float32
 
     def unroll(self, env: int) -> dict[str, np.ndarray]:
-        """One env's unroll, keyed as UnrollStorage.add takes it."""
+        """One env's unroll, keyed as UnrollStorage.add takes it (behaviour_logits: the behaviour's log-probabilities
+        where actions are continuous)."""
         return {name: getattr(self, name)[env] for name in UNROLL_FIELDS}
 
 
@@ -56,13 +58,16 @@ class UnrollGroups:
         observation_dtype = torch.from_numpy(np.zeros(0, layout.observation_dtype)).dtype
         self.layout = layout
         self.groups = groups
+        # Continuous actions are vectors, and their behaviour is one log-probability a step, not a logit per action.
+        action_shape, action_dtype = ((layout.num_actions,), torch.float32) if layout.continuous else ((), torch.int64)
+        behaviour_shape = () if layout.continuous else (layout.num_actions,)
         make = shared_zeros if shared else torch.zeros
         self.tensors = {
             "observations": make((groups, envs, length + 1, *layout.observation_shape), dtype=observation_dtype),
-            "actions": make((groups, envs, length), dtype=torch.int64),
+            "actions": make((groups, envs, length, *action_shape), dtype=action_dtype),
             "rewards": make((groups, envs, length), dtype=torch.float32),
             "dones": make((groups, envs, length), dtype=torch.bool),
-            "behaviour_logits": make((groups, envs, length, layout.num_actions), dtype=torch.float32),
+            "behaviour_logits": make((groups, envs, length, *behaviour_shape), dtype=torch.float32),
             "features": make((groups, envs, length + 1, layout.feature_size), dtype=torch.float32),
         }
 

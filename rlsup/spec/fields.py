@@ -264,6 +264,9 @@ class VtraceSection:
     squash: Literal["clip", "tanh"] = setting("clip", "Continuous actions: how a Gaussian sample becomes an action "
                                                       "within the bounds: clipped to them, or squashed by tanh.",
                                               IDENTITY)
+    normalize_rewards: bool = setting(False, "Divide learning rewards by the running standard deviation of the "
+                                             "discounted return (each actor's, saved in serial runs' checkpoints).",
+                                      IDENTITY)
 
 
 @dataclass(frozen=True)

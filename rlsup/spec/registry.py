@@ -70,7 +70,7 @@ BUILT_IN = (
               "Deep Q-learning (double, n-step)", greedy_network="rlsup.algos.dqn:greedy_network"),
     Algorithm("vtrace", "rlsup.algos.impala:VtraceTrainer", "rlsup.algos.impala:policy_from_checkpoint", "total_loss",
               "actor/learner V-trace (IMPALA)", replay_item="unrolls",
-              greedy_network="rlsup.algos.impala:greedy_network"),
+              greedy_network="rlsup.algos.impala:greedy_network", action_kinds=("discrete", "continuous")),
     Algorithm("sac", "rlsup.algos.sac:SacTrainer", "rlsup.algos.sac:policy_from_checkpoint", "q_loss",
               "soft actor-critic (twin Q, tuned temperature)", greedy_network="rlsup.algos.sac:greedy_network",
               action_kinds=("continuous",)),
