@@ -11,7 +11,7 @@ from rlsup.algos.envs.actions import ActionSpace
 from rlsup.algos.gaussian import ActionMap
 from rlsup.algos.loss_sums import Diverged
 from rlsup.algos.nets import PolicyValueNetwork, policy_value_network_of
-from rlsup.algos.reward_scale import RewardScale
+from rlsup.algos.running_statistics import RewardScale
 from rlsup.algos.shared_memory import UnrollArrays, UnrollGroups, UnrollLayout, WeightsBuffer
 from rlsup.algos.envs.vector import VectorStep
 from rlsup.algos.envs.vectorise import env_seeds, make_vector_env
@@ -142,7 +142,8 @@ class Actor:
         samples = (means + np.exp(log_stds) * noise).astype(np.float32)
         if not np.isfinite(samples).all():
             raise Diverged("training diverged: the policy's actions reached NaN or infinity, and the weights with "
-                           "it; fork the newest checkpoint with a lower lr or a max_grad_norm (rlsup fork RUN NEW.toml)")
+                           "it; fork the newest checkpoint with a lower lr or a max_grad_norm "
+                           "(rlsup fork RUN NEW.toml)")
         log_probabilities = self.action_map.log_probabilities(torch.from_numpy(means), torch.from_numpy(log_stds),
                                                               torch.from_numpy(samples))
         return samples, log_probabilities.numpy()

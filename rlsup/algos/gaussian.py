@@ -1,4 +1,4 @@
-"""A diagonal Gaussian policy over Box actions: log-probabilities, entropy, and the map from a sample to the env's action."""
+"""A diagonal Gaussian policy over Box actions: log-probabilities, entropy, and the map from sample to env action."""
 from __future__ import annotations
 
 import math

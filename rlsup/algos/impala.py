@@ -22,6 +22,7 @@ from rlsup.algos.loss_sums import LossSums
 from rlsup.algos.nets import (PolicyValueNetwork, fingerprint, gradient_step, greedy_actions_module, numpy_policy,
                               policy_value_network_of)
 from rlsup.algos.optimizers import RMSprop
+from rlsup.algos.running_statistics import RunningMoments
 from rlsup.algos.schedules import LinearSchedule
 from rlsup.algos.shared_memory import UnrollLayout
 from rlsup.replay.mixer import ReplayMixer, replay_from_settings
@@ -181,6 +182,16 @@ def refuse_logits_distance(spec: JobSpec, actions: ActionSpace) -> None:
                              f"{actions.describe()})")
 
 
+def observation_moments(spec: JobSpec, observation_shape: tuple) -> RunningMoments | None:
+    """The running moments of the observations when [vtrace] normalize_observations asks for them (vectors only)."""
+    if not spec.vtrace.normalize_observations:
+        return None
+    if len(observation_shape) != 1:
+        raise UsageError(f"[vtrace] normalize_observations standardises vector observations, and {spec.env.id}'s are "
+                         f"images of shape {tuple(observation_shape)}, which the network scales to [0, 1] already")
+    return RunningMoments(tuple(observation_shape))
+
+
 class VtraceTrainer(LearnerTrainer):
     """Moves actors' unrolls into the replays, trains on batches mixed by ratio, and publishes the weights.
 
@@ -204,6 +215,7 @@ class VtraceTrainer(LearnerTrainer):
         self.replays = build_unroll_replays(spec, self.layout)
         self.step = 0
         self.returns = EpisodeReturns()
+        self.observation_moments = observation_moments(spec, observation_shape)
         self.unrolls = 0
         self.loss_sums = LossSums(LOSS_NAMES)
         # Rounds received but not yet all in the replays (a full queue), and how far into the first one.
@@ -265,6 +277,8 @@ class VtraceTrainer(LearnerTrainer):
                         return  # back-pressure: the actors wait on free slots until an update drains the queue
                     self.replays.drop_oldest_queued()
                 self.replays.add_unroll(**arrays.unroll(self.pending_position), feature_source=self.feature_source)
+                if self.observation_moments is not None:  # the last state is the next unroll's first: once each
+                    self.observation_moments.update(arrays.observations[self.pending_position, :-1])
                 self.pending_position += 1
                 self.unrolls += 1
             self.pending.popleft()
@@ -273,10 +287,20 @@ class VtraceTrainer(LearnerTrainer):
 
     def _update(self) -> None:
         settings = self.spec.vtrace
+        if self.observation_moments is not None:
+            self._standardise_with(self.observation_moments)
         batch = self.replays.sample(settings.batch_size, features=self.feature_source, step=self.step)
         self.loss_sums.add(self.learner.update(batch, self.step))
         self.step += settings.unroll_length * settings.batch_size
         self.actors.publish(self.learner.network)
+
+    @torch.no_grad()
+    def _standardise_with(self, moments: RunningMoments) -> None:
+        """The network's observation statistics set to the moments of every observation stored so far: the learner
+        trains, and the actors act after the publish that follows, on the same standardised inputs."""
+        torso = self.learner.network.torso
+        torso.observation_mean.copy_(torch.as_tensor(moments.mean, dtype=torch.float32))
+        torso.observation_std.copy_(torch.as_tensor(moments.std(), dtype=torch.float32))
 
     # -- the rest of the Trainer contract (algos/contract.py) --------------------------------
 
@@ -299,6 +323,8 @@ class VtraceTrainer(LearnerTrainer):
         state = {
             "learner": self.learner.state_dict(),
             "counters": {"step": self.step, "unrolls": self.unrolls},
+            **({} if self.observation_moments is None
+               else {"observation_moments": self.observation_moments.state_dict()}),
             "episodes": self.returns.state_dict(),
             "metrics": {"loss_sums": self.loss_sums.totals(), "loss_count": self.loss_sums.count},
         }
@@ -317,6 +343,8 @@ class VtraceTrainer(LearnerTrainer):
         self.loss_sums.load(metrics["loss_sums"], metrics["loss_count"])
         if "replay" in state:
             self.replays.load_state_dict(state["replay"])
+        if self.observation_moments is not None:
+            self.observation_moments.load_state_dict(state["observation_moments"])
         if "actors" in state:
             self.env_restarts = tuple(self.actors.load_state_dict(state["actors"]))
         self.actors.publish(self.learner.network)

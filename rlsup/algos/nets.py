@@ -158,6 +158,26 @@ class PolicyValueNetwork(nn.Module):
         return PolicyValueOutput(self.policy_head(features), self.value_head(features).squeeze(-1), features)
 
 
+class NormalisedTorso(nn.Module):
+    """A torso whose vector observations are first standardised by running statistics, clipped to ±CLIP.
+
+    The mean and standard deviation are frozen parameters, not buffers: they travel to the actors with the weights,
+    are saved with them, and are part of an exported model, which then takes the env's raw observations."""
+
+    CLIP = 10.0
+
+    def __init__(self, torso: nn.Module, observation_size: int):
+        super().__init__()
+        self.observation_mean = nn.Parameter(torch.zeros(observation_size), requires_grad=False)
+        self.observation_std = nn.Parameter(torch.ones(observation_size), requires_grad=False)
+        self.torso = torso
+        self.output_size = torso.output_size
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        standardised = (as_float(observations).flatten(1) - self.observation_mean) / self.observation_std
+        return self.torso(torch.clamp(standardised, -self.CLIP, self.CLIP))
+
+
 class GaussianPolicyValueOutput(NamedTuple):
     """One forward pass of a Gaussian policy: means and log standard deviations [N, A] of the sample u (in [-1, 1]
     units, see gaussian.ActionMap), state values [N] and feature vectors [N, F]."""
@@ -225,12 +245,17 @@ def q_network_of(settings, observation_shape: tuple, num_actions: int) -> QNetwo
 
 def policy_value_network_of(settings, observation_shape: tuple, num_actions: int, *,
                             continuous: bool = False) -> PolicyValueNetwork:
-    """The policy/value network a [vtrace] section describes (hidden_sizes, feature_size, network, activation):
-    softmax logits over num_actions, or with continuous a Gaussian over a vector of num_actions (log_std_init)."""
-    if not continuous:
+    """The policy/value network a [vtrace] section describes (hidden_sizes, feature_size, network, activation,
+    normalize_observations): softmax logits over num_actions, or with continuous a Gaussian over a vector of
+    num_actions (log_std_init)."""
+    if not continuous and not settings.normalize_observations:
         return build_policy_value_network(observation_shape, num_actions, settings.hidden_sizes,
                                           settings.feature_size, settings.network, settings.activation)
     torso = build_torso(observation_shape, settings.hidden_sizes, settings.network, settings.activation)
+    if settings.normalize_observations:
+        torso = NormalisedTorso(torso, int(np.prod(observation_shape)))
+    if not continuous:
+        return PolicyValueNetwork(torso, num_actions, settings.feature_size)
     return GaussianPolicyValueNetwork(torso, num_actions, settings.feature_size, settings.log_std_init)
 
 

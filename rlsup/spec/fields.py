@@ -267,6 +267,9 @@ class VtraceSection:
     normalize_rewards: bool = setting(False, "Divide learning rewards by the running standard deviation of the "
                                              "discounted return (each actor's, saved in serial runs' checkpoints).",
                                       IDENTITY)
+    normalize_observations: bool = setting(False, "Standardise vector observations by their running mean and "
+                                                  "standard deviation, inside the network (saved and exported with it).",
+                                           IDENTITY)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""V-trace on Pendulum-v1's Box actions in real runs: bit-exact serial resume, kl_div refused, the mean action exported."""
+"""V-trace on Pendulum-v1 in real runs: bit-exact serial resume, kl_div refused, the mean action exported."""
 from __future__ import annotations
 
 import json
@@ -18,10 +18,10 @@ ELITE_REPLAY = {"kind": "elite", "capacity": 32, "ratio": 0.5, "min_size": 16, "
 
 def pendulum_job(directory: Path, *, total_steps: int, name: str = "pendulum", replays: tuple[dict, ...] = (
         {"kind": "queue", "capacity": 4, "ratio": 0.5}, ELITE_REPLAY), **vtrace) -> Path:
-    """A small serial Pendulum job: tanh squashing and normalised rewards, so that both are resumed too."""
+    """A small serial Pendulum job: tanh squashing, normalised rewards and observations, so that all are resumed too."""
     settings = dict(actors=2, envs_per_actor=2, unroll_length=10, batch_size=8, lr=1e-3, lr_end_step=1_000_000,
                     hidden_sizes=[32, 32], feature_size=16, gamma=0.9, squash="tanh", normalize_rewards=True,
-                    log_std_init=-0.5, replays=replays)
+                    normalize_observations=True, log_std_init=-0.5, replays=replays)
     text = vtrace_text(total_steps=total_steps, serial=True, **{**settings, **vtrace})
     path = directory / f"{name}.toml"
     path.write_text(text.replace('id = "CartPole-v1"', 'id = "Pendulum-v1"'))

@@ -13,8 +13,9 @@ from rlsup.algos.actors import Actor
 from rlsup.algos.device import UsageError
 from rlsup.algos.envs.actions import ActionSpace
 from rlsup.algos.gaussian import ActionMap, MeanActions, gaussian_entropies, gaussian_log_probabilities
-from rlsup.algos.impala import VtraceLearner, refuse_logits_distance
-from rlsup.algos.nets import GaussianPolicyValueNetwork, fingerprint, policy_value_network_of
+from rlsup.algos.impala import VtraceLearner, observation_moments, refuse_logits_distance
+from rlsup.algos.nets import GaussianPolicyValueNetwork, NormalisedTorso, fingerprint, policy_value_network_of
+from rlsup.algos.shared_memory import WeightsBuffer
 from rlsup.replay.mixer import ReplayMixer, make_replay
 from rlsup.replay.unrolls import UnrollBatch, UnrollStorage
 from rlsup.spec import JobSpec, ReplaySection, VtraceSection
@@ -245,3 +246,33 @@ def test_kl_div_is_refused_for_continuous_actions_in_one_sentence() -> None:
         refuse_logits_distance(spec, ACTIONS)
     assert "\n" not in str(raised.value)
     refuse_logits_distance(spec, ActionSpace(4))  # discrete actions keep kl_div
+
+
+# -- observation normalisation -----------------------------------------------------------------------------
+
+
+def test_a_normalised_network_standardises_and_clips_with_statistics_that_travel_with_its_weights() -> None:
+    settings = replace(SETTINGS, normalize_observations=True)
+    network = policy_value_network_of(settings, OBSERVATION, ACTIONS.count, continuous=True)
+    torso = network.torso
+    assert isinstance(torso, NormalisedTorso) and not torso.observation_mean.requires_grad
+    with torch.no_grad():
+        torso.observation_mean.copy_(torch.tensor([1.0, 2.0, 3.0]))
+        torso.observation_std.copy_(torch.tensor([2.0, 0.5, 1e-3]))
+    observations = torch.tensor([[3.0, 1.0, 4.0]])
+    inner = torso.torso(torch.tensor([[1.0, -2.0, NormalisedTorso.CLIP]]))
+    torch.testing.assert_close(torso(observations), inner)
+    actor = policy_value_network_of(settings, OBSERVATION, ACTIONS.count, continuous=True)
+    WeightsBuffer(network, shared=False).load_into(actor, known_version=-1)
+    assert fingerprint(actor) == fingerprint(network)
+    discrete = policy_value_network_of(settings, OBSERVATION, 4)
+    assert isinstance(discrete.torso, NormalisedTorso) and discrete(observations).logits.shape == (1, 4)
+
+
+def test_normalised_observations_are_refused_for_images_in_one_sentence() -> None:
+    spec = JobSpec(vtrace=replace(SETTINGS, normalize_observations=True))
+    with pytest.raises(UsageError, match=r"standardises vector observations, and CartPole-v1's are images of shape "
+                                         r"\(4, 84, 84\)"):
+        observation_moments(spec, (4, 84, 84))
+    assert observation_moments(spec, (3,)).mean.shape == (3,)
+    assert observation_moments(JobSpec(), (3,)) is None

@@ -1,10 +1,10 @@
-"""V-trace's reward normalisation: rewards over the running spread of the discounted return, resumable exactly."""
+"""V-trace's normalisation: running moments, rewards over the running spread of the discounted return, resumable."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from rlsup.algos.reward_scale import EPSILON, PRIOR_COUNT, RewardScale
+from rlsup.algos.running_statistics import EPSILON, PRIOR_COUNT, RewardScale, RunningMoments
 
 
 def steps(seed: int, count: int = 50, envs: int = 3) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -42,3 +42,17 @@ def test_a_restored_scale_continues_as_the_saved_one() -> None:
 def test_a_saved_scale_of_another_env_count_is_refused() -> None:
     with pytest.raises(ValueError, match="follows 3 envs, this actor steps 4"):
         RewardScale(4, 0.9).load_state_dict(RewardScale(3, 0.9).state_dict())
+
+
+def test_running_moments_of_vectors_are_each_entrys_mean_and_variance_with_the_prior() -> None:
+    generator = np.random.default_rng(2)
+    batches = [generator.normal([1.0, -3.0], [2.0, 0.5], size=(count, 2)) for count in (1, 7, 30)]
+    moments = RunningMoments((2,))
+    for batch in batches:
+        moments.update(batch)
+    values = np.concatenate(batches)
+    total = PRIOR_COUNT + len(values)
+    mean = values.sum(axis=0) / total
+    variance = (PRIOR_COUNT * (1.0 + mean ** 2) + ((values - mean) ** 2).sum(axis=0)) / total
+    np.testing.assert_allclose(moments.mean, mean, rtol=1e-9)
+    np.testing.assert_allclose(moments.std(), np.sqrt(variance + EPSILON), rtol=1e-9)
