@@ -108,7 +108,7 @@ def test_validation_and_the_tui_know_the_plugin_without_torch(straight_run: Path
     result = subprocess.run([sys.executable, "-c", PROBE_WITHOUT_TORCH, str(straight_run)], capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["('dqn',", "'vtrace',", "'tiny')", "td_loss"]
+    assert result.stdout.split() == ["('dqn',", "'vtrace',", "'sac',", "'tiny')", "td_loss"]
 
 
 def test_an_unknown_algorithm_is_refused_naming_the_plugin_among_the_choices(tmp_path: Path) -> None:
@@ -116,4 +116,4 @@ def test_an_unknown_algorithm_is_refused_naming_the_plugin_among_the_choices(tmp
     job.write_text(TINY_JOB.format(total_steps=10).replace('algo = "tiny"', 'algo = "ppo"'))
     result = run_rlsup("validate", job)
     assert result.returncode != 0
-    assert "job.algo: must be one of 'dqn', 'vtrace', 'tiny', not 'ppo'" in result.stderr + result.stdout
+    assert "job.algo: must be one of 'dqn', 'vtrace', 'sac', 'tiny', not 'ppo'" in result.stderr + result.stdout

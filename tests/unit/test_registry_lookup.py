@@ -50,7 +50,7 @@ def test_register_adds_an_algorithm_and_refuses_a_taken_name(fresh_registry: Non
 
 
 def test_an_unknown_name_lists_the_choices() -> None:
-    with pytest.raises(registry.UnknownAlgorithm, match="must be one of 'dqn', 'vtrace', not 'ppo'"):
+    with pytest.raises(registry.UnknownAlgorithm, match="must be one of 'dqn', 'vtrace', 'sac', not 'ppo'"):
         registry.get("ppo")
 
 
@@ -63,5 +63,5 @@ def test_a_broken_plugin_is_skipped_with_a_warning(fresh_registry: None, tmp_pat
     (dist_info / "entry_points.txt").write_text(f"[{registry.ENTRY_POINT_GROUP}]\nbroken = no_such_module:ALGORITHM\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     with caplog.at_level(logging.WARNING, logger="rlsup.spec.registry"):
-        assert registry.algorithm_names() == ("dqn", "vtrace")
+        assert registry.algorithm_names() == ("dqn", "vtrace", "sac")
     assert "ignoring the algorithm plugin broken = no_such_module:ALGORITHM" in caplog.text
