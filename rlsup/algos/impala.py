@@ -26,7 +26,8 @@ from rlsup.algos.running_statistics import RunningMoments
 from rlsup.algos.schedules import LinearSchedule
 from rlsup.algos.shared_memory import UnrollLayout
 from rlsup.replay.mixer import ReplayMixer, replay_from_settings
-from rlsup.replay.unrolls import KL_DIV_NEEDS_LOGITS, UnrollBatch
+from rlsup.replay.unrolls import UnrollBatch
+from rlsup.spec.rules import logits_distance_violations
 from rlsup.spec import JobSpec, VtraceSection
 
 # How long iterate() waits for actors when there is nothing to train on: short, so a pause is prompt.
@@ -174,12 +175,10 @@ def build_unroll_replays(spec: JobSpec, layout: UnrollLayout) -> ReplayMixer:
 
 
 def refuse_logits_distance(spec: JobSpec, actions: ActionSpace) -> None:
-    """Elite and attentive replay's kl_div needs stored logits, which a Gaussian policy does not have: refused in
-    one sentence, as the spec's rules refuse it for sac, once the env says its actions are continuous."""
-    for index, replay in enumerate(spec.replay):
-        if actions.continuous and replay.kind in ("elite", "attentive") and replay.distance == "kl_div":
-            raise UsageError(f"[[replay]] {index + 1} distance: {KL_DIV_NEEDS_LOGITS} ({spec.env.id} has "
-                             f"{actions.describe()})")
+    """The rule check_env applies, again where the trainer is built (a worker may be given a job never checked)."""
+    for violation in logits_distance_violations(spec.replay, actions.continuous):
+        raise UsageError(f"[[replay]] {violation.table + 1} distance: {violation.message} ({spec.env.id} has "
+                         f"{actions.describe()})")
 
 
 def observation_moments(spec: JobSpec, observation_shape: tuple) -> RunningMoments | None:

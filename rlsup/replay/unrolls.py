@@ -7,13 +7,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from rlsup.replay.base import ReplayStorage, copy_in_chunks
+from rlsup.spec.rules import KL_DIV_NEEDS_LOGITS
 
 UNROLL_FIELDS = ("observations", "actions", "rewards", "dones", "behaviour_logits", "unroll_features",
                  "times_sampled")
 # Continuous actions: a vector each, and the behaviour policy's log-probability of it in place of its logits.
 CONTINUOUS_FIELDS = tuple("behaviour_log_probs" if name == "behaviour_logits" else name for name in UNROLL_FIELDS)
-KL_DIV_NEEDS_LOGITS = ("kl_div compares stored policy logits, and V-trace with continuous actions stores "
-                       "log-probabilities: use ln_norm or cos_dist")
 
 
 @dataclass(frozen=True)

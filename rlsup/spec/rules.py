@@ -50,10 +50,10 @@ def job_violations(spec: JobSpec) -> list[Violation]:
     else:
         for index, replay in enumerate(spec.replay):
             violations.extend(item_violations(index, replay, item))
-    violations.extend(Violation(("replay", index, "distance"), "kl_div compares the policies of discrete actions; "
-                                "sac's actions are continuous: use ln_norm or cos_dist", index)
-                      for index, replay in enumerate(spec.replay)
-                      if spec.job.algo == "sac" and replay.kind in ("elite", "attentive") and replay.distance == "kl_div")
+        # An algorithm that trains continuous actions only (sac) is refused here; one that trains both, once its
+        # env's actions are known (check_env).
+        violations.extend(logits_distance_violations(spec.replay, "discrete" not in registry.get(spec.job.algo)
+                                                     .action_kinds))
     if spec.dqn.epsilon_end > spec.dqn.epsilon_start:
         violations.append(Violation(("dqn", "epsilon_end"), "must not exceed epsilon_start"))
     if spec.env.preset == "atari" and not spec.env.id.startswith("ALE/"):
@@ -68,6 +68,18 @@ def job_violations(spec: JobSpec) -> list[Violation]:
     if spec.job.device == "cpu" and spec.job.gpus:
         violations.append(Violation(("job", "gpus"), "a job with device = \"cpu\" cannot reserve GPUs"))
     return violations
+
+
+KL_DIV_NEEDS_LOGITS = ("kl_div compares the policies of discrete actions, and a continuous policy has no logits: "
+                       "use ln_norm or cos_dist")
+
+
+def logits_distance_violations(replays: Sequence[ReplaySection], continuous: bool) -> list[Violation]:
+    """Elite and attentive replays that compare logits (kl_div), where the actions are continuous."""
+    if not continuous:
+        return []
+    return [Violation(("replay", index, "distance"), KL_DIV_NEEDS_LOGITS, index) for index, replay in enumerate(replays)
+            if replay.kind in ("elite", "attentive") and replay.distance == "kl_div"]
 
 
 def share_violations(replays: Sequence[ReplayShare], batch_size: int) -> list[Violation]:

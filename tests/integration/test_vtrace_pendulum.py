@@ -44,9 +44,11 @@ def test_a_serial_pendulum_run_paused_mid_episode_resumes_bit_exact(tmp_path: Pa
 
 def test_kl_div_is_refused_for_continuous_actions_in_one_sentence(tmp_path: Path) -> None:
     job = pendulum_job(tmp_path, total_steps=800, replays=({**ELITE_REPLAY, "ratio": 1.0, "distance": "kl_div"},))
-    assert_one_line_error(run_rlsup("run", job, "--run-dir", tmp_path / "run"), 2,
-                          "kl_div compares stored policy logits, and V-trace with continuous actions stores "
-                          "log-probabilities: use ln_norm or cos_dist")
+    # Refused as the job is checked, at the file and line of the field, before any worker starts.
+    for command in (("validate", job), ("run", job, "--run-dir", tmp_path / "run")):
+        assert_one_line_error(run_rlsup(*command), 2, f"{job}:", "distance: kl_div compares the policies of discrete "
+                              "actions, and a continuous policy has no logits: use ln_norm or cos_dist")
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated")

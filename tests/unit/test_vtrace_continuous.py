@@ -236,13 +236,13 @@ def test_a_continuous_storage_refuses_a_discrete_ones_state_and_has_no_logits() 
                     "behaviour_logits": np.zeros((T, ACTIONS.count), np.float32)})
     with pytest.raises(ValueError, match="layout"):
         continuous.load_state_dict(discrete.state_dict())
-    with pytest.raises(ValueError, match="kl_div compares stored policy logits"):
+    with pytest.raises(ValueError, match="kl_div compares the policies of discrete actions"):
         continuous.logits
 
 
 def test_kl_div_is_refused_for_continuous_actions_in_one_sentence() -> None:
     spec = JobSpec(replay=[ReplaySection(kind="elite", capacity=8, ratio=1.0, distance="kl_div")])
-    with pytest.raises(UsageError, match=r"\[\[replay\]\] 1 distance: kl_div compares stored policy logits") as raised:
+    with pytest.raises(UsageError, match=r"\[\[replay\]\] 1 distance: kl_div compares the policies of discrete actions") as raised:
         refuse_logits_distance(spec, ACTIONS)
     assert "\n" not in str(raised.value)
     refuse_logits_distance(spec, ActionSpace(4))  # discrete actions keep kl_div

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from rlsup import spec as specs
 from rlsup.spec import registry
 from rlsup.spec.locating import Located
+from rlsup.spec.rules import logits_distance_violations
 
 if TYPE_CHECKING:
     from rlsup.algos.envs.actions import ActionSpace
@@ -55,6 +56,9 @@ def check_env(spec: specs.JobSpec, file: str, text: str) -> CheckedEnv:
         path = ("env", "imports") if isinstance(error, EnvImportError) else ("env", "id")
         raise specs.SpecError([located.problem(path, str(error).removesuffix(TRACEBACK_NOTE))]) from None
     _check_action_kind(spec, description.actions, located)
+    distances = logits_distance_violations(spec.replay, description.actions.continuous)
+    if distances:
+        raise specs.SpecError([located.problem(violation.path, violation.message) for violation in distances])
     observation = description.observation
     section = getattr(spec, spec.job.algo, None) if spec.job.algo in specs.TABLES else None
     network = None
