@@ -1,4 +1,5 @@
-"""V-trace on Pendulum-v1 in real runs: bit-exact serial resume, kl_div refused, the mean action exported."""
+"""V-trace on Pendulum-v1 and Hopper-v5 in real runs: bit-exact serial resume, kl_div refused, the mean action
+exported."""
 from __future__ import annotations
 
 import json
@@ -17,14 +18,14 @@ ELITE_REPLAY = {"kind": "elite", "capacity": 32, "ratio": 0.5, "min_size": 16, "
 
 
 def pendulum_job(directory: Path, *, total_steps: int, name: str = "pendulum", replays: tuple[dict, ...] = (
-        {"kind": "queue", "capacity": 4, "ratio": 0.5}, ELITE_REPLAY), **vtrace) -> Path:
+        {"kind": "queue", "capacity": 4, "ratio": 0.5}, ELITE_REPLAY), env_id: str = "Pendulum-v1", **vtrace) -> Path:
     """A small serial Pendulum job: tanh squashing, normalised rewards and observations, so that all are resumed too."""
     settings = dict(actors=2, envs_per_actor=2, unroll_length=10, batch_size=8, lr=1e-3, lr_end_step=1_000_000,
                     hidden_sizes=[32, 32], feature_size=16, gamma=0.9, squash="tanh", normalize_rewards=True,
                     normalize_observations=True, log_std_init=-0.5, replays=replays)
     text = vtrace_text(total_steps=total_steps, serial=True, **{**settings, **vtrace})
     path = directory / f"{name}.toml"
-    path.write_text(text.replace('id = "CartPole-v1"', 'id = "Pendulum-v1"'))
+    path.write_text(text.replace('id = "CartPole-v1"', f'id = "{env_id}"'))
     return path
 
 
@@ -39,6 +40,18 @@ def test_a_serial_pendulum_run_paused_mid_episode_resumes_bit_exact(tmp_path: Pa
     run_dir = tmp_path / "paused"
     pause_then_resume(job, run_dir, train_step=total // 3, total_steps=total)
     assert read_exit(run_dir).step == total
+    assert final_fingerprint(run_dir) == final_fingerprint(straight)
+
+
+def test_a_serial_hopper_run_paused_mid_episode_resumes_bit_exact(tmp_path: Path) -> None:
+    """Hopper-v5's physics is restored from MuJoCo's whole state, not replayed: the resumed run is the straight one."""
+    total = 100 * STEPS_PER_UPDATE
+    job = pendulum_job(tmp_path, total_steps=total, name="hopper", env_id="Hopper-v5")
+    straight = tmp_path / "straight"
+    result = run_rlsup("run", job, "--run-dir", straight)
+    assert result.returncode == 0, result.stderr
+    run_dir = tmp_path / "paused"
+    pause_then_resume(job, run_dir, train_step=total // 3, total_steps=total)
     assert final_fingerprint(run_dir) == final_fingerprint(straight)
 
 
