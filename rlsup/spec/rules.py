@@ -52,7 +52,8 @@ def job_violations(spec: JobSpec) -> list[Violation]:
             violations.extend(item_violations(index, replay, item))
         # An algorithm that trains continuous actions only (sac) is refused here; one that trains both, once its
         # env's actions are known (check_env).
-        violations.extend(logits_distance_violations(spec.replay, "discrete" not in registry.get(spec.job.algo)
+        discrete = registry.ACTION_KINDS[0]
+        violations.extend(logits_distance_violations(spec.replay, discrete not in registry.get(spec.job.algo)
                                                      .action_kinds))
     if spec.dqn.epsilon_end > spec.dqn.epsilon_start:
         violations.append(Violation(("dqn", "epsilon_end"), "must not exceed epsilon_start"))

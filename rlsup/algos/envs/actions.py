@@ -9,8 +9,9 @@ import numpy as np
 from gymnasium import spaces
 
 from rlsup.formatting import Sentence, counted
+from rlsup.spec.registry import ACTION_KINDS
 
-DISCRETE, CONTINUOUS = "discrete", "continuous"  # registry.ACTION_KINDS, in its order
+DISCRETE, CONTINUOUS = ACTION_KINDS
 
 
 class ActionSpaceError(Sentence, ValueError):
