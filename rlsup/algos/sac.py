@@ -77,8 +77,7 @@ class SacTrainer(TransitionLoop, LearnerTrainer):
         return records
 
     def _act_and_store(self) -> list[dict]:
-        actions = self._choose_actions()
-        features = self.learner.features(self.observations) if self.scored else None
+        actions, features = self._choose_actions()
         result = self.envs.step(actions)
         records = [record for index in range(self.envs.num_envs)
                    if (record := self._store(index, actions[index], result,
@@ -86,14 +85,16 @@ class SacTrainer(TransitionLoop, LearnerTrainer):
         self.observations = result.observations
         return records
 
-    def _choose_actions(self) -> np.ndarray:
+    def _choose_actions(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """This step's actions, and the policy torso's features of the observations when a replay scores them."""
         # Both draws every step, so that the stream's consumption never depends on the phase.
         shape = (self.envs.num_envs, self.actions.count)
         uniform = self.exploration.uniform(self.low, self.high, size=shape).astype(np.float32)
         noise = self.exploration.standard_normal(shape, dtype=np.float32)
-        if self.step < self.spec.sac.learning_starts:
-            return uniform
-        return self.learner.sampled_actions(self.observations, noise)
+        if self.step >= self.spec.sac.learning_starts:
+            actions, features = self.learner.sampled_actions(self.observations, noise)
+            return actions, features if self.scored else None
+        return uniform, self.learner.features(self.observations) if self.scored else None
 
     def _gradient_steps_due(self, previous_step: int, step: int) -> int:
         settings = self.spec.sac

@@ -53,10 +53,12 @@ class SacLearner:
         return self.policy(self._tensor(observations)).cpu().numpy()
 
     @torch.no_grad()
-    def sampled_actions(self, observations: np.ndarray, noise: np.ndarray) -> np.ndarray:
-        """The exploring policy's actions for the given standard-normal noise (the trainer's own stream)."""
-        actions, _ = self.policy.sample(self._tensor(observations), self._tensor(noise))
-        return actions.cpu().numpy()
+    def sampled_actions(self, observations: np.ndarray, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The exploring policy's actions for the given standard-normal noise (the trainer's own stream), and the
+        policy torso's features they came from, in one pass of the torso."""
+        features = self.policy.features(self._tensor(observations))
+        actions, _ = self.policy.sample_from_features(features, self._tensor(noise))
+        return actions.cpu().numpy(), features.float().cpu().numpy()
 
     @torch.no_grad()
     def features(self, observations: np.ndarray) -> np.ndarray:

@@ -38,8 +38,8 @@ class SquashedGaussianPolicy(nn.Module):
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.mean(self.torso(observations))) * self.action_scale + self.action_bias
 
-    def mean_and_log_std(self, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        features = self.torso(observations)
+    def mean_and_log_std(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The Gaussian's mean and log std (squashed into [LOG_STD_MIN, LOG_STD_MAX]) on the torso's features."""
         squashed = torch.tanh(self.log_std(features))
         return self.mean(features), LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (squashed + 1)
 
@@ -48,7 +48,11 @@ class SquashedGaussianPolicy(nn.Module):
 
         The noise comes from the caller's own generator, so that a run's draws are part of its checkpoint.
         """
-        mean, log_std = self.mean_and_log_std(observations)
+        return self.sample_from_features(self.torso(observations), noise)
+
+    def sample_from_features(self, features: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """sample() on features the caller has from the torso already (the acting step wants both)."""
+        mean, log_std = self.mean_and_log_std(features)
         unsquashed = mean + log_std.exp() * noise
         squashed = torch.tanh(unsquashed)
         # log N(u; mean, std) - log |d action / d u|, the change of variables through tanh and the scale.

@@ -29,7 +29,7 @@ def test_log_probabilities_are_those_of_the_squashed_scaled_gaussian():
     observations = torch.randn(64, 3)
     noise = torch.randn(64, 2)
     actions, log_probabilities = network.sample(observations, noise)
-    mean, log_std = network.mean_and_log_std(observations)
+    mean, log_std = network.mean_and_log_std(network.features(observations))
     reference = distributions.TransformedDistribution(
         distributions.Normal(mean, log_std.exp()),
         [distributions.TanhTransform(), distributions.AffineTransform(network.action_bias, network.action_scale)])
