@@ -89,33 +89,48 @@ def test_a_diverged_policys_action_in_an_env_process_is_the_same_sentence() -> N
 
 
 RENDER_PROGRAM = '''
+import io
 import sys
 from pathlib import Path
 import numpy as np
 from rlsup.algos.evaluate import play_episodes
 from rlsup.enjoy import VideoRecorder, frame_rate, require_renderer
+from rlsup.frames import TerminalPlayer
 from rlsup.spec import EnvSection
 
 env = EnvSection(id="Hopper-v5", max_episode_steps=6)
 require_renderer(env)  # before mujoco is imported: it chooses an OpenGL backend that draws off screen
 frames = []
 recorder = VideoRecorder(Path(sys.argv[1]), fps=frame_rate(env.id))
+terminal = io.StringIO()
+player = TerminalPlayer(fps=0, stream=terminal, terminal_size=lambda: (80, 24))
 
 def sink(frame):
     frames.append(frame.shape)
     recorder(frame)
+    player(frame)
 
 play_episodes(lambda observations: np.zeros((1, 3), np.float32), env, seed=0, episodes=1, on_frame=sink)
 recorder.close()
+player.close()
+Path(sys.argv[2]).write_text(terminal.getvalue())
 print(frame_rate(env.id), len(frames), frames[0])
 '''
 
 
-def test_a_mujoco_env_renders_off_screen_to_video(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_mujoco_env_renders_off_screen_to_video_and_the_terminal(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MUJOCO_GL", raising=False)
-    video = tmp_path / "hopper.mp4"
-    result = subprocess.run([sys.executable, "-c", RENDER_PROGRAM, str(video)], capture_output=True, text=True,
-                            timeout=120, cwd=tmp_path)
+    video, drawn = tmp_path / "hopper.mp4", tmp_path / "terminal.txt"
+    result = subprocess.run([sys.executable, "-c", RENDER_PROGRAM, str(video), str(drawn)], capture_output=True,
+                            text=True, timeout=120, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["125.0", "6", "(480,", "480,", "3)"]  # Hopper's real time: 1 / 0.008 s
-    assert video.stat().st_size > 1000 and sorted(path.name for path in tmp_path.iterdir()) == ["hopper.mp4"]
+    assert video.stat().st_size > 1000
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["hopper.mp4", "terminal.txt"]
+    frames = drawn.read_text().split("\x1b[H")[1:]
+    assert len(frames) == 6
+    # A square frame in half-block cells: as many columns as twice the rows, in the 22 rows a 24-line terminal leaves.
+    rows = [line for line in frames[0].splitlines() if "\u2580" in line]
+    assert len(rows) == 22 and {line.count("\u2580") for line in rows} == {44}
+    assert len(set(frames[0].split("\x1b[38;2;"))) > 50  # many colours: a drawing, not a blank box
