@@ -23,6 +23,8 @@ def require_renderer(env) -> None:
     required dependency brings."""
     if env.preset == "atari":
         return
+    if env.source == "fused":
+        raise RenderUnavailable(f"the fused game {env.id!r} draws no frames: play it without --render")
     from rlsup.algos.envs.mujoco_render import is_mujoco_env, offscreen_problem
     from rlsup.algos.envs.sources import registered_spec
 

@@ -433,9 +433,9 @@ def past_first_line(pid: int) -> bool:
 PLUGINS = Path(__file__).parent / "plugins"
 
 
-def install_plugin(site: Path, package: str, entry_point: str = "") -> None:
+def install_plugin(site: Path, package: str, entry_point: str = "", group: str = "") -> None:
     """What `pip install` of a test plugin (tests/plugins/PACKAGE) leaves in site-packages, with its entry
-    point ("name = module:ALGORITHM") in rlsup's group when it declares one."""
+    point ("name = module:ALGORITHM") in one of rlsup's groups (by default its algorithms') when it declares one."""
     from rlsup.spec.registry import ENTRY_POINT_GROUP
 
     shutil.copytree(PLUGINS / package, site / package, ignore=shutil.ignore_patterns("__pycache__"))
@@ -443,7 +443,7 @@ def install_plugin(site: Path, package: str, entry_point: str = "") -> None:
     dist_info.mkdir()
     (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package.replace('_', '-')}\nVersion: 0.1\n")
     if entry_point:
-        (dist_info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\n{entry_point}\n")
+        (dist_info / "entry_points.txt").write_text(f"[{group or ENTRY_POINT_GROUP}]\n{entry_point}\n")
 
 
 def forge_status(run_dir: Path, pid: int, seconds: float, **fields) -> None:

@@ -27,6 +27,9 @@ def play_episodes(policy: Policy, env_settings: EnvSection, *, seed: int, episod
     deterministic mean, which the env clips to its bounds). With probability epsilon a random action is
     played instead, drawn from the evaluation's own stream: uniform among the discrete ones, or uniform
     within a continuous one's bounds."""
+    if env_settings.source == "fused":
+        return play_fused_episodes(policy, env_settings, seed=seed, episodes=episodes, epsilon=epsilon,
+                                   on_episode=on_episode, started=started)
     env = make_env(env_settings, seed=seed, render_mode="rgb_array" if on_frame else None)
     random = np.random.default_rng(seed)
     returns: list[float] = []
@@ -48,6 +51,39 @@ def play_episodes(policy: Policy, env_settings: EnvSection, *, seed: int, episod
                 observation = env.reset()
     finally:
         env.close()
+    return returns
+
+
+def play_fused_episodes(policy: Policy, env_settings: EnvSection, *, seed: int, episodes: int, epsilon: float,
+                        on_episode: Callable[[int, float, int], None] | None,
+                        started: Callable[[], None] | None) -> list[float]:
+    """play_episodes on one fused game on the CPU, its episodes one after another (a fused game draws no frames)."""
+    import torch
+
+    from rlsup.algos.envs.fused import make_fused_game
+
+    game = make_fused_game(env_settings, 1, seed, torch.device("cpu"))
+    random = np.random.default_rng(seed)
+    returns: list[float] = []
+    score, length = 0.0, 0
+    try:
+        observations = game.reset()
+        if started:
+            started()
+        while len(returns) < episodes:
+            explore = random.random() < epsilon
+            action = random_action(game.actions, random) if explore else policy(observations.numpy())[0]
+            result = game.step(torch.as_tensor([action], dtype=torch.int64))
+            game.check_rewards()
+            score, length = score + float(result.rewards[0]), length + 1
+            observations = result.observations
+            if bool(result.terminations[0] or result.truncations[0]):
+                returns.append(score)
+                if on_episode:
+                    on_episode(len(returns), score, length)
+                score, length = 0.0, 0
+    finally:
+        game.close()
     return returns
 
 

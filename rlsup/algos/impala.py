@@ -14,8 +14,7 @@ from rlsup.algos.actors import Actors, Delivery, SerialActors
 from rlsup.algos.contract import LearnerTrainer, Policy
 from rlsup.algos.device import UsageError
 from rlsup.algos.envs.actions import ActionSpace
-from rlsup.algos.envs.sources import describe_env
-from rlsup.algos.envs.training import probe_env
+from rlsup.algos.envs.training import describe, probe_env
 from rlsup.algos.gaussian import ActionMap, MeanActions
 from rlsup.algos.episodes import EpisodeReturns
 from rlsup.algos.loss_sums import LossSums
@@ -202,7 +201,7 @@ class VtraceTrainer(LearnerTrainer):
         self.spec = spec
         settings = spec.vtrace
         observation_shape, observation_dtype, num_actions, _ = probe_env(spec.env)
-        actions = describe_env(spec.env).actions
+        actions = describe(spec.env).actions
         refuse_logits_distance(spec, actions)
         self.layout = UnrollLayout(settings.envs_per_actor, settings.unroll_length, tuple(observation_shape),
                                    np.dtype(observation_dtype), num_actions, settings.feature_size,
@@ -356,7 +355,7 @@ def greedy_network(spec: JobSpec, trainer_state: dict) -> torch.nn.Module:
     """The greedy CPU policy of a checkpoint as a module (what export writes): the argmax of the policy logits, or
     for continuous actions the Gaussian's mean mapped into the action bounds."""
     observation_shape, _, num_actions, _ = probe_env(spec.env)
-    actions = describe_env(spec.env).actions
+    actions = describe(spec.env).actions
     network = policy_value_network_of(spec.vtrace, observation_shape, num_actions, continuous=actions.continuous)
     if not actions.continuous:
         return greedy_actions_module(network, trainer_state["learner"]["network"], logits=True)

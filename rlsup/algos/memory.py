@@ -6,8 +6,7 @@ import psutil
 
 from rlsup import formatting
 from rlsup.algos.actor_processes import groups_per_actor
-from rlsup.algos.envs.sources import describe_env
-from rlsup.algos.envs.training import probe_env
+from rlsup.algos.envs.training import describe, probe_env
 from rlsup.spec import JobSpec
 
 
@@ -32,7 +31,7 @@ def replay_bytes(spec: JobSpec) -> int:
     else:
         # One frame a row (stacks are rebuilt from neighbouring rows), an action (an int32, or a float32 for each
         # entry of a continuous one), a reward and three flags.
-        action_bytes = 4 * num_actions if describe_env(spec.env).actions.continuous else 4
+        action_bytes = 4 * num_actions if describe(spec.env).actions.continuous else 4
         item = observation_bytes // stack_size + action_bytes + 4 + 3
         slots = 0
     return (sum(replay.capacity for replay in spec.replay) + slots) * item

@@ -88,6 +88,11 @@ class EnvSection:
 
     id: str = setting("CartPole-v1", "Gymnasium id: CartPole-v1, ALE/Pong-v5, LunarLander-v3, MinAtar/Breakout-v1, "
                                       "an id the imports register, or module:Env-v0.", IDENTITY, env_state=True)
+    source: Literal["gymnasium", "fused"] = setting(
+        "gymnasium", "Where the games come from: gymnasium (env objects, stepped on CPU cores by the vectoriser) or "
+                     "fused (a batch of games whose state is tensors on the learner's device, stepped at once, "
+                     "MinAtar's through JAX or a plugin's; V-trace steps [vtrace] batch_size of them in its one "
+                     "process).", IDENTITY)
     imports: list[str] = setting([], "Python modules the worker imports before making the env, e.g. a package "
                                      "of yours that registers it (found on PYTHONPATH).", IDENTITY)
     preset: Literal["classic", "atari"] = setting(

@@ -50,6 +50,8 @@ class Algorithm:
     greedy_network: str = ""
     # The action spaces it trains (ACTION_KINDS): an env of another kind is refused when its job is checked.
     action_kinds: tuple[str, ...] = ("discrete",)
+    # The [env] sources it trains on: "gymnasium" env objects, and "fused" games on the learner's device.
+    env_sources: tuple[str, ...] = ("gymnasium",)
 
     def build_trainer(self, spec: JobSpec, device: torch.device) -> Any:
         return load_attribute(self.trainer)(spec, device)
@@ -68,9 +70,10 @@ class Algorithm:
 BUILT_IN = (
     Algorithm("dqn", "rlsup.algos.dqn:DqnTrainer", "rlsup.algos.dqn:policy_from_checkpoint", "loss",
               "Deep Q-learning (double, n-step)", greedy_network="rlsup.algos.dqn:greedy_network"),
-    Algorithm("vtrace", "rlsup.algos.impala:VtraceTrainer", "rlsup.algos.impala:policy_from_checkpoint", "total_loss",
+    Algorithm("vtrace", "rlsup.algos.fused_vtrace:build_trainer", "rlsup.algos.impala:policy_from_checkpoint", "total_loss",
               "actor/learner V-trace (IMPALA)", replay_item="unrolls",
-              greedy_network="rlsup.algos.impala:greedy_network", action_kinds=("discrete", "continuous")),
+              greedy_network="rlsup.algos.impala:greedy_network", action_kinds=("discrete", "continuous"),
+              env_sources=("gymnasium", "fused")),
     Algorithm("sac", "rlsup.algos.sac:SacTrainer", "rlsup.algos.sac:policy_from_checkpoint", "q_loss",
               "soft actor-critic (twin Q, tuned temperature)", greedy_network="rlsup.algos.sac:greedy_network",
               action_kinds=("continuous",)),

@@ -55,6 +55,7 @@ def job_violations(spec: JobSpec) -> list[Violation]:
         discrete = registry.ACTION_KINDS[0]
         violations.extend(logits_distance_violations(spec.replay, discrete not in registry.get(spec.job.algo)
                                                      .action_kinds))
+        violations.extend(fused_violations(spec, registry.get(spec.job.algo)))
     if spec.dqn.epsilon_end > spec.dqn.epsilon_start:
         violations.append(Violation(("dqn", "epsilon_end"), "must not exceed epsilon_start"))
     if spec.env.preset == "atari" and not spec.env.id.startswith("ALE/"):
@@ -68,6 +69,36 @@ def job_violations(spec: JobSpec) -> list[Violation]:
                       if not MODULE_NAME.fullmatch(module))
     if spec.job.device == "cpu" and spec.job.gpus:
         violations.append(Violation(("job", "gpus"), "a job with device = \"cpu\" cannot reserve GPUs"))
+    return violations
+
+
+def fused_violations(spec: JobSpec, algorithm: registry.Algorithm) -> list[Violation]:
+    """What [env] source = "fused" asks of the rest of the file: an algorithm that trains on it, and for V-trace's
+    one-process loop, each batch the batch_size games' fresh unrolls, trained on once."""
+    if spec.env.source != "fused":
+        return []
+    if "fused" not in algorithm.env_sources:
+        trainers = [name for name in registry.algorithm_names() if "fused" in registry.get(name).env_sources]
+        return [Violation(("env", "source"), f"algo {algorithm.name!r} trains on gymnasium envs only; fused games "
+                                             f"are trained by {', '.join(map(repr, trainers))}")]
+    violations = []
+    env, settings = spec.env, spec.vtrace
+    if env.num_envs != 1:
+        violations.append(Violation(("env", "num_envs"), "V-trace steps [vtrace] batch_size fused games, one unroll "
+                                                         "of each per update: set batch_size, not num_envs"))
+    if env.preset != "classic" or env.vectoriser != "auto":
+        path = ("env", "preset") if env.preset != "classic" else ("env", "vectoriser")
+        violations.append(Violation(path, "a fused game is stepped on the learner's device by itself: leave preset "
+                                          "and vectoriser unset"))
+    replays = spec.replay
+    if len(replays) != 1 or replays[0].kind != "queue" or replays[0].capacity != settings.batch_size:
+        path = ("replay", 0, "kind") if replays else ("replay",)
+        violations.append(Violation(path, "the fused loop trains each batch of unrolls once, as it is made: one "
+                                          f"[[replay]] table, kind = \"queue\", capacity = {settings.batch_size} "
+                                          "(batch_size)"))
+    for name in ("normalize_rewards", "normalize_observations"):
+        if getattr(settings, name):
+            violations.append(Violation(("vtrace", name), "not in the fused loop yet: train without it"))
     return violations
 
 

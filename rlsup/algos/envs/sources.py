@@ -92,12 +92,12 @@ def make_stack(env: EnvSection, render_mode: str | None = None) -> gym.Env:
 def describe_env(env: EnvSection) -> EnvDescription:
     """Observation layout and actions, from one env made and closed at once: once per process for
     each [env] section, so that `rlsup run`'s check and its worker's sizing of replays and networks share it."""
-    return _describe(_hashable(env))
+    return _describe(env_key(env))
 
 
 @functools.lru_cache(maxsize=16)
 def _describe(frozen: tuple) -> EnvDescription:
-    env = EnvSection(**{name: list(value) if isinstance(value, tuple) else value for name, value in frozen})
+    env = env_of_key(frozen)
     stack = make_stack(env)
     try:
         return EnvDescription(observation_layout(stack, env), action_space_of(env.id, stack.action_space))
@@ -105,10 +105,15 @@ def _describe(frozen: tuple) -> EnvDescription:
         stack.close()
 
 
-def _hashable(env: EnvSection) -> tuple:
-    # [env] imports is a list, which a cache key cannot hold.
+def env_key(env: EnvSection) -> tuple:
+    """The section as a cache key ([env] imports is a list, which a key cannot hold)."""
     return tuple((name, tuple(value) if isinstance(value, list) else value)
                  for name, value in dataclasses.asdict(env).items())
+
+
+def env_of_key(frozen: tuple) -> EnvSection:
+    """The section env_key made the key of."""
+    return EnvSection(**{name: list(value) if isinstance(value, tuple) else value for name, value in frozen})
 
 
 def observation_layout(stack: gym.Env, env: EnvSection) -> ObservationLayout:

@@ -48,6 +48,8 @@ def take_first_step(env: EnvSection) -> EnvDescription:
     first moments do, and close it: an env written for the old Gym API (a reset without seed, a step of four
     values), or one that returns what EnvChecks refuses from the start, is refused before a job is queued,
     not by its worker. Returns what describe_env would, from the same env: a check makes it once."""
+    if env.source == "fused":
+        return describe(env)  # made, reset and stepped once, on the CPU
     training_env = make_env(env, seed=0)
     try:
         training_env.reset()
@@ -57,9 +59,19 @@ def take_first_step(env: EnvSection) -> EnvDescription:
         training_env.close()
 
 
+def describe(env: EnvSection) -> EnvDescription:
+    """Observation layout and actions of an [env] section's games: gymnasium's (sources.describe_env), or a fused
+    game's (fused.describe_fused), each made once per process."""
+    if env.source == "fused":
+        from rlsup.algos.envs.fused import describe_fused  # torch: a fused game's tensors
+
+        return describe_fused(env)
+    return describe_env(env)
+
+
 def probe_env(env: EnvSection) -> tuple[tuple, np.dtype, int, int]:
     """Observation shape, observation dtype, number of actions and stack size, for building networks."""
-    description = describe_env(env)
+    description = describe(env)
     layout = description.observation
     return layout.shape, layout.dtype, description.num_actions, layout.stack_size
 
