@@ -74,7 +74,7 @@ def play_fused_episodes(policy: Policy, env_settings: EnvSection, *, seed: int, 
             explore = random.random() < epsilon
             action = random_action(game.actions, random) if explore else policy(observations.numpy())[0]
             result = game.step(torch.as_tensor([action], dtype=torch.int64))
-            game.check_rewards()
+            game.check_rewards(result.rewards)
             score, length = score + float(result.rewards[0]), length + 1
             observations = result.observations
             if bool(result.terminations[0] or result.truncations[0]):

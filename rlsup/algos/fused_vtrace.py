@@ -80,8 +80,8 @@ class FusedVtraceTrainer(LearnerTrainer):
         """One update: unroll every game, train on the unrolls, report the episodes that ended."""
         step = self.step  # episodes are reported at the step the update began, as actors' deliveries are
         self._unroll()
-        self.games.check_rewards()
         buffers = self.buffers
+        self.games.check_rewards(buffers.ended_returns, self.episode_returns)
         batch = UnrollBatch(buffers.observations, buffers.actions, buffers.rewards, buffers.dones, buffers.logits,
                             features=None, indices=None)
         self.loss_sums.add(self.learner.update(batch, self.step))

@@ -122,7 +122,7 @@ def make_fused_game(env: EnvSection, num_envs: int, seed: int, device: torch.dev
     factory = factory_of(env)
     try:
         game = factory(num_envs, seed, device)
-    except EnvError:
+    except (EnvError, torch.cuda.OutOfMemoryError):
         raise
     except Exception as error:  # a plugin's factory may fail in any way
         raise EnvError(f"cannot make the fused game {env.id!r}: {type(error).__name__}: {one_line(str(error))}"
@@ -155,7 +155,7 @@ def _describe(frozen: tuple) -> EnvDescription:
 
 class CheckedGame:
     """A FusedGame whose answers are checked: shapes, dtypes and devices on every call (no host round trip), and
-    finite rewards once per update (check_rewards), where the learner waits for the device anyway."""
+    finite rewards where the caller asks (check_rewards), once per update, where the learner waits anyway."""
 
     def __init__(self, game_id: str, game: FusedGame, num_envs: int, device: torch.device) -> None:
         self.game_id, self.game = game_id, game
@@ -166,7 +166,6 @@ class CheckedGame:
         if not isinstance(self.actions, ActionSpace) or self.actions.continuous:
             raise EnvFault(f"the fused game {game_id!r} declares actions {self.actions!r}; a fused game has "
                            f"Discrete(n) actions (an rlsup ActionSpace)")
-        self._finite = torch.ones((), dtype=torch.bool, device=device)
         self._started = False
 
     def reset(self) -> torch.Tensor:
@@ -189,12 +188,12 @@ class CheckedGame:
                                       ("rewards", (count,), torch.float32), ("terminations", (count,), torch.bool),
                                       ("truncations", (count,), torch.bool)):
             self._check_tensor("step", name, getattr(result, name), expected, dtype)
-        self._finite &= torch.isfinite(result.rewards).all()
         return result
 
-    def check_rewards(self) -> None:
-        """Raise EnvFault if any reward since the game was made was NaN or infinite (one wait for the device)."""
-        if not bool(self._finite):
+    def check_rewards(self, *sums: torch.Tensor) -> None:
+        """Raise EnvFault if any of these tensors, sums of the game's rewards, is NaN or infinite (one wait for the
+        device): a NaN or infinite reward leaves its episode's sum so until the episode ends."""
+        if not all(bool(torch.isfinite(total).all()) for total in sums):
             raise EnvFault(f"the fused game {self.game_id!r} returned a NaN or infinite reward, which no network "
                            f"can learn from")
 
@@ -211,7 +210,7 @@ class CheckedGame:
     def _call(self, name: str, *arguments):
         try:
             return getattr(self.game, name)(*arguments)
-        except EnvError:
+        except (EnvError, torch.cuda.OutOfMemoryError):  # the worker's own sentences: a fault, or a held pause
             raise
         except Exception as error:  # a plugin may fail in any way: its own words, and the frames in worker.log
             raise EnvFault(f"the fused game {self.game_id!r} raised in {name}: {type(error).__name__}: "

@@ -1,0 +1,56 @@
+"""MinAtar's five games as fused games, through gymnax's JAX port: the paper's sticky actions (0.1), its full and
+minimal action sets (-v0, -v1), and no step limit, as gymnasium's MinAtar/ ids play the reference games."""
+from __future__ import annotations
+
+import torch
+
+from rlsup.algos.envs.actions import ActionSpace
+from rlsup.algos.envs.jax_games import JAX_EXTRA, JaxGameRules, JaxGames, import_jax
+from rlsup.algos.envs.sources import EnvError
+
+# As the reference MinAtar's Environment (sticky_action_prob) and the paper (Young & Tian 2019) play them.
+STICKY_ACTIONS = 0.1
+GYMNAX_NAMES = {"asterix": "Asterix-MinAtar", "breakout": "Breakout-MinAtar", "freeway": "Freeway-MinAtar",
+                "seaquest": "Seaquest-MinAtar", "spaceinvaders": "SpaceInvaders-MinAtar"}
+
+
+def minatar_rules(game: str, version: int) -> JaxGameRules:
+    """The gymnax port of one MinAtar game: version 0 with all 6 actions, 1 with the game's minimal set."""
+    import_jax()  # first: a machine without JAX is told so, not that gymnax is missing
+    try:
+        import gymnax
+    except ImportError:
+        raise EnvError(f"fused MinAtar games run on gymnax's JAX port, which is not installed: {JAX_EXTRA}") from None
+    import jax.numpy as jnp
+
+    env, params = gymnax.make(GYMNAX_NAMES[game], use_minimal_action_set=version == 1)
+    # gymnax's own time limit (1,000 steps; Freeway's 2,500) is none of the paper's: step_env never reads it, and
+    # so that no game does, it is as far off as an int32 allows.
+    params = params.replace(max_steps_in_episode=jnp.iinfo(jnp.int32).max)
+    return JaxGameRules(env.reset_env, env.step_env, params, ActionSpace(int(env.num_actions)),
+                        sticky_actions=STICKY_ACTIONS, ends=freeway_ends if game == "freeway" else None)
+
+
+def freeway_ends(state) -> bool:
+    """The reference's Freeway ends itself after 2,501 actions (terminate_timer 2,500); gymnax's reports it only
+    as its time limit, a truncation after 2,500."""
+    return state.time > FREEWAY_STEPS
+
+
+FREEWAY_STEPS = 2_500
+
+
+def _factory(game: str, version: int):
+    def make(num_envs: int, seed: int, device: torch.device) -> JaxGames:
+        return JaxGames(minatar_rules(game, version), num_envs, seed, device)
+
+    make.__name__ = f"{game}_v{version}"
+    make.__doc__ = f"MinAtar {game} (-v{version}) as a fused game of num_envs on device."
+    return make
+
+
+asterix_v0, asterix_v1 = _factory("asterix", 0), _factory("asterix", 1)
+breakout_v0, breakout_v1 = _factory("breakout", 0), _factory("breakout", 1)
+freeway_v0, freeway_v1 = _factory("freeway", 0), _factory("freeway", 1)
+seaquest_v0, seaquest_v1 = _factory("seaquest", 0), _factory("seaquest", 1)
+spaceinvaders_v0, spaceinvaders_v1 = _factory("spaceinvaders", 0), _factory("spaceinvaders", 1)
