@@ -6,7 +6,7 @@
 #
 #     bash bench/device/check.sh [--part NAME]... [--cpu-dry-run [--quick]]
 #
-# --part runs only the named parts (cuda-tests, dqn, vtrace, env, learning, probe, update), so a failed one can be rerun in
+# --part runs only the named parts (cuda-tests, dqn, vtrace, env, learning, probe, update, fused), so a failed one can be rerun in
 # the time left. --cpu-dry-run runs every part on this machine's CPU with tiny budgets, to find a broken
 # script before GPU time is spent; --quick shrinks it further for the suite's test
 # (tests/integration/test_device_dry_run.py). The dry run uses the Python
@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-[ ${#parts[@]} -gt 0 ] || parts=(cuda-tests dqn vtrace env learning probe update)
+[ ${#parts[@]} -gt 0 ] || parts=(cuda-tests dqn vtrace env learning probe update fused)
 if [ "$quick" = 1 ]; then
     [ "$profile" = cpu-dry-run ] || { echo "check.sh: --quick goes with --cpu-dry-run" >&2; exit 2; }
     profile=cpu-quick
@@ -39,9 +39,9 @@ fi
 # 10 minutes a call. Each is the part's time on an H200 machine (2026-11-28) with a margin: cuda-tests 61 s, dqn 154,
 # vtrace 50, env at N = 16 and 32 about 50, probe 26, update 31. The learning run stops itself by [job]
 # max_wall_s inside its share. The dry run's budgets only catch a hang: its parts take seconds.
-declare -A budget=([cuda-tests]=90 [dqn]=175 [vtrace]=55 [env]=55 [learning]=80 [probe]=35 [update]=45)
+declare -A budget=([cuda-tests]=90 [dqn]=175 [vtrace]=55 [env]=55 [learning]=80 [probe]=35 [update]=45 [fused]=120)
 if [ "$profile" != gpu ]; then
-    budget=([cuda-tests]=120 [dqn]=120 [vtrace]=120 [env]=120 [learning]=120 [probe]=120 [update]=120)
+    budget=([cuda-tests]=120 [dqn]=120 [vtrace]=120 [env]=120 [learning]=120 [probe]=120 [update]=120 [fused]=120)
 fi
 
 if [ "$profile" = gpu ] && ls .whl/*.whl >/dev/null 2>&1; then

@@ -6,7 +6,8 @@
 # opencv-python-headless, pytest, pytest-timeout, pytest-xdist, execnet and hypothesis (its package list),
 # so none of those travel. What is missing is listed below with the version this project's venv runs; each
 # one's own needs were checked against that list (`unzip -p WHEEL '*/METADATA' | grep ^Requires-Dist`).
-# MinAtar's seaborn is left out: MinAtar imports it only to draw, and logs one warning without it.
+# MinAtar's seaborn is left out: MinAtar imports it only to draw, and logs one warning without it; gymnax imports
+# it when imported, so it travels.
 # The working tree and the carried wheels travel together within 64 MiB: the total is printed at the end.
 #
 #     bash bench/device/fetch_wheels.sh [DIRECTORY]      (default: .whl in the repository root)
@@ -18,6 +19,7 @@ WHEELS=(
     gymnasium==1.4.0 farama-notifications==0.0.6   # the env API and its one missing need
     ale-py==0.12.1                                  # Atari (Pong), ROMs inside the wheel
     minatar==1.0.15                                 # the learning run's game
+    gymnax==1.0.1 seaborn==0.13.2                   # the fused part's MinAtar, and seaborn, which gymnax imports (its jax, flax are there)
     stable-baselines3==2.9.2                        # the DQN bench's reference
     textual==8.2.8 textual-plotext==1.0.1 plotext==5.3.2 mdit-py-plugins==0.7.0 platformdirs==4.14.8
     watchdog==7.1.0 tomli-w==1.2.0                  # rlsup's own remaining needs (the daemon's and the TUI's)

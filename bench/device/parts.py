@@ -27,6 +27,8 @@ PROFILES = {
         "env": dict(game="ALE/Pong-v5", envs=[16, 32], seconds=2.0, repeats=1, threads=16),
         "learning": dict(actors=14, frames=5_000_000, log_every=50_000, checkpoint_every=1_000_000),
         "probe": dict(seconds=3.0, processes=16, updates=300, actions=500),
+        # Issue 53's goal: 200k frames/s (PureJaxRL's PPO did 222k on an A40).
+        "fused": dict(games=1024, unroll=20, frames=50_000_000, log_every=200_000),
     },
     "cpu-dry-run": {
         "device": "cpu",
@@ -36,6 +38,7 @@ PROFILES = {
         "env": dict(game="ALE/Pong-v5", envs=[2], seconds=0.3, repeats=1, threads=2),
         "learning": dict(actors=2, frames=2_000, log_every=400, checkpoint_every=0),
         "probe": dict(seconds=0.3, processes=2, updates=5, actions=10),
+        "fused": dict(games=8, unroll=5, frames=4_000, log_every=400),
     },
 }
 # The suite's dry run (tests/integration/test_device_dry_run.py): one actor where the dry run has two, and
@@ -46,13 +49,17 @@ PROFILES["cpu-quick"] = {**PROFILES["cpu-dry-run"],
                          "env": {**PROFILES["cpu-dry-run"]["env"], "seconds": 0.1},
                          "learning": {**PROFILES["cpu-dry-run"]["learning"], "actors": 1, "frames": 400,
                                       "log_every": 100},
-                         "probe": dict(seconds=0.1, processes=1, updates=3, actions=5)}
+                         "probe": dict(seconds=0.1, processes=1, updates=3, actions=5),
+                         "fused": dict(games=4, unroll=5, frames=1_000, log_every=200)}
 # The ALE vector env (C++ threads) is the reference; "rlsup auto" is what a job gets by default.
 ENV_BACKENDS = ["rlsup auto", "rlsup", "rlsup subp", "ALE vector"]
 LEARNING_JOB = ROOT / "jobs" / "minatar-breakout-vtrace.toml"
 # Seconds the learning part keeps for start-up (14 actors importing torch) and the final checkpoint: 9 s
 # on the H200 machine (2026-11-28), doubled.
 LEARNING_MARGIN_S = 20
+FUSED_JOB = ROOT / "jobs" / "minatar-vtrace-fused.toml"
+# The fused part's start-up (JAX's import and compile) and final checkpoint: a guess, not yet measured on a GPU.
+FUSED_MARGIN_S = 25
 
 
 def cuda_tests(profile: dict, work: Path, budget_s: float) -> dict:
@@ -177,6 +184,77 @@ def learning(profile: dict, work: Path, budget_s: float) -> dict:
             "final_average": minatar_learning.moving_average_at(episodes, reached)}
 
 
+def fused(profile: dict, work: Path, budget_s: float) -> dict:
+    """MinAtar Breakout V-trace on a fused source (games, acting and learning on the device in one process), stopped
+    by [job] max_wall_s within the part's budget: frames/s, and the GPU's utilisation sampled as it trains."""
+    import dataclasses
+
+    from rlsup import spec as specs
+    from rlsup.run import files as runfiles
+
+    settings = profile["fused"]
+    frames, games = settings["frames"], settings["games"]
+    spec = specs.load(FUSED_JOB).replace("job", device=profile["device"], total_steps=frames,
+                                          max_wall_s=max(10.0, budget_s - FUSED_MARGIN_S))
+    spec = spec.replace("vtrace", batch_size=games, unroll_length=settings["unroll"], lr_end_step=frames)
+    spec = spec.replace("eval", every_steps=0).replace("log", every_steps=settings["log_every"])
+    spec = dataclasses.replace(spec.replace("checkpoint", every_steps=0),
+                               replay=(dataclasses.replace(spec.replay[0], capacity=games),))
+    job, run_dir = work / "fused.toml", work / "fused-run"
+    job.write_text(spec.to_toml())
+    sampler = UtilisationSampler(profile["device"])
+    began = time.monotonic()
+    with sampler:
+        exit_code = subprocess.run([sys.executable, "-m", "rlsup.cli", "run", str(job), "--run-dir",
+                                    str(run_dir)]).returncode
+    wall_s = time.monotonic() - began
+    trains = [record for record in runfiles.read_metrics(run_dir) if record["kind"] == "train"]
+    reached = trains[-1]["step"] if trains else 0
+    # Training alone: from the first train record to the last, start-up (JAX's compile) and the checkpoint left out.
+    training = (trains[-1]["step"] - trains[0]["step"]) / (trains[-1]["t"] - trains[0]["t"]) if len(trains) > 1 else None
+    return {"job": FUSED_JOB.name, "game": spec.env.id, "games": games, "unroll": settings["unroll"],
+            "device": profile["device"], "exit": exit_code, "frames": reached, "wall_s": wall_s,
+            "frames_per_s": reached / wall_s, "training_frames_per_s": training,
+            "gpu_utilisation": sampler.summary(), "final_mean_return": trains[-1].get("mean_return") if trains else None}
+
+
+class UtilisationSampler:
+    """The GPU's utilisation (NVML's percent of time a kernel ran), sampled every half second in a thread while
+    the block runs; nothing on a CPU."""
+
+    def __init__(self, device: str):
+        self.device, self.samples, self._stop = device, [], None
+
+    def __enter__(self):
+        import threading
+
+        if self.device.startswith("cuda") and module_available("pynvml"):
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        while not self._stop.wait(0.5):
+            self.samples.append(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+
+    def __exit__(self, *exception) -> None:
+        if self._stop is not None:
+            self._stop.set()
+            self._thread.join()
+
+    def summary(self) -> dict | None:
+        """Mean and median percent over the samples, and how many: None where none was taken."""
+        if not self.samples:
+            return None
+        ordered = sorted(self.samples)
+        return {"mean": sum(ordered) / len(ordered), "median": ordered[len(ordered) // 2], "samples": len(ordered)}
+
+
 def probe(profile: dict, work: Path, budget_s: float) -> dict:
     """What bounds the benches on this machine: its CPU's raw Pong rate in one process and in all at once, and
     one Pong DQN update and one action on the device, in microseconds."""
@@ -222,7 +300,7 @@ def module_available(name: str) -> bool:
 
 
 PARTS = {"cuda-tests": cuda_tests, "dqn": dqn, "vtrace": vtrace, "env": env, "learning": learning, "probe": probe,
-         "update": update}
+         "update": update, "fused": fused}
 # Each part's figures, by key: tests/integration/test_device_dry_run.py checks the dry run wrote them all.
 FIGURE_KEYS = {
     "cuda-tests": ["exit", "tests", "passed", "failed", "skipped", "failures"],
@@ -235,5 +313,7 @@ FIGURE_KEYS = {
     "probe": ["cpu_model", "cpus", "pong_steps_per_s_one_process", "pong_steps_per_s_all_processes",
               "dqn_update_us", "dqn_update_pinned_us", "dqn_act_us"],
     "update": ["update_us", "graphed_update_us"],
+    "fused": ["game", "games", "device", "frames", "wall_s", "frames_per_s", "training_frames_per_s",
+              "gpu_utilisation"],
 }
 

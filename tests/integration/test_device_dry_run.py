@@ -22,6 +22,7 @@ FIGURES = {
     "probe": "cpu_model cpus pong_steps_per_s_one_process pong_steps_per_s_all_processes dqn_update_us "
              "dqn_update_pinned_us dqn_act_us",
     "update": "update_us graphed_update_us",
+    "fused": "game games device frames wall_s frames_per_s training_frames_per_s gpu_utilisation",
 }
 DQN_FIGURES = ("rlsup_wall_s rlsup_cpu_s rlsup_updates rlsup_steps_per_s sb3_wall_s sb3_cpu_s sb3_updates "
                "sb3_steps_per_s sb3_wall_over_rlsup").split()
@@ -54,6 +55,9 @@ def test_the_cpu_dry_run_writes_every_figure_and_every_log(tmp_path: Path) -> No
     assert figures["update"]["graphed_update_us"] == {"deterministic": "needs CUDA", "free": "needs CUDA"}
     learning = figures["learning"]
     assert learning["frames"] == learning["frames_target"] and learning["curve"][-1]["frames"] == learning["frames"]
+    fused = figures["fused"]  # issue 53: MinAtar Breakout's games, acting and learning in one process
+    assert fused["exit"] == 0 and fused["frames"] >= 1_000 and fused["training_frames_per_s"] > 0
+    assert fused["gpu_utilisation"] is None  # sampled on a GPU only
 
     with tarfile.open(tmp_path / "logs.tar.gz") as logs:
         names = set(logs.getnames())
