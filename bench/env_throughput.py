@@ -5,11 +5,14 @@ On an Atari game every backend steps N envs with the same preprocessing (frame s
 CNN once per batch on the CPU to choose the N actions, as a DQN actor does. The raw ALE vector env
 (C++ threads) is the reference; EnvPool joins where it is installed (pip install -e '.[bench]').
 Any other id (MinAtar/Breakout-v1, LunarLander-v3) runs as the classic preset makes it, with the network
-its observation gets, on rlsup's two vectorisers and Gymnasium's (the ALE and EnvPool columns show -).
+its observation gets, on rlsup's two vectorisers and Gymnasium's (the ALE and EnvPool columns show -); a
+MinAtar id also on its fused game (`rlsup fused`, [env] source = "fused": gymnax's port, one jitted step a batch).
+--random plays uniform random actions instead of the network: the envs' own rate.
 "rlsup auto" is what a job gets by default ([env] vectoriser = "auto", resolved on this machine), and
 auto/ALE the headline ratio.
 
     python bench/env_throughput.py [--game ALE/Pong-v5] [--envs 1 4 8] [--seconds 5] [--repeats 3] [--threads 2]
+    python bench/env_throughput.py --game MinAtar/Breakout-v1 --envs 16 64 256 --backends rlsup "rlsup fused" --random
 
 The result (bench/results_format.py) goes to --out, by default results/env-throughput-GAME.json.
 """
@@ -118,6 +121,18 @@ def rom_name(game: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+def fused_backend(game: str, count: int, threads: int) -> Stepper:
+    """rlsup's fused game on the CPU ([env] source = "fused", issue 53): the batch stepped by one jitted call, its
+    observations shared with torch, as the one-process V-trace loop steps it."""
+    if not game.startswith("MinAtar/"):
+        raise NotApplicable(game)
+    from rlsup.algos.envs.fused import make_fused_game
+
+    games = make_fused_game(EnvSection(id=game, source="fused"), count, SEED, torch.device("cpu"))
+    return (lambda: games.reset().numpy(), lambda actions: games.step(torch.from_numpy(actions)).observations.numpy(),
+            games.close)
+
+
 # Backends whose envs run in child processes, whose CPU time the efficiency table cannot see.
 CHILD_PROCESSES = {"rlsup subp", "rlsup auto", "gym async"}
 
@@ -129,6 +144,7 @@ BACKENDS: dict[str, Callable[[str, int, int], Stepper]] = {
     "EnvPool": envpool_backend,
     "gym sync": gymnasium_backend(asynchronous=False),
     "gym async": gymnasium_backend(asynchronous=True),
+    "rlsup fused": fused_backend,
 }
 
 
@@ -153,11 +169,14 @@ def steps_per_second(stepper: Stepper, policy: Policy, count: int, seconds: floa
 
 
 class Policy:
-    """The Q-network's greedy actions for a batch, whatever layout the backend hands images out in."""
+    """The Q-network's greedy actions for a batch, whatever layout the backend hands images out in; with random,
+    uniform actions instead (the envs' own rate, no network)."""
 
-    def __init__(self, observation_shape: tuple, num_actions: int) -> None:
+    def __init__(self, observation_shape: tuple, num_actions: int, random: bool = False) -> None:
         self.network = build_q_network(observation_shape, num_actions, [256]).eval()
         self.observation_shape = tuple(observation_shape)
+        self.num_actions = num_actions
+        self.random = np.random.default_rng(SEED) if random else None
 
     def warm_up(self, count: int) -> None:
         """A few forwards at this batch size first, so that torch's one-time set-up for it is charged to no
@@ -167,6 +186,8 @@ class Policy:
 
     @torch.no_grad()
     def __call__(self, observations: np.ndarray) -> np.ndarray:
+        if self.random is not None:
+            return self.random.integers(self.num_actions, size=len(observations))
         # Gymnasium's vectors give images as the env makes them (MinAtar: HWC bools); rlsup's are CHW.
         observations = np.asarray(observations)
         if observations.shape[1:] != self.observation_shape:
@@ -206,10 +227,7 @@ def ratio(values: dict, numerator: str, denominator: str, width: int) -> str:
 
 def row(count: int, values: dict[str, float | None], digits: int) -> str:
     cells = "".join(f"{value:>12.{digits}f}" if value is not None else f"{'-':>12}" for value in values.values())
-    ratios = [ratio(values, "rlsup auto", "ALE vector", 10), ratio(values, "rlsup", "ALE vector", 11),
-              ratio(values, "rlsup subp", "ALE vector", 10), ratio(values, "rlsup subp", "rlsup", 11),
-              ratio(values, "rlsup auto", "rlsup", 11)]
-    return f"{count:>3}{cells}{''.join(ratios)}"
+    return f"{count:>3}{cells}{''.join(ratio(values, top, bottom, 12) for _, top, bottom in RATIO_COLUMNS)}"
 
 
 def main() -> int:
@@ -221,18 +239,20 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                         help="env threads of the ALE vector env and EnvPool")
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=list(BACKENDS))
+    parser.add_argument("--random", action="store_true", help="uniform random actions: the envs' own rate")
     results_format.add_out_argument(parser, "results/env-throughput-GAME.json")
     arguments = parser.parse_args()
     run = results_format.started("bench/env_throughput.py")
     torch.set_num_threads(1)  # the forward of every backend alike: one thread, the envs get the rest
     probe = make_vector_env(env_settings(arguments.game), [SEED])
-    policy = Policy(probe.observation_shape, probe.num_actions)
+    policy = Policy(probe.observation_shape, probe.num_actions, random=arguments.random)
     probe.close()
-    print(f"{arguments.game}: agent steps/s, Q-network forward per batch (1 torch thread), env threads or "
+    acting = "uniform random actions" if arguments.random else "Q-network forward per batch (1 torch thread)"
+    print(f"{arguments.game}: agent steps/s, {acting}, env threads or "
           f"processes min(N, {arguments.threads}), {arguments.seconds:g} s each, median of {arguments.repeats}, "
           f"{os.cpu_count()} CPUs")
-    header = f"{'N':>3}" + "".join(f"{name:>12}" for name in arguments.backends) + (
-        f"{'auto/ALE':>10}{'rlsup/ALE':>11}{'subp/ALE':>10}{'subp/rlsup':>11}{'auto/rlsup':>11}")
+    header = f"{'N':>3}" + "".join(f"{name:>12}" for name in arguments.backends) + "".join(
+        f"{label:>12}" for label, _, _ in RATIO_COLUMNS)
     print(header)
     rates, efficiency = {}, {}
     for count in arguments.envs:
@@ -254,7 +274,9 @@ def main() -> int:
 # The backends' names on the result's page, and the ratios the printed table ends with.
 SHOWN = {"rlsup auto": "rlsup auto", "rlsup": "rlsup serial", "rlsup subp": "rlsup subprocess"}
 RATIOS = (("rlsup auto", "ALE vector"), ("rlsup", "ALE vector"), ("rlsup subp", "ALE vector"), ("rlsup subp", "rlsup"),
-          ("rlsup auto", "rlsup"))
+          ("rlsup auto", "rlsup"), ("rlsup fused", "rlsup"))
+RATIO_COLUMNS = [(f"{top.removeprefix('rlsup ') if top != 'rlsup' else 'rlsup'}/{bottom.split()[0]}", top, bottom)
+                 for top, bottom in RATIOS]
 
 
 def shown(name: str) -> str:
@@ -273,7 +295,8 @@ def write_result(arguments: argparse.Namespace, run: dict, rates: dict, efficien
     columns = [*(column(shown(name), "steps/s", 0) for name in names),
                *(column(f"{shown(top).removeprefix('rlsup ')} / {shown(bottom).removeprefix('rlsup ')}", "x", 2)
                  for top, bottom in ratios)]
-    said = (f"A Q-network forward per batch (1 torch thread); env threads or processes min(N, {arguments.threads}); "
+    acting = "Uniform random actions" if arguments.random else "A Q-network forward per batch (1 torch thread)"
+    said = (f"{acting}; env threads or processes min(N, {arguments.threads}); "
             f"{arguments.seconds:g} s a measurement, the median of {arguments.repeats}; {os.cpu_count()} CPUs.")
     tables = [results_format.measurement("Agent steps/s", "envs (N)", columns, {
         str(count): [*(values[name] for name in names), *(quotient(values, *ratio) for ratio in ratios)]
