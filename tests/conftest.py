@@ -1,7 +1,9 @@
 """Shared fixtures: every test gets its own RLSUP_HOME, so nothing touches the user's runs."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -14,6 +16,20 @@ def rlsup_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     home = tmp_path_factory.mktemp("rlsup-home")
     monkeypatch.setenv("RLSUP_HOME", str(home))
     return home
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The suite's own XDG cache, shared by its tests (JAX's compiled game steps: jax_games.cache_folder), so
+    that nothing lands in the user's ~/.cache and each game compiles once a worker, not once a process."""
+    folder = tmp_path_factory.mktemp("cache-home")
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(folder)
+    yield folder
+    if previous is None:
+        del os.environ["XDG_CACHE_HOME"]
+    else:
+        os.environ["XDG_CACHE_HOME"] = previous
 
 
 # Seconds a slow test may take before pytest-timeout ends it as hung: its own subprocess timeouts are the real

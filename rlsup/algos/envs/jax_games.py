@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -29,12 +30,22 @@ JAX_EXTRA = "pip install 'rlsup[jax]'"
 
 
 def import_jax():
-    """jax, or EnvError naming the extra that installs it."""
+    """jax, or EnvError naming the extra that installs it; compiled steps cached across processes (cache_folder)."""
     try:
         import jax
     except ImportError:
         raise EnvError(f"fused MinAtar games run on JAX, which is not installed: {JAX_EXTRA}") from None
+    if jax.config.jax_compilation_cache_dir is None:
+        # Every process that makes a game compiles its step (validate, the worker, each resume): from the cache,
+        # Seaquest's took 2.2 s where compiling took 13.4 (64 games, this 2-core EPYC under load).
+        jax.config.update("jax_compilation_cache_dir", str(cache_folder()))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
     return jax
+
+
+def cache_folder() -> Path:
+    """Where JAX keeps compiled game steps: $XDG_CACHE_HOME/rlsup/jax (~/.cache/rlsup/jax), the user's own."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rlsup" / "jax"
 
 
 def jax_device_of(device: torch.device):
