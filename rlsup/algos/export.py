@@ -17,6 +17,7 @@ from rlsup import atomic
 from rlsup.spec import registry
 from rlsup.algos.envs.actions import ActionSpace, action_space_of
 from rlsup.algos.envs.sources import ATARI_SCREEN_SIZE, make_stack, observation_layout
+from rlsup.algos.envs.training import describe
 from rlsup.algos.envs.observations import INTENSITY_MAX, ObservationLayout
 from rlsup.spec import EnvSection
 
@@ -114,7 +115,11 @@ def write_onnx(module: torch.nn.Module, example: torch.Tensor, out: Path) -> Non
 
 
 def describe_observations(env: EnvSection) -> tuple[ObservationLayout, ActionSpace, list[str] | None]:
-    """The env's observation layout, its actions and their names where it has them (ALE games do)."""
+    """The env's observation layout, its actions and their names where it has them (ALE games do; fused ones
+    name none)."""
+    if env.source == "fused":
+        description = describe(env)
+        return description.observation, description.actions, None
     stack = make_stack(env)
     try:
         names = getattr(stack.unwrapped, "get_action_meanings", None)

@@ -136,3 +136,38 @@ def test_a_job_the_fused_loop_cannot_train_is_refused_at_its_field(tmp_path: Pat
     result = run_rlsup("validate", job)
     assert result.returncode == 2
     assert any(line.endswith(f"{where}: {message}") for line in result.stderr.splitlines()), result.stderr
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated")
+def test_a_fused_runs_export_plays_what_enjoy_plays(tmp_path: Path, installed_game: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rlsup export` of a fused run: the TorchScript policy's actions are the checkpoint's greedy ones, played on
+    the fused game itself through evaluate.play_fused_episodes (in this process, the game's entry point on its
+    path as in the processes the module starts)."""
+    monkeypatch.syspath_prepend(str(installed_game))
+    import numpy as np
+    import torch
+
+    from rlsup.algos.evaluate import play_episodes
+    from rlsup.enjoy import load_policy
+    from rlsup.run import files as runfiles
+
+    run_dir, out = tmp_path / "run", tmp_path / "policy.torchscript"
+    assert run_rlsup("run", catch_job(tmp_path, total_steps=20_000), "--run-dir", run_dir).returncode == 0
+    exported = run_rlsup("export", run_dir, "--format", "torchscript", "--out", out)
+    assert exported.returncode == 0, exported.stderr
+    described = json.loads(out.with_name(out.name + ".json").read_text())
+    assert described["input"]["shape"] == [None, 40] and described["actions"]["count"] == 3
+    policy, _ = load_policy(run_dir, "latest", lambda line: None)
+    observations, actions = [], []
+
+    def recording(batch: np.ndarray) -> np.ndarray:
+        chosen = policy(batch)
+        observations.append(batch[0].copy())
+        actions.append(int(chosen[0]))
+        return chosen
+
+    play_episodes(recording, runfiles.read_run_spec(run_dir).env, seed=3, episodes=4, epsilon=0.3)
+    assert len(set(actions)) > 1, "a policy playing one action only would make the comparison weak"
+    model = torch.jit.load(str(out))
+    assert model(torch.as_tensor(np.stack(observations))).tolist() == actions

@@ -27,6 +27,9 @@ def test_every_example_job_validates_and_round_trips(job_file: Path) -> None:
     assert specs.loads(spec.to_toml()) == spec
 
 
+# A fused V-trace job the loop trains (its batch_size the default 32), lines 1-5; a case's own lines follow.
+FUSED = "[job]\nalgo = 'vtrace'\n[[replay]]\nkind = 'queue'\ncapacity = 32\n"
+
 BAD_FILES = [
     # (text, line, field, words the message must contain)
     ("[job]\nname = 'x'\ntotal_step = 10\n", 3, "job.total_step", "did you mean 'total_steps'"),
@@ -66,6 +69,12 @@ BAD_FILES = [
      "env.max_episode_steps", "2,147,483,647 frames"),
     ("[env]\nid = 'ALE/Pong-v5'\npreset = 'atari'\nframe_skip = 1000\nmax_episode_steps = 2_147_484\n", 5,
      "env.max_episode_steps", "the ALE counts at most 2,147,483,647 frames"),
+    # [env] source = "fused" (issue 53): what V-trace's one-process loop cannot train.
+    (f"{FUSED}[env]\nsource = 'fused'\nnum_envs = 8\n", 8, "env.num_envs", "set batch_size, not num_envs"),
+    (f"{FUSED}[env]\nsource = 'fused'\nvectoriser = 'serial'\n", 8, "env.vectoriser", "leave preset and vectoriser"),
+    (f"{FUSED}[env]\nsource = 'fused'\n[vtrace]\nnormalize_rewards = true\n", 9, "vtrace.normalize_rewards",
+     "not in the fused loop yet"),
+    ("[job]\nalgo = 'sac'\n[env]\nsource = 'fused'\n", 4, "env.source", "algo 'sac' trains on gymnasium envs only"),
 ]
 
 
