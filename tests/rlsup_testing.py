@@ -455,3 +455,30 @@ def forge_status(run_dir: Path, pid: int, seconds: float, **fields) -> None:
     while time.monotonic() < deadline:
         write_worker_status(Path(run_dir), WorkerStatus(pid=pid, phase=Phase.RUNNING, time=time.time(), **fields))
         time.sleep(0.02)
+
+
+def recorded_play(run_dir: Path, episodes: int = 5, *, seed: int | None = None, epsilon: float = 0.5):
+    """Every observation enjoy's greedy policy met while playing through enjoy's own code path, and its action
+    (an action number, or a continuous action's vector): two arrays, one row a step.
+
+    Some steps are random (evaluation's epsilon, never asking the policy), so that a briefly trained policy meets
+    states where its greedy action differs: one action throughout would prove little. seed: the job's by default.
+    """
+    import numpy as np
+
+    from rlsup.algos.evaluate import play_episodes
+    from rlsup.enjoy import load_policy
+
+    spec = runfiles.read_run_spec(run_dir)
+    policy, _ = load_policy(run_dir, "latest")
+    observations, actions = [], []
+
+    def recording(batch):
+        chosen = policy(batch)
+        observations.append(batch[0].copy())
+        actions.append(np.array(chosen[0]))
+        return chosen
+
+    play_episodes(recording, spec.env, seed=spec.job.seed if seed is None else seed, episodes=episodes,
+                  epsilon=epsilon)
+    return np.stack(observations), np.stack(actions)

@@ -11,12 +11,10 @@ import numpy as np
 import onnxruntime
 import pytest
 import torch
-from rlsup_testing import assert_one_line_error, cartpole_text, run_rlsup, trained_to_budget
+from rlsup_testing import assert_one_line_error, cartpole_text, recorded_play, run_rlsup, trained_to_budget
 
 from rlsup.run import files as runfiles
 from rlsup.algos.envs.training import probe_env
-from rlsup.algos.evaluate import play_episodes
-from rlsup.enjoy import load_policy
 
 VTRACE = """
 [job]
@@ -71,26 +69,6 @@ def trained(directory: Path, text: str) -> Path:
     job = directory / "job.toml"
     job.write_text(text)
     return trained_to_budget(job, directory / "run")
-
-
-def recorded_play(run_dir: Path, episodes: int = 5) -> tuple[np.ndarray, np.ndarray]:
-    """Every observation enjoy's greedy policy met while playing through enjoy's own code path, and its action.
-
-    Half the steps are random (evaluation's epsilon, never asking the policy), so that a briefly trained
-    policy meets states where its greedy action differs: one action throughout would prove little.
-    """
-    spec = runfiles.read_run_spec(run_dir)
-    policy, _ = load_policy(run_dir, "latest")
-    observations, actions = [], []
-
-    def recording(batch: np.ndarray) -> np.ndarray:
-        chosen = policy(batch)
-        observations.append(batch[0].copy())
-        actions.append(int(chosen[0]))
-        return chosen
-
-    play_episodes(recording, spec.env, seed=spec.job.seed, episodes=episodes, epsilon=0.5)
-    return np.stack(observations), np.array(actions)
 
 
 def export(run_dir: Path, format: str, out: Path) -> dict:

@@ -9,11 +9,8 @@ import numpy as np
 import onnxruntime
 import pytest
 import torch
-from rlsup_testing import run_rlsup, trained_to_budget
+from rlsup_testing import recorded_play, run_rlsup, trained_to_budget
 
-from rlsup.algos.evaluate import play_episodes
-from rlsup.enjoy import load_policy
-from rlsup.run import files as runfiles
 
 SAC = """
 [job]
@@ -43,26 +40,9 @@ def sac_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return trained_to_budget(job, directory / "run")
 
 
-def recorded_play(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Every observation enjoy's policy met in two episodes (half of the steps random, as evaluation's epsilon
-    draws them), and the action it chose."""
-    spec = runfiles.read_run_spec(run_dir)
-    policy, _ = load_policy(run_dir, "latest")
-    observations, actions = [], []
-
-    def recording(batch: np.ndarray) -> np.ndarray:
-        chosen = policy(batch)
-        observations.append(batch[0].copy())
-        actions.append(chosen[0].copy())
-        return chosen
-
-    play_episodes(recording, spec.env, seed=spec.job.seed, episodes=2, epsilon=0.5)
-    return np.stack(observations), np.stack(actions)
-
-
 @pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated")
 def test_an_exported_continuous_policy_plays_enjoys_actions(sac_run: Path, tmp_path: Path) -> None:
-    observations, actions = recorded_play(sac_run)
+    observations, actions = recorded_play(sac_run, 2)
     assert actions.shape == (len(observations), 1) and np.unique(actions).size > 10
     assert (np.abs(actions) <= 2.0).all()  # Pendulum's bounds: the squashed mean never leaves them
     for format in ("torchscript", "onnx"):

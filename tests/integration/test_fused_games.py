@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from rlsup_testing import (assert_one_line_error, final_fingerprint, install_plugin, pause_then_resume, run_rlsup,
-                           train_seeds_until)
+from rlsup_testing import (assert_one_line_error, final_fingerprint, install_plugin, pause_then_resume, recorded_play,
+                           run_rlsup, train_seeds_until)
 
 from rlsup.algos.envs.fused import ENTRY_POINT_GROUP
 
@@ -148,26 +148,13 @@ def test_a_fused_runs_export_plays_what_enjoy_plays(tmp_path: Path, installed_ga
     import numpy as np
     import torch
 
-    from rlsup.algos.evaluate import play_episodes
-    from rlsup.enjoy import load_policy
-    from rlsup.run import files as runfiles
-
     run_dir, out = tmp_path / "run", tmp_path / "policy.torchscript"
     assert run_rlsup("run", catch_job(tmp_path, total_steps=20_000), "--run-dir", run_dir).returncode == 0
     exported = run_rlsup("export", run_dir, "--format", "torchscript", "--out", out)
     assert exported.returncode == 0, exported.stderr
     described = json.loads(out.with_name(out.name + ".json").read_text())
     assert described["input"]["shape"] == [None, 40] and described["actions"]["count"] == 3
-    policy, _ = load_policy(run_dir, "latest", lambda line: None)
-    observations, actions = [], []
-
-    def recording(batch: np.ndarray) -> np.ndarray:
-        chosen = policy(batch)
-        observations.append(batch[0].copy())
-        actions.append(int(chosen[0]))
-        return chosen
-
-    play_episodes(recording, runfiles.read_run_spec(run_dir).env, seed=3, episodes=4, epsilon=0.3)
-    assert len(set(actions)) > 1, "a policy playing one action only would make the comparison weak"
+    observations, actions = recorded_play(run_dir, 4, seed=3, epsilon=0.3)
+    assert len(set(actions.tolist())) > 1, "a policy playing one action only would make the comparison weak"
     model = torch.jit.load(str(out))
-    assert model(torch.as_tensor(np.stack(observations))).tolist() == actions
+    np.testing.assert_array_equal(model(torch.as_tensor(observations)).numpy(), actions)
