@@ -1,0 +1,89 @@
+"""rlsup's fused MinAtar games against the reference MinAtar, a few episodes of each (bench/minatar_fidelity.py
+runs a thousand): every step's action, reward, flags and observation are the reference's when it draws what the
+port drew. And a JaxGames batch resumes bit for bit from its state_dict, which refuses a wrong-shaped part."""
+from __future__ import annotations
+
+import copy
+import functools
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("gymnax")
+pytest.importorskip("minatar")
+sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
+import minatar_fidelity  # noqa: E402
+
+# (game, version, episodes): about 25 s of this 2-core CPU in all, most of it compiling each game's step.
+# Freeway's 2,501-step episode took 13-31 s against the reference: test_freeway_ends_itself checks its end alone.
+CASES = [("breakout", 1, 20), ("breakout", 0, 10), ("spaceinvaders", 1, 10), ("asterix", 1, 5), ("seaquest", 1, 5)]
+
+
+@functools.cache
+def tally(game: str, version: int, episodes: int) -> minatar_fidelity.Tally:
+    return minatar_fidelity.compare_game(game, version, episodes, seed=0)
+
+
+@pytest.mark.parametrize(("game", "version", "episodes"), CASES)
+def test_every_step_is_the_reference_games(game: str, version: int, episodes: int) -> None:
+    found = tally(game, version, episodes)
+    assert found.episodes == episodes and found.steps >= episodes
+    assert found.identical == episodes, minatar_fidelity.difference_words(found)
+
+
+def test_freeway_ends_itself_after_2501_steps_as_the_reference_does() -> None:
+    """The reference's Freeway terminates after 2,501 actions; gymnax's only truncated at its time limit (2,500)."""
+    from rlsup.algos.envs.jax_minatar import freeway_v1
+
+    games = freeway_v1(4, 0, torch.device("cpu"))
+    games.reset()
+    noop = torch.zeros(4, dtype=torch.int64)
+    for step in range(1, 2_501):
+        result = games.step(noop)
+        assert not (result.terminations.any() or result.truncations.any()), f"ended at step {step}"
+    result = games.step(noop)
+    assert result.terminations.all() and not result.truncations.any()
+
+
+def outcome(step) -> list[np.ndarray]:
+    """A step's tensors as numpy copies (they share the JAX buffers that the next step replaces)."""
+    return [tensor.numpy().copy() for tensor in (step.observations, step.rewards, step.terminations,
+                                                 step.truncations, step.final_observations)]
+
+
+def test_a_state_dict_resumes_bit_for_bit_and_refuses_a_wrong_shape() -> None:
+    from rlsup.algos.envs.jax_minatar import breakout_v1
+
+    cpu = torch.device("cpu")
+    actions = torch.randint(0, 3, (300, 64), generator=torch.Generator().manual_seed(0))
+    first = breakout_v1(64, 1, cpu)
+    first.reset()
+    played = []
+    for step in range(300):
+        if step == 100:
+            saved = copy.deepcopy(first.state_dict())
+        result = first.step(actions[step])
+        if step >= 100:
+            played.append(outcome(result))
+    assert sum(int(terminations.sum()) for _, _, terminations, _, _ in played) > 0, "no episode ended: no reset"
+
+    second = breakout_v1(64, 2, cpu)
+    assert not np.array_equal(second.state_dict()["key"], saved["key"])
+    second.load_state_dict(saved)
+    for step in range(100, 300):
+        for part, (resumed, original) in enumerate(zip(outcome(second.step(actions[step])), played[step - 100])):
+            assert np.array_equal(resumed, original), f"step {step}, part {part}"
+
+    name, leaf = next(iter(saved["states"].items()))
+    wrong = copy.deepcopy(saved)
+    wrong["states"][name] = np.zeros((63, *leaf.shape[1:]), leaf.dtype)
+    with pytest.raises(ValueError, match=re.escape(name)):
+        second.load_state_dict(wrong)
+    wrong = copy.deepcopy(saved)
+    wrong["previous_actions"] = np.zeros(65, np.int32)
+    with pytest.raises(ValueError, match="previous_actions"):
+        second.load_state_dict(wrong)
