@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from rlsup_testing import (assert_one_line_error, final_fingerprint, install_plugin, pause_then_resume, recorded_play,
-                           run_rlsup, train_seeds_until)
+from rlsup_testing import (assert_one_line_error, copy_run, final_fingerprint, install_plugin, pause_then_resume,
+                           recorded_play, run_rlsup, train_seeds_until)
 
 from rlsup.algos.envs.fused import ENTRY_POINT_GROUP
 
@@ -65,12 +65,22 @@ def catch_job(directory: Path, *, total_steps: int, seed: int = 1, algo: str = "
     return path
 
 
+@pytest.fixture(scope="module")
+def trained_catch(tmp_path_factory: pytest.TempPathFactory, installed_game: Path) -> Path:
+    """A 20,000-step Catch run, trained once for the tests below that play, export or resume it."""
+    directory = tmp_path_factory.mktemp("trained-catch")
+    run_dir = directory / "run"
+    trained = run_rlsup("run", catch_job(directory, total_steps=20_000), "--run-dir", run_dir)
+    assert trained.returncode == 0, trained.stderr
+    return run_dir
+
+
 def test_a_paused_fused_run_resumes_bit_for_bit(tmp_path: Path) -> None:
-    job = catch_job(tmp_path, total_steps=150_000)
+    job = catch_job(tmp_path, total_steps=80_000)
     straight, paused = tmp_path / "straight", tmp_path / "paused"
     trained = run_rlsup("run", job, "--run-dir", straight)
     assert trained.returncode == 0, trained.stderr
-    pause_then_resume(job, paused, train_step=30_000, total_steps=150_000)
+    pause_then_resume(job, paused, train_step=20_000, total_steps=80_000)
     assert final_fingerprint(paused) == final_fingerprint(straight)
 
 
@@ -93,9 +103,8 @@ def test_catch_learns_in_the_fused_loop(tmp_path: Path) -> None:
     assert max(finals.values()) >= 0.8, finals
 
 
-def test_enjoy_plays_a_fused_game_and_says_it_draws_no_frames(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    assert run_rlsup("run", catch_job(tmp_path, total_steps=2_000), "--run-dir", run_dir).returncode == 0
+def test_enjoy_plays_a_fused_game_and_says_it_draws_no_frames(trained_catch: Path) -> None:
+    run_dir = trained_catch
     played = run_rlsup("enjoy", run_dir, "--episodes", 3, "--json")
     assert played.returncode == 0, played.stderr
     assert len(json.loads(played.stdout)["returns"]) == 3
@@ -111,19 +120,17 @@ def test_a_game_returning_the_wrong_shape_is_refused_where_the_file_names_it(tmp
                           "observations from step of shape (2, 39), torch.float32 on cpu; expected (2, 40)")
 
 
-def test_a_nan_reward_stops_the_run_in_one_sentence_and_keeps_its_checkpoints(tmp_path: Path,
-                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    run_dir = tmp_path / "run"
-    job = catch_job(tmp_path, total_steps=4_000)
-    assert run_rlsup("run", job, "--run-dir", run_dir).returncode == 0
+def test_a_nan_reward_stops_the_run_in_one_sentence_and_keeps_its_checkpoints(
+        trained_catch: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir = copy_run(trained_catch, tmp_path)
+    job = catch_job(tmp_path, total_steps=24_000)
     monkeypatch.setenv("FAULT", "nan-reward")
-    job.write_text(job.read_text().replace("total_steps = 4000", "total_steps = 8000"))
     result = run_rlsup("run", "--resume", run_dir, job)
     assert result.returncode == 1, result.stderr
     assert result.stderr.strip().splitlines()[-1] == ("rlsup: the fused game 'Catch-v0' returned a NaN or infinite "
                                                       "reward, which no network can learn from")
     assert "Traceback" not in result.stderr
-    assert final_fingerprint(run_dir)  # the budget's checkpoint is whole
+    assert final_fingerprint(run_dir) == final_fingerprint(trained_catch)  # the budget's checkpoint is whole
 
 
 @pytest.mark.parametrize(("algo", "capacity", "where", "message"), [
@@ -139,7 +146,7 @@ def test_a_job_the_fused_loop_cannot_train_is_refused_at_its_field(tmp_path: Pat
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated")
-def test_a_fused_runs_export_plays_what_enjoy_plays(tmp_path: Path, installed_game: Path,
+def test_a_fused_runs_export_plays_what_enjoy_plays(trained_catch: Path, tmp_path: Path, installed_game: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """`rlsup export` of a fused run: the TorchScript policy's actions are the checkpoint's greedy ones, played on
     the fused game itself through evaluate.play_fused_episodes (in this process, the game's entry point on its
@@ -148,8 +155,7 @@ def test_a_fused_runs_export_plays_what_enjoy_plays(tmp_path: Path, installed_ga
     import numpy as np
     import torch
 
-    run_dir, out = tmp_path / "run", tmp_path / "policy.torchscript"
-    assert run_rlsup("run", catch_job(tmp_path, total_steps=20_000), "--run-dir", run_dir).returncode == 0
+    run_dir, out = trained_catch, tmp_path / "policy.torchscript"
     exported = run_rlsup("export", run_dir, "--format", "torchscript", "--out", out)
     assert exported.returncode == 0, exported.stderr
     described = json.loads(out.with_name(out.name + ".json").read_text())

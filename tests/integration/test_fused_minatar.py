@@ -1,5 +1,5 @@
-"""MinAtar as fused games through JAX (jobs/minatar-vtrace-fused.toml shrunk) as a user runs it: a SIGINT pause
-resumes bit for bit, and a machine without JAX, a device JAX does not have, and JAX running out of memory each
+"""MinAtar as fused games through JAX (jobs/minatar-vtrace-fused.toml shrunk): a trainer restored from a checkpoint
+goes on bit for bit, and a machine without JAX, a device JAX does not have, and JAX running out of memory each
 become one sentence."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from rlsup_testing import assert_one_line_error, final_fingerprint, path_hiding, pause_then_resume, run_rlsup
+from rlsup_testing import assert_one_line_error, path_hiding, run_rlsup
 
 from rlsup import spec as specs
 
@@ -18,24 +18,42 @@ JOB = Path(__file__).parents[2] / "jobs" / "minatar-vtrace-fused.toml"
 STEPS = 16_000
 
 
-def small_job(directory: Path, *, total_steps: int = STEPS) -> Path:
-    """The example's Breakout with 16 games a batch and a short budget, checkpointed at its end only."""
+def small_spec(total_steps: int = STEPS) -> specs.JobSpec:
+    """The example's Breakout with 16 games a batch and a short budget."""
     spec = specs.load(JOB).replace("job", total_steps=total_steps).replace("vtrace", batch_size=16)
     spec = spec.replace("log", every_steps=800).replace("eval", every_steps=0)
     spec = spec.replace("checkpoint", every_steps=total_steps)
-    spec = dataclasses.replace(spec, replay=(dataclasses.replace(spec.replay[0], capacity=16),))
+    return dataclasses.replace(spec, replay=(dataclasses.replace(spec.replay[0], capacity=16),))
+
+
+def small_job(directory: Path) -> Path:
     path = directory / "breakout-fused.toml"
-    path.write_text(spec.to_toml())
+    path.write_text(small_spec().to_toml())
     return path
 
 
-def test_a_paused_fused_minatar_run_resumes_bit_for_bit(tmp_path: Path) -> None:
-    job = small_job(tmp_path)
-    straight, paused = tmp_path / "straight", tmp_path / "paused"
-    trained = run_rlsup("run", job, "--run-dir", straight)
-    assert trained.returncode == 0, trained.stderr
-    pause_then_resume(job, paused, train_step=4_000, total_steps=STEPS)
-    assert final_fingerprint(paused) == final_fingerprint(straight)
+def test_a_fused_minatar_trainer_restored_from_a_checkpoint_goes_on_bit_for_bit(tmp_path: Path) -> None:
+    """The one-process loop's whole state (the JAX games' key and state leaves among it), written as a real
+    checkpoint and loaded into a trainer built afresh, trains on as the trainer that never stopped. In one
+    process: tests/integration/test_fused_games.py pauses a fused run by SIGINT through `rlsup run` (a PyTorch
+    game's); here each `rlsup run` would spend seconds importing and compiling JAX's game."""
+    from rlsup.algos.fused_vtrace import FusedVtraceTrainer
+    from rlsup.checkpoint.store import load_checkpoint, write_checkpoint
+
+    spec, cpu = small_spec(), torch.device("cpu")
+    straight = FusedVtraceTrainer(spec, cpu)
+    for _ in range(30):
+        straight.iterate()
+    entry = write_checkpoint(tmp_path / "run", {"trainer": straight.state_dict()}, step=straight.step, episodes=0,
+                             reason="pause", fingerprint=straight.fingerprint(), spec_sha256="-", metrics_bytes=0,
+                             keep=1)
+    resumed = FusedVtraceTrainer(spec, cpu)
+    resumed.load_state_dict(load_checkpoint(entry.path)[1]["trainer"])
+    for _ in range(30):
+        straight_records, resumed_records = straight.iterate(), resumed.iterate()
+        assert resumed_records == straight_records
+    assert resumed.fingerprint() == straight.fingerprint() and resumed.step == straight.step == 60 * 16 * 5
+    assert straight.episodes > 0  # episodes ended and the games reset on both sides
 
 
 def test_without_jax_a_fused_minatar_job_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
