@@ -114,6 +114,9 @@ class JaxGames:
             key, games_key = jax.random.split(key)
             observations, states = jax.vmap(rules.reset, in_axes=(0, None))(jax.random.split(games_key, count),
                                                                              rules.params)
+            # A reset may leave a leaf weakly typed (Freeway's position, a Python int), which the step's output is
+            # not: the step would compile a second time, after its first call (5 s of a loaded CPU).
+            states = jax.tree.map(lambda leaf: jax.lax.convert_element_type(leaf, leaf.dtype), states)
             zeros = jax.numpy.zeros(count, jax.numpy.int32)
             return (key, states, zeros, zeros), observations.astype(jax.numpy.uint8)
 
