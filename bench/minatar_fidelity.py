@@ -369,7 +369,8 @@ def finding(tallies: list[Tally]) -> str:
         if tally.identical + tally.final_frame_only == tally.episodes else "") for tally in tallies
         if tally.name not in whole]
     return (f"{len(whole)} of {len(tallies)} game versions played every compared episode identically to the "
-            f"reference" + (f" ({', '.join(whole)})" if whole else "") + "".join(f"; {other}" for other in others) + ".")
+            f"reference" + (f" ({', '.join(whole)})" if whole else "")
+            + "".join(f"; {other}" for other in others) + ".")
 
 
 def game_and_versions(word: str) -> tuple[str, list[int]]:

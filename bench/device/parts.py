@@ -211,11 +211,14 @@ def fused(profile: dict, work: Path, budget_s: float) -> dict:
     trains = [record for record in runfiles.read_metrics(run_dir) if record["kind"] == "train"]
     reached = trains[-1]["step"] if trains else 0
     # Training alone: from the first train record to the last, start-up (JAX's compile) and the checkpoint left out.
-    training = (trains[-1]["step"] - trains[0]["step"]) / (trains[-1]["t"] - trains[0]["t"]) if len(trains) > 1 else None
+    training = None
+    if len(trains) > 1:
+        training = (trains[-1]["step"] - trains[0]["step"]) / (trains[-1]["t"] - trains[0]["t"])
     return {"job": FUSED_JOB.name, "game": spec.env.id, "games": games, "unroll": settings["unroll"],
             "device": profile["device"], "exit": exit_code, "frames": reached, "wall_s": wall_s,
             "frames_per_s": reached / wall_s, "training_frames_per_s": training,
-            "gpu_utilisation": sampler.summary(), "final_mean_return": trains[-1].get("mean_return") if trains else None}
+            "gpu_utilisation": sampler.summary(),
+            "final_mean_return": trains[-1].get("mean_return") if trains else None}
 
 
 class UtilisationSampler:

@@ -41,9 +41,9 @@ class UnrollBuffers:
             return torch.zeros(shape, dtype=dtype, device=device)
 
         return cls(zeros(length + 1, count, *games.observation_shape, dtype=games.observation_dtype),
-                   zeros(length, count, dtype=torch.int64), zeros(length, count), zeros(length, count, dtype=torch.bool),
-                   zeros(length, count, games.actions.count), zeros(length, count, dtype=torch.float64),
-                   zeros(length, count, dtype=torch.int64))
+                   zeros(length, count, dtype=torch.int64), zeros(length, count),
+                   zeros(length, count, dtype=torch.bool), zeros(length, count, games.actions.count),
+                   zeros(length, count, dtype=torch.float64), zeros(length, count, dtype=torch.int64))
 
 
 class FusedVtraceTrainer(LearnerTrainer):
