@@ -56,6 +56,24 @@ def test_a_fused_minatar_trainer_restored_from_a_checkpoint_goes_on_bit_for_bit(
     assert straight.episodes > 0  # episodes ended and the games reset on both sides
 
 
+def test_the_loop_sees_minatar_as_gymnasiums_minatar_is_seen_and_its_checkpoint_plays_there(tmp_path: Path) -> None:
+    """The networks take a fused game's images in the layout a gymnasium env's get (channels first, bool as 0 or
+    255): the loop once fed MinAtar's 10x10x4 images as 10 channels of 10x4, which trained, yet left a network
+    that enjoy, export and the reference game could not load. A fused run's policy plays the reference MinAtar."""
+    from rlsup.algos.evaluate import play_episodes
+    from rlsup.algos.fused_vtrace import FusedVtraceTrainer
+    from rlsup.algos.impala import policy_from_checkpoint
+
+    spec = small_spec()
+    trainer = FusedVtraceTrainer(spec, torch.device("cpu"))
+    trainer.iterate()
+    assert trainer.observations.shape == (16, 4, 10, 10) and trainer.observations.dtype == torch.uint8
+    assert set(trainer.observations.unique().tolist()) == {0, 255}
+    policy = policy_from_checkpoint(spec, trainer.state_dict())
+    reference = dataclasses.replace(spec.env, source="gymnasium")
+    assert len(play_episodes(policy, reference, seed=1, episodes=2)) == 2
+
+
 def test_without_jax_a_fused_minatar_job_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", path_hiding(tmp_path / "hidden", "jax"))
     job = small_job(tmp_path)

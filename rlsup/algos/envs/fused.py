@@ -8,17 +8,19 @@ shapes or NaN rewards stop the run with a sentence, not a traceback deep in the 
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Callable, Protocol
 
+import numpy as np
 import torch
 
 from rlsup.algos.envs.actions import ActionSpace
 from rlsup.algos.envs.faults import TRACEBACK_NOTE, EnvFault
-from rlsup.algos.envs.observations import NetworkError, layout_of
+from rlsup.algos.envs.observations import INTENSITY_MAX, NetworkError, layout_of
 from rlsup.algos.envs.sources import EnvDescription, EnvError, EnvImportError, env_key, env_of_key
 from rlsup.formatting import one_line
 from rlsup.spec import EnvSection
@@ -127,7 +129,7 @@ def make_fused_game(env: EnvSection, num_envs: int, seed: int, device: torch.dev
     except Exception as error:  # a plugin's factory may fail in any way
         raise EnvError(f"cannot make the fused game {env.id!r}: {type(error).__name__}: {one_line(str(error))}"
                        f"{TRACEBACK_NOTE}") from error
-    return CheckedGame(env.id, game, num_envs, device)
+    return CheckedGame(env.id, game, num_envs, device, env.image_layout)
 
 
 def describe_fused(env: EnvSection) -> EnvDescription:
@@ -142,38 +144,46 @@ def _describe(frozen: tuple) -> EnvDescription:
     game = make_fused_game(env, 2, 0, torch.device("cpu"))
     try:
         game.step(torch.zeros(2, dtype=torch.int64))
-        dtype = torch.empty(0, dtype=game.observation_dtype).numpy().dtype
-        try:
-            layout = layout_of(game.observation_shape, dtype, stacked=False, image_layout=env.image_layout)
-        except NetworkError as error:
-            raise EnvError(f"the fused game {env.id!r} has observations of shape {game.observation_shape}: "
-                           f"{error}") from None
-        return EnvDescription(layout, game.actions)
+        return EnvDescription(game.layout, game.actions)
     finally:
         game.close()
 
 
 class CheckedGame:
-    """A FusedGame whose answers are checked: shapes, dtypes and devices on every call (no host round trip), and
-    finite rewards where the caller asks (check_rewards), once per update, where the learner waits anyway."""
+    """A FusedGame whose answers are checked, and its observations in the layout networks take, as TrainingEnv
+    gives a gymnasium env's: images channels first, bool as uint8 0 or 255 (ObservationLayout.convert's rule).
 
-    def __init__(self, game_id: str, game: FusedGame, num_envs: int, device: torch.device) -> None:
+    Shapes, dtypes and devices are checked on every call (no host round trip); finite rewards where the caller
+    asks (check_rewards), once per update, where the learner waits anyway. observation_shape and
+    observation_dtype are the layout's; the game's own are raw_shape and raw_dtype."""
+
+    def __init__(self, game_id: str, game: FusedGame, num_envs: int, device: torch.device,
+                 image_layout: str = "auto") -> None:
         self.game_id, self.game = game_id, game
         self.num_envs, self.device = num_envs, device
-        self.observation_shape = tuple(int(side) for side in getattr(game, "observation_shape", ()))
-        self.observation_dtype = getattr(game, "observation_dtype", None)
         self.actions = getattr(game, "actions", None)
         if not isinstance(self.actions, ActionSpace) or self.actions.continuous:
             raise EnvFault(f"the fused game {game_id!r} declares actions {self.actions!r}; a fused game has "
                            f"Discrete(n) actions (an rlsup ActionSpace)")
+        self.raw_shape = tuple(int(side) for side in getattr(game, "observation_shape", ()))
+        self.raw_dtype = getattr(game, "observation_dtype", None)
+        if not isinstance(self.raw_dtype, torch.dtype):
+            raise EnvFault(f"the fused game {game_id!r} declares observation_dtype {self.raw_dtype!r}, not a torch "
+                           f"dtype")
+        try:
+            self.layout = layout_of(self.raw_shape, torch.empty(0, dtype=self.raw_dtype).numpy().dtype,
+                                    stacked=False, image_layout=image_layout)
+        except NetworkError as error:
+            raise EnvError(f"the fused game {game_id!r} has observations of shape {self.raw_shape}: {error}") from None
+        self.observation_shape = self.layout.shape
+        self.observation_dtype = torch.from_numpy(np.zeros(0, self.layout.dtype)).dtype
         self._started = False
 
     def reset(self) -> torch.Tensor:
         observations = self._call("reset")
-        self._check_tensor("reset", "observations", observations, (self.num_envs, *self.observation_shape),
-                           self.observation_dtype)
+        self._check_tensor("reset", "observations", observations, (self.num_envs, *self.raw_shape), self.raw_dtype)
         self._started = True
-        return observations
+        return self._in_layout(observations)
 
     def step(self, actions: torch.Tensor) -> FusedStep:
         if not self._started:
@@ -182,13 +192,27 @@ class CheckedGame:
         if not isinstance(result, FusedStep):
             raise EnvFault(f"the fused game {self.game_id!r} returned a {type(result).__name__} from step, not a "
                            f"FusedStep")
-        count, shape = self.num_envs, (self.num_envs, *self.observation_shape)
-        for name, expected, dtype in (("observations", shape, self.observation_dtype),
-                                      ("final_observations", shape, self.observation_dtype),
+        count, shape = self.num_envs, (self.num_envs, *self.raw_shape)
+        for name, expected, dtype in (("observations", shape, self.raw_dtype),
+                                      ("final_observations", shape, self.raw_dtype),
                                       ("rewards", (count,), torch.float32), ("terminations", (count,), torch.bool),
                                       ("truncations", (count,), torch.bool)):
             self._check_tensor("step", name, getattr(result, name), expected, dtype)
-        return result
+        return dataclasses.replace(result, observations=self._in_layout(result.observations),
+                                   final_observations=self._in_layout(result.final_observations))
+
+    def _in_layout(self, observations: torch.Tensor) -> torch.Tensor:
+        """A batch of the game's observations as the network takes them: ObservationLayout.convert on a batch."""
+        layout = self.layout
+        if layout.kind == "vector":
+            return observations.to(torch.float32)
+        if layout.flat_image:
+            observations = observations.unsqueeze(1)
+        elif layout.channels_last:
+            observations = observations.permute(0, 3, 1, 2)
+        if observations.dtype == torch.bool:
+            return (observations.to(torch.uint8) * INTENSITY_MAX).contiguous()
+        return observations.to(self.observation_dtype).contiguous()
 
     def check_rewards(self, *sums: torch.Tensor) -> None:
         """Raise EnvFault if any of these tensors, sums of the game's rewards, is NaN or infinite (one wait for the
