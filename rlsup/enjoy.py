@@ -37,6 +37,9 @@ def require_renderer(env) -> None:
     # Frames are drawn off screen (render_mode "rgb_array"): without a display SDL's default video
     # driver prints "XDG_RUNTIME_DIR is invalid" to the user's terminal, the dummy driver does not.
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    # Nor does enjoy play sound, which pygame.init() opens anyway: on a machine with ALSA's library but no sound
+    # card, ALSA printed seven lines of "cannot find card '0'" to the user's terminal.
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     try:
         import pygame  # noqa: F401
     except ImportError:
