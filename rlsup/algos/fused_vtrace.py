@@ -121,9 +121,7 @@ class FusedVtraceTrainer(LearnerTrainer):
     def _ended_episodes(self, step: int) -> list[dict]:
         """The episodes that ended in this update, in step order then game order: one wait for the device."""
         buffers = self.buffers
-        ended = buffers.dones.nonzero().cpu()
-        if len(ended) == 0:
-            return []
+        # Boolean indexing is row-major over [T, B]: step order, then game order. One copy each to the host.
         scores = buffers.ended_returns[buffers.dones].cpu().tolist()
         lengths = buffers.ended_lengths[buffers.dones].cpu().tolist()
         episodes = []
