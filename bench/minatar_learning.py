@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -219,14 +220,24 @@ def compare() -> None:
     with (nullcontext(str(arguments.keep)) if arguments.keep else tempfile.TemporaryDirectory(
             prefix="rlsup-minatar-")) as directory:
         job = changed_job(arguments.job, None, arguments.set, Path(directory))
+        stopping = threading.Event()
         print(f"{arguments.job.name} {' '.join(arguments.set)}: seeds {arguments.seeds}, {steps:,} frames each")
         for game in games:
             linked = game_values(arguments.job, game, arguments.set)
             # The game's id in the [sweep] wins; else the job's action set (-v0 or -v1) for every game.
             env_id = linked.get("env.id", f"MinAtar/{game}-{version_of(specs.load(job).env.id)}")
+            def train_seed(seed: int) -> SeedRun:
+                # A seed that paused (a Ctrl-C) or failed stops the bench: the seeds queued behind it do not start.
+                if stopping.is_set():
+                    raise BenchStopped(f"{game} seed {seed} not started: the bench is stopping")
+                try:
+                    return train(job, game, env_id, seed, steps, Path(directory), arguments.eval, linked)
+                except BenchStopped:
+                    stopping.set()
+                    raise
+
             with ThreadPoolExecutor(arguments.parallel) as pool:
-                runs = dict(zip(seeds, pool.map(lambda seed: train(job, game, env_id, seed, steps, Path(directory),
-                                                                   arguments.eval, linked), seeds)))
+                runs = dict(zip(seeds, pool.map(train_seed, seeds)))
             table = training_table(game, env_id, runs, steps, linked)
             print_table(game, table, runs, peers)
             result["tables"] += [table, {"group": game, "env": env_id, "settings": linked, "measure": "wall_s",
