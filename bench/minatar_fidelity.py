@@ -14,7 +14,9 @@ spawns as the rand/randint values that give gymnax's outcome. A draw the referen
 for, or a port draw the reference cannot take, is a difference. No state is copied from one side to the other,
 except after a difference, when the episode plays on unchecked and the reference's sticky action is resynchronised.
 
-Policies: Breakout follows the ball (0.9), Freeway goes up (0.7), otherwise actions are uniform in the set.
+Policies: Breakout follows the ball (0.9), Freeway goes up (0.7), Asterix dodges the enemies closing in on its
+row (0.9), which lets it live until spawns come fast enough to fill every row; otherwise actions are uniform in
+the set. Asterix's spawns with at most one row free are counted: they are where gymnax's own spawn differed.
 
     python bench/minatar_fidelity.py [--games breakout freeway-v1 ...] [--versions 1 0] [--episodes 1000]
                                      [--seconds-per-game 600] [--seed 0]
@@ -41,7 +43,7 @@ GAMES = ("breakout", "asterix", "spaceinvaders", "seaquest", "freeway")
 REFERENCE_NAMES = {"spaceinvaders": "space_invaders"}  # rlsup's game name -> the reference's module
 STICKY_ACTIONS = 0.1  # the reference Environment's default, and the paper's
 # Reference actions (of all 6) the scripted policies choose: MinAtar's action order is n l u r d f.
-NOOP, LEFT, UP, RIGHT = 0, 1, 2, 3
+NOOP, LEFT, UP, RIGHT, DOWN = 0, 1, 2, 3, 4
 
 
 class DrawDifference(Exception):
@@ -81,7 +83,7 @@ def port_draws_function(game: str):
     """A jitted carry -> the draws JaxGames' next step makes for game 0: its sticky uniform, the game's draws from
     its step key (as gymnax's step_env makes them) and the reset draws (as reset_env makes them)."""
     import jax
-    from gymnax.environments.minatar import asterix
+    from rlsup.algos.envs.jax_minatar import asterix_spawn_draws
 
     def car_draws(key):  # gymnax freeway: reset_env and a crossing in step_env
         speed_key, direction_key = jax.random.split(key)
@@ -97,9 +99,9 @@ def port_draws_function(game: str):
                 "diver_direction": jax.random.bernoulli(diver_direction_key),
                 "diver_row": jax.random.randint(diver_row_key, (), 1, 9)}
 
-    def asterix_draws(key, state):  # gymnax's own spawn_entity, as step_env calls it, on the state before the step
-        entity, slot = asterix.spawn_entity(key, state)
-        return {"entity": entity, "slot": slot}
+    def asterix_draws(key, state):  # rlsup's mended spawn, as its step makes it on the state before the step
+        left_to_right, gold, slot, spawned = asterix_spawn_draws(key, state.entities)
+        return {"left_to_right": left_to_right, "gold": gold, "slot": slot, "spawned": spawned}
 
     step_draws = {"asterix": asterix_draws, "seaquest": seaquest_draws,
                   "freeway": lambda key, state: car_draws(key)}.get(game, lambda key, state: {})
@@ -134,6 +136,7 @@ class Reference:
         self.environment.random = self.sticky_queue = DrawQueue("the sticky action")
         self.env.random = self.queue = DrawQueue(game)
         self.step_draws, self.reset_draws = {}, {}
+        self.crowded_spawns = 0  # Asterix: spawns with at most one row free
         for name in ("reset", "_randomize_cars", "_spawn_entity", "_spawn_enemy", "_spawn_diver"):
             if hasattr(self.env, name):
                 self._feed(name, getattr(self.env, name))
@@ -162,19 +165,19 @@ class Reference:
             return [("rand", float(values[0])), ("rand", float(values[1])), ("randint", int(step["enemy_row"]))]
         if name == "_spawn_diver":
             return [("rand", uniform_below(bool(step["diver_direction"]), 1 / 2)), ("randint", int(step["diver_row"]))]
-        return self.asterix_spawn(step["entity"], int(step["slot"]))
+        return self.asterix_spawn(int(step["left_to_right"]), int(step["gold"]), int(step["slot"]),
+                                  bool(step["spawned"]))
 
-    def asterix_spawn(self, entity, slot: int) -> list[tuple[str, object]]:
-        """The reference's draws for gymnax's spawn, which is (x, row, left-to-right, gold, spawned) in slot."""
-        _, _, left_to_right, gold, spawned = (int(value) for value in entity)
+    def asterix_spawn(self, left_to_right: int, gold: int, slot: int, spawned: bool) -> list[tuple[str, object]]:
+        """The reference's draws for the port's spawn into slot (or none, where spawned is false)."""
         free = [index for index, held in enumerate(self.env.entities) if held is None]
+        self.crowded_spawns += len(free) <= 1
         draws = [("rand", uniform_below(left_to_right, 1 / 2)), ("rand", uniform_below(gold, 1 / 3))]
         if spawned and slot in free:
             return draws + [("randint", free.index(slot))]
-        if not spawned and not free:  # gymnax writes an empty entity over an occupied slot; the reference skips
-            raise DrawDifference(f"asterix spawn with every slot taken: gymnax empties slot {slot}, the reference "
-                                 f"spawns nothing")
-        raise DrawDifference(f"asterix spawn: gymnax {'fills' if spawned else 'finds no free slot, empties'} slot "
+        if not spawned and not free:  # every row taken: the reference draws the side and the kind, then skips
+            return draws
+        raise DrawDifference(f"asterix spawn: the port {'fills' if spawned else 'spawns nothing, leaving'} slot "
                              f"{slot}; the reference's free slots are {free}")
 
     def reset(self, draws: dict) -> np.ndarray:
@@ -203,7 +206,24 @@ class Policy:
             return self.action_set.index(LEFT if target < env.pos else RIGHT if target > env.pos else NOOP)
         if self.game == "freeway" and self.random.random() < 0.7:
             return self.action_set.index(UP)
+        if self.game == "asterix" and self.random.random() < 0.9:
+            return self.action_set.index(self.dodge(env))
         return self.uniform()
+
+    @staticmethod
+    def dodge(env) -> int:
+        """Asterix: stay while no enemy is within 2 cells of the player in its row, else step to a row without
+        one (up first)."""
+        def threatened(row: int) -> bool:
+            return any(entity is not None and not entity[3] and entity[1] == row
+                       and abs(entity[0] - env.player_x) <= 2 for entity in env.entities)
+
+        if not threatened(env.player_y):
+            return NOOP
+        for action, row in ((UP, env.player_y - 1), (DOWN, env.player_y + 1)):
+            if 1 <= row <= 8 and not threatened(row):
+                return action
+        return NOOP
 
     def uniform(self) -> int:
         return int(self.random.integers(len(self.action_set)))
@@ -221,6 +241,7 @@ class Tally:
     first_difference: dict | None = None
     seconds: float = 0.0
     stopped_early: bool = False  # --seconds-per-game ran out before --episodes
+    crowded_spawns: int = 0  # Asterix: spawns compared with at most one row free
 
 
 def observation_difference(reference: np.ndarray, port: np.ndarray) -> str | None:
@@ -327,6 +348,7 @@ def compare_game(game: str, version: int, episodes: int, seed: int, seconds: flo
             tally.first_difference = {"episode": tally.episodes - 1, "step": difference[0], "what": difference[1],
                                       "last_frame": final_only}
     tally.seconds = time.perf_counter() - started
+    tally.crowded_spawns = match.reference.crowded_spawns
     return tally
 
 
@@ -337,7 +359,9 @@ def difference_words(tally: Tally) -> str:
 
 def print_row(tally: Tally) -> None:
     print(f"{tally.name:<18}{tally.episodes:>9}{tally.identical:>11}{tally.final_frame_only:>13}{tally.steps:>11}"
-          f"{tally.seconds:>8.0f}  {difference_words(tally)}", flush=True)
+          f"{tally.seconds:>8.0f}  {difference_words(tally)}"
+          + (f" ({tally.crowded_spawns} spawns with at most one row free)" if tally.name.startswith("asterix") else ""),
+          flush=True)
 
 
 def write_result(arguments: argparse.Namespace, run: dict, tallies: list[Tally]) -> None:
@@ -348,6 +372,10 @@ def write_result(arguments: argparse.Namespace, run: dict, tallies: list[Tally])
                          difference_words(tally)] for tally in tallies}
     notes = {tally.name: f"stopped by --seconds-per-game {arguments.seconds_per_game:g} after {tally.episodes} "
              f"episodes" for tally in tallies if tally.stopped_early}
+    for tally in tallies:
+        if tally.name.startswith("asterix"):
+            crowded = f"{tally.crowded_spawns} spawns compared with at most one row free"
+            notes[tally.name] = f"{notes[tally.name]}; {crowded}" if tally.name in notes else crowded
     said = ("Each step: the action played after sticky actions, reward, terminal, truncation and the whole "
             "observation, with the port's draws fed to the reference MinAtar (see bench/minatar_fidelity.py). "
             "'last frame only': episodes identical but for the observation of their terminal step; the first "

@@ -87,3 +87,35 @@ def test_a_state_dict_resumes_bit_for_bit_and_refuses_a_wrong_shape() -> None:
     wrong["previous_actions"] = np.zeros(65, np.int32)
     with pytest.raises(ValueError, match="previous_actions"):
         second.load_state_dict(wrong)
+
+
+@pytest.mark.parametrize("free_slot", [None, 3])
+def test_an_asterix_spawn_fills_the_free_row_or_none_as_the_reference_does(free_slot: int | None) -> None:
+    """The reference spawns into a free row, chosen uniformly, and spawns nothing when all 8 are taken. gymnax's
+    slot search never looked at its permutation's first slot: with every row taken it wrote an empty entity over
+    one (in every game), and with one row free it did so one spawn in 8 (of 64 games, about 8)."""
+    from rlsup.algos.envs.jax_minatar import asterix_v1
+
+    count = 64
+    games = asterix_v1(count, 0, torch.device("cpu"))
+    games.reset()
+    state = copy.deepcopy(games.state_dict())
+    states = state["states"]
+    # An enemy in every row at the left edge, far from the player (5, 5); no entity moves this step; a spawn is due.
+    crowded = np.zeros((count, 8, 5), np.int32)
+    crowded[:, :, 1], crowded[:, :, 2], crowded[:, :, 4] = np.arange(1, 9), 1, 1
+    if free_slot is not None:
+        crowded[:, free_slot] = 0
+    states[".entities"], states[".spawn_timer"], states[".move_timer"] = crowded, np.zeros(count, np.int32), \
+        np.full(count, 3, np.int32)
+    games.load_state_dict(state)
+    result = games.step(torch.zeros(count, dtype=torch.int64))
+    assert not result.terminations.any()
+    after = games.state_dict()["states"][".entities"]
+    assert (after[:, :, 4] == 1).all(axis=1).sum() == count, "a spawn emptied a row it should have left"
+    if free_slot is None:
+        np.testing.assert_array_equal(after, crowded)
+    else:
+        others = [slot for slot in range(8) if slot != free_slot]
+        np.testing.assert_array_equal(after[:, others], crowded[:, others])
+        assert (after[:, free_slot, 1] == free_slot + 1).all()

@@ -27,7 +27,7 @@ def minatar_rules(game: str, version: int) -> JaxGameRules:
     # gymnax's own time limit (1,000 steps; Freeway's 2,500) is none of the paper's: step_env never reads it, and
     # so that no game does, it is as far off as an int32 allows.
     params = params.replace(max_steps_in_episode=jnp.iinfo(jnp.int32).max)
-    step = seaquest_step(env) if game == "seaquest" else env.step_env
+    step = {"seaquest": seaquest_step, "asterix": asterix_step}.get(game, lambda env: env.step_env)(env)
     return JaxGameRules(env.reset_env, step, params, ActionSpace(int(env.num_actions)),
                         sticky_actions=STICKY_ACTIONS, ends=freeway_ends if game == "freeway" else None)
 
@@ -45,6 +45,47 @@ def seaquest_step(env):
         return env.get_obs(stepped, params), stepped, reward, terminated, info
 
     return step
+
+
+def asterix_step(env):
+    """gymnax's Asterix step with the reference's spawn (asterix_spawn), made before gymnax's step, whose own spawn
+    is then not due: its timer reads as just restarted, as gymnax leaves it after spawning."""
+    import jax.numpy as jnp
+
+    def step(key, state, action, params):
+        due = state.spawn_timer == 0
+        spawned = state.replace(entities=jnp.where(due, asterix_spawn(key, state.entities), state.entities),
+                                spawn_timer=jnp.where(due, state.spawn_speed, state.spawn_timer))
+        return env.step_env(key, spawned, action, params)  # spawn_speed is never below 1: no second spawn
+
+    return step
+
+
+def asterix_spawn(key, entities):
+    """The entities after a spawn as the reference makes it (asterix_spawn_draws), the new one at the left edge
+    moving right or at the right edge moving left."""
+    import jax.numpy as jnp
+
+    left_to_right, gold, slot, spawned = asterix_spawn_draws(key, entities)
+    entity = jnp.array([(1 - left_to_right) * 9, slot + 1, left_to_right, gold, 1], dtype=entities.dtype)
+    return jnp.where(spawned, entities.at[slot].set(entity), entities)
+
+
+def asterix_spawn_draws(key, entities):
+    """A spawn's draws as the reference makes them: (left_to_right, gold, slot, spawned), into a free row chosen
+    uniformly, or none when all 8 are taken. gymnax's search (while_sample_slots) skips its permutation's first
+    slot, so with every row taken it wrote an empty entity over one, and with one row free it did so for one spawn
+    in 8. This draws what gymnax draws and looks at the slots in its order, its first slot last: the same spawn
+    wherever gymnax's was right."""
+    import jax
+    import jax.numpy as jnp
+
+    key_direction, key_gold, key_slot = jax.random.split(key, 3)  # as gymnax's spawn_entity
+    left_to_right = jax.random.choice(key_direction, jnp.array([1, 0]))
+    gold = jax.random.choice(key_gold, jnp.array([1, 0]), p=jnp.array([1 / 3, 2 / 3]))
+    order = jnp.roll(jax.random.permutation(key_slot, jnp.arange(8)), -1)
+    free = entities[order, 4] == 0
+    return left_to_right, gold, order[jnp.argmax(free)], free.any()
 
 
 def freeway_ends(state) -> bool:
