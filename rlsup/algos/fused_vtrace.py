@@ -139,6 +139,14 @@ class FusedVtraceTrainer(LearnerTrainer):
         metrics.update(self.loss_sums.means())
         return metrics
 
+    def gpu_memory_bytes(self) -> int | None:
+        """torch's peak on the GPU beside what the game's own allocator holds there (JAX's: torch never sees it),
+        which GPU packing counts even where NVML cannot see this process."""
+        torch_bytes = super().gpu_memory_bytes()
+        game_bytes = getattr(self.games.game, "device_memory_bytes", None)
+        extra = game_bytes() if callable(game_bytes) else None
+        return None if torch_bytes is None else torch_bytes + (extra or 0)
+
     def state_dict(self, *, include_replay: bool = True) -> dict:
         """Everything the next update reads: nothing is in flight between two iterate() calls."""
         return {

@@ -183,6 +183,12 @@ class JaxGames:
             return torch.from_numpy(np.asarray(array))
         return torch.from_dlpack(array)
 
+    def device_memory_bytes(self) -> int | None:
+        """The most JAX's own allocator has held on the games' GPU, which torch's does not count; None on a CPU,
+        where JAX keeps no count."""
+        stats = self.jax_device.memory_stats() if self.device.type == "cuda" else None
+        return int(stats["peak_bytes_in_use"]) if stats and "peak_bytes_in_use" in stats else None
+
     def state_dict(self) -> dict:
         """The key, the previous actions, the episode times and every leaf of the games' states, as numpy arrays."""
         key, states, previous, times = self.carry
