@@ -92,7 +92,7 @@ class EnvSection:
         "gymnasium", "Where the games come from: gymnasium (env objects, stepped on CPU cores by the vectoriser) or "
                      "fused (a batch of games whose state is tensors on the learner's device, stepped at once, "
                      "MinAtar's through JAX or a plugin's; V-trace steps [vtrace] batch_size of them in its one "
-                     "process).", IDENTITY)
+                     "process, DQN num_envs of them on the CPU).", IDENTITY)
     imports: list[str] = setting([], "Python modules the worker imports before making the env, e.g. a package "
                                      "of yours that registers it (found on PYTHONPATH).", IDENTITY)
     preset: Literal["classic", "atari"] = setting(

@@ -69,7 +69,8 @@ class Algorithm:
 
 BUILT_IN = (
     Algorithm("dqn", "rlsup.algos.dqn:DqnTrainer", "rlsup.algos.dqn:policy_from_checkpoint", "loss",
-              "Deep Q-learning (double, n-step)", greedy_network="rlsup.algos.dqn:greedy_network"),
+              "Deep Q-learning (double, n-step)", greedy_network="rlsup.algos.dqn:greedy_network",
+              env_sources=("gymnasium", "fused")),
     Algorithm("vtrace", "rlsup.algos.fused_vtrace:build_trainer", "rlsup.algos.impala:policy_from_checkpoint", "total_loss",
               "actor/learner V-trace (IMPALA)", replay_item="unrolls",
               greedy_network="rlsup.algos.impala:greedy_network", action_kinds=("discrete", "continuous"),

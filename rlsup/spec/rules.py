@@ -73,8 +73,8 @@ def job_violations(spec: JobSpec) -> list[Violation]:
 
 
 def fused_violations(spec: JobSpec, algorithm: registry.Algorithm) -> list[Violation]:
-    """What [env] source = "fused" asks of the rest of the file: an algorithm that trains on it, and for V-trace's
-    one-process loop, each batch the batch_size games' fresh unrolls, trained on once."""
+    """What [env] source = "fused" asks of the rest of the file: an algorithm that trains on it, no gymnasium
+    wrapping, and for V-trace's one-process loop, each batch the batch_size games' fresh unrolls, trained on once."""
     if spec.env.source != "fused":
         return []
     if "fused" not in algorithm.env_sources:
@@ -82,14 +82,23 @@ def fused_violations(spec: JobSpec, algorithm: registry.Algorithm) -> list[Viola
         return [Violation(("env", "source"), f"algo {algorithm.name!r} trains on gymnasium envs only; fused games "
                                              f"are trained by {', '.join(map(repr, trainers))}")]
     violations = []
-    env, settings = spec.env, spec.vtrace
-    if env.num_envs != 1:
-        violations.append(Violation(("env", "num_envs"), "V-trace steps [vtrace] batch_size fused games, one unroll "
-                                                         "of each per update: set batch_size, not num_envs"))
+    env = spec.env
     if env.preset != "classic" or env.vectoriser != "auto":
         path = ("env", "preset") if env.preset != "classic" else ("env", "vectoriser")
-        violations.append(Violation(path, "a fused game is stepped on the learner's device by itself: leave preset "
-                                          "and vectoriser unset"))
+        violations.append(Violation(path, "a fused game steps its batch by itself, with no gymnasium wrapper: leave "
+                                          "preset and vectoriser unset"))
+    if algorithm.name == "vtrace":
+        violations += fused_vtrace_violations(spec)
+    return violations
+
+
+def fused_vtrace_violations(spec: JobSpec) -> list[Violation]:
+    """V-trace's one-process loop on fused games: batch_size games, each batch of unrolls trained on once."""
+    violations = []
+    settings = spec.vtrace
+    if spec.env.num_envs != 1:
+        violations.append(Violation(("env", "num_envs"), "V-trace steps [vtrace] batch_size fused games, one unroll "
+                                                         "of each per update: set batch_size, not num_envs"))
     replays = spec.replay
     if len(replays) != 1 or replays[0].kind != "queue" or replays[0].capacity != settings.batch_size:
         path = ("replay", 0, "kind") if replays else ("replay",)

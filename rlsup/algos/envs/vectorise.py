@@ -32,6 +32,8 @@ def make_vector_env(env: EnvSection, seeds: list[int], cpus: int | None = None, 
     replay would have to start from the first reset; they also preprocess frames in C++, so their runs
     would differ from today's. bench/env_throughput.py measures what each would gain.
     """
+    if env.source == "fused":
+        return fused_vector(env, seeds)
     if cpus is None:
         cpus = spare_cpus(sharers) if counts_cpus(env, len(seeds)) else 1
     choice = choose_vectoriser(env, len(seeds), cpus)
@@ -39,6 +41,18 @@ def make_vector_env(env: EnvSection, seeds: list[int], cpus: int | None = None, 
     if choice.name == "subprocess":
         return SubprocessVectorEnv(env, seeds, choice.slices)
     return SerialVectorEnv(make_envs(env, seeds))
+
+
+def fused_vector(env: EnvSection, seeds: list[int]) -> VectorEnv:
+    """A fused game of len(seeds) games, seeded with the first seed: a game that is its own vectoriser. It steps on
+    the CPU, where the replay keeps its transitions (on a GPU each step would be a round trip to the host)."""
+    import torch  # a fused game's tensors; imported here, as the gymnasium vectorisers need none
+
+    from rlsup.algos.envs.fused import make_fused_game
+    from rlsup.algos.envs.fused_vector import FusedVectorEnv
+
+    log.info("[env] vectoriser: the fused game %s steps its %d games itself", env.id, len(seeds))
+    return FusedVectorEnv(make_fused_game(env, len(seeds), seeds[0], torch.device("cpu")), env.clip_rewards)
 
 
 @dataclass(frozen=True)
