@@ -384,9 +384,11 @@ def write_result(arguments: argparse.Namespace, run: dict, tallies: list[Tally])
     table = results_format.measurement("Episodes identical to the reference MinAtar", "game", columns, rows, said,
                                        settings={"seed": arguments.seed, "sticky_actions": STICKY_ACTIONS, **versions},
                                        notes=notes)
-    results_format.write_figures(arguments, run, "minatar-fidelity",
-                                 "rlsup's fused MinAtar games (gymnax) against the reference MinAtar, step by step",
-                                 [table], finding(tallies), seeds=[arguments.seed])
+    played = sorted({tally.name.partition("-v")[0] for tally in tallies})
+    games = "" if len(played) == len(GAMES) else f": {', '.join(played)}"
+    title = f"rlsup's fused MinAtar games (gymnax) against the reference MinAtar, step by step{games}"
+    results_format.write_figures(arguments, run, "minatar-fidelity", title, [table], finding(tallies),
+                                 seeds=[arguments.seed])
 
 
 def finding(tallies: list[Tally]) -> str:
