@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from rlsup.spec import registry
-from rlsup.spec.fields import JobSpec, ReplaySection
+from rlsup.spec.fields import EnvSection, JobSpec, ReplaySection
 
 # Ratios come from TOML floats (0.1 + 0.2 != 0.3), so sums and shares are compared with this slack.
 RATIO_TOLERANCE = 1e-9
@@ -72,6 +72,10 @@ def job_violations(spec: JobSpec) -> list[Violation]:
     return violations
 
 
+# The [env] settings that wrap a gymnasium env (the atari preset's aside, which the preset check refuses).
+FUSED_UNWRAPPED = ("sticky_actions", "max_episode_steps", "episodic_life")
+
+
 def fused_violations(spec: JobSpec, algorithm: registry.Algorithm) -> list[Violation]:
     """What [env] source = "fused" asks of the rest of the file: an algorithm that trains on it, no gymnasium
     wrapping, and for V-trace's one-process loop, each batch the batch_size games' fresh unrolls, trained on once."""
@@ -87,9 +91,14 @@ def fused_violations(spec: JobSpec, algorithm: registry.Algorithm) -> list[Viola
         path = ("env", "preset") if env.preset != "classic" else ("env", "vectoriser")
         violations.append(Violation(path, "a fused game steps its batch by itself, with no gymnasium wrapper: leave "
                                           "preset and vectoriser unset"))
+    unwrapped = EnvSection()
+    violations += [Violation(("env", name), "a fused game plays by its own rules (MinAtar's: sticky actions 0.1, no "
+                                            "step limit) and rlsup wraps it in nothing: leave it unset")
+                   for name in FUSED_UNWRAPPED if getattr(env, name) != getattr(unwrapped, name)]
     if algorithm.name == "vtrace":
         violations += fused_vtrace_violations(spec)
     return violations
+
 
 
 def fused_vtrace_violations(spec: JobSpec) -> list[Violation]:

@@ -75,6 +75,10 @@ BAD_FILES = [
     (f"{FUSED}[env]\nsource = 'fused'\n[vtrace]\nnormalize_rewards = true\n", 9, "vtrace.normalize_rewards",
      "not in the fused loop yet"),
     ("[job]\nalgo = 'sac'\n[env]\nsource = 'fused'\n", 4, "env.source", "algo 'sac' trains on gymnasium envs only"),
+    # Wrappers a fused game never gets, for V-trace and DQN alike.
+    (f"{FUSED}[env]\nsource = 'fused'\nsticky_actions = 0.25\n", 8, "env.sticky_actions", "plays by its own rules"),
+    ("[env]\nsource = 'fused'\nnum_envs = 4\nmax_episode_steps = 100\n", 4, "env.max_episode_steps",
+     "plays by its own rules"),
 ]
 
 
