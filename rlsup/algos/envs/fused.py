@@ -21,7 +21,8 @@ import torch
 from rlsup.algos.envs.actions import ActionSpace
 from rlsup.algos.envs.faults import TRACEBACK_NOTE, EnvFault
 from rlsup.algos.envs.observations import INTENSITY_MAX, NetworkError, layout_of
-from rlsup.algos.envs.sources import EnvDescription, EnvError, EnvImportError, env_key, env_of_key
+from rlsup.algos.envs.sources import (EnvDescription, EnvError, EnvImportError, env_key, env_of_key,
+                                      import_or_explain)
 from rlsup.formatting import one_line
 from rlsup.spec import EnvSection
 
@@ -94,29 +95,20 @@ def known_games() -> dict[str, str]:
 def factory_of(env: EnvSection) -> FusedGameFactory:
     """The factory [env] id names, after the modules [env] imports names (which may register() it)."""
     for module in env.imports:
-        _import(module, f"cannot import {module!r} ([env] imports names it)", EnvImportError)
+        import_or_explain(module, f"cannot import {module!r} ([env] imports names it)", EnvImportError)
     games = known_games()
     reference = games.get(env.id) or (env.id if ":" in env.id else None)
     if reference is None:
         raise EnvError(f"no fused game is named {env.id!r}: source = \"fused\" takes one of "
                        f"{', '.join(map(repr, games))}, a name a plugin registers, or \"module:factory\"")
     module, _, attribute = reference.partition(":")
-    _import(module, f"cannot load the fused game {env.id!r} from {reference}")
+    import_or_explain(module, f"cannot load the fused game {env.id!r} from {reference}")
     factory = importlib.import_module(module)
     for part in attribute.split("."):
         factory = getattr(factory, part, None)
     if not callable(factory):
         raise EnvError(f"the fused game {env.id!r} names {reference}, which is not a factory of games")
     return factory
-
-
-def _import(module: str, failure: str, error_class: type[EnvError] = EnvError) -> None:
-    try:
-        importlib.import_module(module)
-    except EnvError:
-        raise
-    except Exception as error:  # a user's module may fail in any way; its message is what helps
-        raise error_class(f"{failure}: {type(error).__name__}: {one_line(str(error))}") from None
 
 
 def make_fused_game(env: EnvSection, num_envs: int, seed: int, device: torch.device) -> CheckedGame:

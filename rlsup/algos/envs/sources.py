@@ -167,10 +167,18 @@ def _register_namespace(env_id: str, namespace: str) -> None:
 
 
 def _import(module: str, why: str, error_class: type[EnvError] = EnvError) -> None:
+    import_or_explain(module, f"cannot import {module!r} ({why})", error_class)
+
+
+def import_or_explain(module: str, failure: str, error_class: type[EnvError] = EnvError) -> None:
+    """Import a module a job names, or raise error_class("failure: the error's own words"); an EnvError the module
+    raises itself is already a sentence, and passes as it is."""
     try:
         importlib.import_module(module)
+    except EnvError:
+        raise
     except Exception as error:  # a user's module may fail in any way; its message is what helps
-        raise error_class(f"cannot import {module!r} ({why}): {type(error).__name__}: {error}") from None
+        raise error_class(f"{failure}: {type(error).__name__}: {one_line(str(error))}") from None
 
 
 def _extra_advice(spec: gym.envs.registration.EnvSpec) -> str:
