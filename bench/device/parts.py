@@ -151,26 +151,40 @@ def env(profile: dict, work: Path, budget_s: float) -> dict:
     return {**settings, "backends": ENV_BACKENDS, "by_n": by_n}
 
 
+def budgeted_spec(job: Path, profile: dict, frames: int, budget_s: float, margin_s: float, log_every: int):
+    """A V-trace job on the profile's device for frames, stopped by [job] max_wall_s within the part's budget
+    (margin_s kept for start-up and the final checkpoint), without evaluations."""
+    from rlsup import spec as specs
+
+    spec = specs.load(job).replace("job", device=profile["device"], total_steps=frames,
+                                   max_wall_s=max(10.0, budget_s - margin_s))
+    spec = spec.replace("vtrace", lr_end_step=frames).replace("eval", every_steps=0)
+    return spec.replace("log", every_steps=log_every)
+
+
+def run_spec(spec, work: Path, name: str) -> tuple[int, float, Path]:
+    """`rlsup run` of spec, written to work/NAME.toml: its exit code, its wall seconds and its run directory."""
+    job, run_dir = work / f"{name}.toml", work / f"{name}-run"
+    job.write_text(spec.to_toml())
+    began = time.monotonic()
+    command = [sys.executable, "-m", "rlsup.cli", "run", str(job), "--run-dir", str(run_dir)]
+    exit_code = subprocess.run(command).returncode
+    return exit_code, time.monotonic() - began, run_dir
+
+
 def learning(profile: dict, work: Path, budget_s: float) -> dict:
     """MinAtar Breakout V-trace on the machine's actors and device, stopped by [job] max_wall_s within the
     part's budget, its 100-episode training average beside the MinAtar paper's curves."""
     import minatar_learning
     from minatar_paper import paper_value
-    from rlsup import spec as specs
     from rlsup.run import files as runfiles
 
     settings = profile["learning"]
     frames = settings["frames"]
-    spec = specs.load(LEARNING_JOB).replace("job", device=profile["device"], total_steps=frames,
-                                             max_wall_s=max(10.0, budget_s - LEARNING_MARGIN_S))
-    spec = spec.replace("vtrace", actors=settings["actors"], lr_end_step=frames)
-    spec = spec.replace("eval", every_steps=0).replace("log", every_steps=settings["log_every"])
+    spec = budgeted_spec(LEARNING_JOB, profile, frames, budget_s, LEARNING_MARGIN_S, settings["log_every"])
+    spec = spec.replace("vtrace", actors=settings["actors"])
     spec = spec.replace("checkpoint", every_steps=settings["checkpoint_every"])
-    job, run_dir = work / "learning.toml", work / "learning-run"
-    job.write_text(spec.to_toml())
-    began = time.monotonic()
-    exit_code = subprocess.run([sys.executable, "-m", "rlsup.cli", "run", str(job), "--run-dir", str(run_dir)]).returncode
-    wall_s = time.monotonic() - began
+    exit_code, wall_s, run_dir = run_spec(spec, work, "learning")
     records = runfiles.read_metrics(run_dir)
     episodes = [(record["step"], record["return"]) for record in records if record["kind"] == "episode"]
     reached = max((record["step"] for record in records if "step" in record), default=0)
@@ -189,25 +203,17 @@ def fused(profile: dict, work: Path, budget_s: float) -> dict:
     by [job] max_wall_s within the part's budget: frames/s, and the GPU's utilisation sampled as it trains."""
     import dataclasses
 
-    from rlsup import spec as specs
     from rlsup.run import files as runfiles
 
     settings = profile["fused"]
     frames, games = settings["frames"], settings["games"]
-    spec = specs.load(FUSED_JOB).replace("job", device=profile["device"], total_steps=frames,
-                                          max_wall_s=max(10.0, budget_s - FUSED_MARGIN_S))
-    spec = spec.replace("vtrace", batch_size=games, unroll_length=settings["unroll"], lr_end_step=frames)
-    spec = spec.replace("eval", every_steps=0).replace("log", every_steps=settings["log_every"])
+    spec = budgeted_spec(FUSED_JOB, profile, frames, budget_s, FUSED_MARGIN_S, settings["log_every"])
+    spec = spec.replace("vtrace", batch_size=games, unroll_length=settings["unroll"])
     spec = dataclasses.replace(spec.replace("checkpoint", every_steps=0),
                                replay=(dataclasses.replace(spec.replay[0], capacity=games),))
-    job, run_dir = work / "fused.toml", work / "fused-run"
-    job.write_text(spec.to_toml())
     sampler = UtilisationSampler(profile["device"])
-    began = time.monotonic()
     with sampler:
-        exit_code = subprocess.run([sys.executable, "-m", "rlsup.cli", "run", str(job), "--run-dir",
-                                    str(run_dir)]).returncode
-    wall_s = time.monotonic() - began
+        exit_code, wall_s, run_dir = run_spec(spec, work, "fused")
     trains = [record for record in runfiles.read_metrics(run_dir) if record["kind"] == "train"]
     reached = trains[-1]["step"] if trains else 0
     # Training alone: from the first train record to the last, start-up (JAX's compile) and the checkpoint left out.
