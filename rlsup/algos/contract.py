@@ -70,7 +70,9 @@ class Trainer(Protocol):
         ...
 
     # Optional, not declared here so that a trainer without it still is one: gpu_memory_bytes() -> int | None,
-    # the GPU memory it holds (LearnerTrainer's reads torch's allocator), which packs jobs onto shared GPUs.
+    # the GPU memory it holds (LearnerTrainer's reads torch's allocator), which packs jobs onto shared GPUs; and
+    # holds_replay (True if absent): False for a trainer with nothing replayed between two iterate() calls, whose
+    # checkpoints without a replay ([checkpoint] replay = false) still resume bit for bit.
 
 
 class TrainerFactory(Protocol):

@@ -54,6 +54,8 @@ class FusedVtraceTrainer(LearnerTrainer):
     at any update resumes bit for bit on the same device.
     """
 
+    holds_replay = False  # each batch of unrolls is made and trained on within one iterate()
+
     def __init__(self, spec: JobSpec, device: torch.device):
         self.spec = spec
         settings = spec.vtrace

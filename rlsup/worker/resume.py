@@ -54,7 +54,7 @@ def restore(run_dir: Path, choice: Choice, trainer: Trainer) -> StartingPoint:
     restore_global_rng_state(state["rng"])
     runfiles.truncate_metrics(run_dir, int(manifest["metrics_bytes"]))
     start.trajectory.best_evaluation = best_evaluation_at(run_dir, manifest)
-    if "replay" not in state["trainer"]:
+    if "replay" not in state["trainer"] and getattr(trainer, "holds_replay", True):
         log.warning("checkpoint %s holds no replay ([checkpoint] replay = false): "
                     "the resumed run refills it and will not match an uninterrupted one", entry.path.name)
     log.info("resumed from %s (step %d, fingerprint %s)", entry.path.name, entry.step, entry.fingerprint[:12])
